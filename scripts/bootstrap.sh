@@ -9,14 +9,15 @@
 #   * a Jupyter kernel spec "python3" inside the venv (for nbclient)
 # A stamp file (.venv/.bootstrap-stamp) holding the hash of pyproject.toml and
 # of this script makes a second run take well under a second.
-# Set BOOTSTRAP_FORCE=1 to redo the pip step regardless of the stamp.
+# Set BOOTSTRAP_FORCE=1 to redo the pip step regardless of the stamp;
+# BOOTSTRAP_PYTHON=... picks the interpreter the venv is made from (python3).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 VENV="${VENV:-$ROOT/.venv}"
-PYTHON="${PYTHON:-python3}"
+PYTHON="${BOOTSTRAP_PYTHON:-python3}"
 STAMP="$VENV/.bootstrap-stamp"
 APT_PACKAGES=(pocl-opencl-icd ocl-icd-libopencl1 graphviz)
 
@@ -27,6 +28,15 @@ die() { printf '[bootstrap] ERROR: %s\n' "$*" >&2; exit 1; }
 deb_installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
+
+command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found"
+"$PYTHON" -c 'import sys; assert sys.version_info >= (3, 10)' 2>/dev/null \
+    || die "$PYTHON is older than 3.10"
+
+# Debian's own python3 needs python3-venv (ensurepip) to create a venv.
+if [[ ! -x "$VENV/bin/python" ]] && ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    APT_PACKAGES+=("python3-venv")
+fi
 
 if command -v dpkg-query >/dev/null 2>&1; then
     missing=()
