@@ -1,0 +1,128 @@
+"""pytato_like: lazy array expressions, compiled and run where you ask.
+
+Build a program with the NumPy-style functions below on placeholders; the
+result is an immutable DAG of :class:`Array` nodes. Nothing is computed
+until a target runs it: :func:`generate_numpy` (the reference executor) or,
+where available, the loopy/OpenCL and distributed targets.
+
+The public names follow pytato's, so ``import pytato_like as pt`` runs
+pytato programs.
+"""
+
+from __future__ import annotations
+
+from pytato_like import diagnostic, scalar_expr, tags, utils
+from pytato_like._creation import (
+    arange,
+    eye,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from pytato_like._einsum import dot, einsum, matmul, vdot
+from pytato_like._shape_ops import (
+    broadcast_to,
+    concatenate,
+    expand_dims,
+    reshape,
+    roll,
+    squeeze,
+    stack,
+    transpose,
+)
+from pytato_like.array import (
+    AbstractResultWithNamedArrays,
+    AdvancedIndexInContiguousAxes,
+    AdvancedIndexInNoncontiguousAxes,
+    Array,
+    Axis,
+    AxisPermutation,
+    BasicIndex,
+    Concatenate,
+    DataWrapper,
+    DictOfNamedArrays,
+    Einsum,
+    EinsumAxisDescriptor,
+    EinsumElementwiseAxis,
+    EinsumReductionAxis,
+    IndexBase,
+    IndexLambda,
+    IndexRemappingBase,
+    InputArgumentBase,
+    NamedArray,
+    NormalizedSlice,
+    Placeholder,
+    ReductionDescriptor,
+    Reshape,
+    Roll,
+    SizeParam,
+    Stack,
+    make_data_wrapper,
+    make_dict_of_named_arrays,
+    make_placeholder,
+    make_size_param,
+)
+from pytato_like.cmath import (
+    abs,  # noqa: A004
+    arccos,
+    arcsin,
+    arctan,
+    arctan2,
+    conj,
+    cos,
+    cosh,
+    equal,
+    exp,
+    greater,
+    greater_equal,
+    imag,
+    isnan,
+    less,
+    less_equal,
+    log,
+    log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    maximum,
+    minimum,
+    not_equal,
+    real,
+    sin,
+    sinh,
+    sqrt,
+    tan,
+    tanh,
+    where,
+)
+from pytato_like.pad import pad
+from pytato_like.reductions import all, amax, amin, any, mean, prod, sum  # noqa: A004
+from pytato_like.target import BoundProgram, Target
+from pytato_like.target.numpy import NumpyTarget, generate_numpy, generate_numpy_like
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AbstractResultWithNamedArrays", "AdvancedIndexInContiguousAxes",
+    "AdvancedIndexInNoncontiguousAxes", "Array", "Axis", "AxisPermutation",
+    "BasicIndex", "BoundProgram", "Concatenate", "DataWrapper",
+    "DictOfNamedArrays", "Einsum", "EinsumAxisDescriptor",
+    "EinsumElementwiseAxis", "EinsumReductionAxis", "IndexBase", "IndexLambda",
+    "IndexRemappingBase", "InputArgumentBase", "NamedArray", "NormalizedSlice",
+    "NumpyTarget", "Placeholder", "ReductionDescriptor", "Reshape", "Roll",
+    "SizeParam", "Stack", "Target",
+    "abs", "all", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan",
+    "arctan2", "broadcast_to", "concatenate", "conj", "cos", "cosh",
+    "diagnostic", "dot", "einsum", "equal", "exp", "expand_dims", "eye", "full",
+    "full_like", "generate_numpy", "generate_numpy_like", "greater",
+    "greater_equal", "imag", "isnan", "less", "less_equal", "log", "log10",
+    "logical_and", "logical_not", "logical_or", "make_data_wrapper",
+    "make_dict_of_named_arrays", "make_placeholder", "make_size_param",
+    "matmul", "maximum", "mean", "minimum", "not_equal", "ones", "ones_like",
+    "pad", "prod", "real", "reshape", "roll", "scalar_expr", "sin", "sinh",
+    "sqrt", "squeeze", "stack", "sum", "tags", "tan", "tanh", "transpose",
+    "utils", "vdot", "where", "zeros", "zeros_like",
+]

@@ -1,0 +1,92 @@
+"""Array creation: zeros, ones, full, eye, arange and the ``*_like``
+variants, as index lambdas without inputs."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pymbolic.primitives as prim
+
+from pytato_like._frontend import convert_scalar
+from pytato_like.array import Array, IndexLambda, _NO_TAGS, normalize_shape
+from pytato_like.diagnostic import DTypeError
+from pytato_like.scalar_expr import TypeCast, index_var
+
+
+def full(shape, fill_value: Any, dtype=None) -> Array:
+    """An array of *shape* filled with *fill_value*."""
+    shape = normalize_shape(shape)
+    if dtype is None:
+        dtype = np.array(fill_value).dtype
+    dtype = np.dtype(dtype)
+    if isinstance(fill_value, Array):
+        raise DTypeError("full() needs a scalar fill value, not an array")
+    try:
+        value = dtype.type(fill_value)
+    except (OverflowError, ValueError, TypeError) as err:
+        raise DTypeError(f"fill value {fill_value!r} cannot be stored as "
+                         f"{dtype}") from err
+    return IndexLambda(value, shape, dtype, {}, None, None, _NO_TAGS)
+
+
+def zeros(shape, dtype=np.float64) -> Array:
+    """An array of zeros."""
+    return full(shape, 0, dtype)
+
+
+def ones(shape, dtype=np.float64) -> Array:
+    """An array of ones."""
+    return full(shape, 1, dtype)
+
+
+def full_like(x: Array, fill_value: Any, dtype=None) -> Array:
+    """An array shaped like *x* filled with *fill_value*."""
+    return full(x.shape, fill_value, x.dtype if dtype is None else dtype)
+
+
+def zeros_like(x: Array, dtype=None) -> Array:
+    """Zeros shaped like *x*."""
+    return full_like(x, 0, dtype)
+
+
+def ones_like(x: Array, dtype=None) -> Array:
+    """Ones shaped like *x*."""
+    return full_like(x, 1, dtype)
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype=np.float64) -> Array:  # noqa: N803
+    """A 2-d array with ones on diagonal *k*."""
+    M = N if M is None else M  # noqa: N806
+    dtype = np.dtype(dtype)
+    expr = prim.If(prim.Comparison(prim.Sum((index_var(1), -1 * index_var(0))),
+                                   "==", int(k)),
+                   dtype.type(1), dtype.type(0))
+    return IndexLambda(expr, normalize_shape((N, M)), dtype, {}, None, None,
+                       _NO_TAGS)
+
+
+def arange(*args: Any, dtype=None) -> Array:
+    """Evenly spaced values, as :func:`numpy.arange`."""
+    if not 1 <= len(args) <= 3:
+        raise DTypeError(f"arange takes 1 to 3 positional arguments, got {len(args)}")
+    if len(args) == 1:
+        start, stop, step = 0, args[0], 1
+    elif len(args) == 2:
+        start, stop, step = args[0], args[1], 1
+    else:
+        start, stop, step = args
+    if step == 0:
+        raise DTypeError("arange step cannot be zero")
+    # one-element probe: NumPy's own dtype choice without allocating the range
+    probe_dtype = np.arange(start, start + step, step).dtype
+    dtype = probe_dtype if dtype is None else np.dtype(dtype)
+    length = max(0, math.ceil((stop - start) / step))
+    comp = probe_dtype if probe_dtype.kind in "fc" else np.dtype(np.int64)
+    expr = prim.Sum((convert_scalar(start, comp, "arange"),
+                     prim.Product((convert_scalar(step, comp, "arange"),
+                                   TypeCast(comp, index_var(0))))))
+    if comp != dtype:
+        expr = TypeCast(dtype, expr)
+    return IndexLambda(expr, (length,), dtype, {}, None, None, _NO_TAGS)

@@ -1,0 +1,155 @@
+"""``einsum`` and the products built on it (matmul, dot, vdot)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytato_like._frontend import as_operand
+from pytato_like.array import (
+    Array,
+    Einsum,
+    EinsumElementwiseAxis,
+    EinsumReductionAxis,
+    ReductionDescriptor,
+    _NO_TAGS,
+)
+from pytato_like.diagnostic import EinsumSpecError, ShapeMismatchError
+from pytato_like.utils import _is_one, are_shape_components_equal
+
+
+def _parse_subscripts(subscripts: str, n_operands: int):
+    spec = subscripts.replace(" ", "")
+    if "." in spec:
+        raise EinsumSpecError(f"einsum subscripts '{subscripts}': ellipsis "
+                              "('...') is not supported")
+    if "->" in spec:
+        in_spec, out_spec = spec.split("->")
+        if "->" in out_spec:
+            raise EinsumSpecError(f"einsum subscripts '{subscripts}' have more "
+                                  "than one '->'")
+    else:
+        in_spec = spec
+        letters = in_spec.replace(",", "")
+        out_spec = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    in_specs = in_spec.split(",")
+    if len(in_specs) != n_operands:
+        raise EinsumSpecError(
+            f"einsum subscripts '{subscripts}' name {len(in_specs)} operands "
+            f"but {n_operands} were given")
+    for part in (*in_specs, out_spec):
+        for c in part:
+            if not c.isalpha():
+                raise EinsumSpecError(f"invalid character '{c}' in einsum "
+                                      f"subscripts '{subscripts}'")
+    if len(set(out_spec)) != len(out_spec):
+        raise EinsumSpecError(f"output subscript '{out_spec}' repeats an index "
+                              f"in '{subscripts}'")
+    all_in = set("".join(in_specs))
+    for c in out_spec:
+        if c not in all_in:
+            raise EinsumSpecError(f"output index '{c}' does not appear in any "
+                                  f"input of einsum '{subscripts}'")
+    return in_specs, out_spec
+
+
+def einsum(subscripts: str, *operands: Any, tags=frozenset()) -> Array:
+    """Einstein summation over *operands*, as :func:`numpy.einsum` (size-1
+    axes broadcast, repeated indices take diagonals)."""
+    operands = tuple(_as_array(as_operand(op)) for op in operands)
+    in_specs, out_spec = _parse_subscripts(subscripts, len(operands))
+
+    extents: dict[str, Any] = {}
+    for spec, op in zip(in_specs, operands):
+        if len(spec) != op.ndim:
+            raise EinsumSpecError(
+                f"einsum '{subscripts}': operand subscript '{spec}' has "
+                f"{len(spec)} indices but the operand has shape {op.shape}")
+        for c, dim in zip(spec, op.shape):
+            if c not in extents or _is_one(extents[c]):
+                extents[c] = dim
+            elif not _is_one(dim) and not are_shape_components_equal(extents[c], dim):
+                raise ShapeMismatchError(
+                    f"einsum '{subscripts}': index '{c}' has extent "
+                    f"{extents[c]} in one operand and {dim} in another "
+                    f"(shapes {[o.shape for o in operands]})")
+
+    redn_letters = sorted(set("".join(in_specs)) - set(out_spec))
+    descr_of = {c: EinsumElementwiseAxis(i) for i, c in enumerate(out_spec)}
+    descr_of.update({c: EinsumReductionAxis(i) for i, c in enumerate(redn_letters)})
+    access = tuple(tuple(descr_of[c] for c in spec) for spec in in_specs)
+    redn_descr = {EinsumReductionAxis(i): ReductionDescriptor()
+                  for i in range(len(redn_letters))}
+    from pytato_like.array import _check_tags
+    return Einsum(access, operands, redn_descr, None, _check_tags(tags))
+
+
+def _wrap(x):
+    from pytato_like.array import make_data_wrapper
+    return make_data_wrapper(np.asarray(x))
+
+
+def _ndim(x: Any) -> int:
+    return x.ndim if isinstance(x, Array) else np.ndim(x)
+
+
+def _as_array(x: Any) -> Array:
+    return x if isinstance(x, Array) else _wrap(x)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def matmul(a: Any, b: Any) -> Array:
+    """``a @ b`` with NumPy's rules for 1-d operands and broadcast batch
+    axes."""
+    a, b = _as_array(as_operand(a)), _as_array(as_operand(b))
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeMismatchError(
+            f"matmul: operands must not be scalars (shapes {a.shape}, {b.shape})")
+    if a.ndim == 1 and b.ndim == 1:
+        return einsum("i,i->", a, b)
+    if a.ndim == 1:
+        batch_b = _LETTERS[:b.ndim - 2]
+        return einsum(f"y,{batch_b}yz->{batch_b}z", a, b)
+    if b.ndim == 1:
+        batch_a = _LETTERS[:a.ndim - 2]
+        return einsum(f"{batch_a}xy,y->{batch_a}x", a, b)
+    from pytato_like._shape_ops import _ShapeOnly, broadcast_to
+    from pytato_like.utils import get_shape_after_broadcasting
+
+    batch = get_shape_after_broadcasting([_ShapeOnly(a.shape[:-2]),
+                                          _ShapeOnly(b.shape[:-2])])
+    a = broadcast_to(a, (*batch, *a.shape[-2:])) if a.ndim > 2 or batch else a
+    b = broadcast_to(b, (*batch, *b.shape[-2:])) if b.ndim > 2 or batch else b
+    if not are_shape_components_equal(a.shape[-1], b.shape[-2]):
+        raise ShapeMismatchError(
+            f"matmul: inner dimensions differ for shapes {a.shape} and {b.shape}")
+    bl = _LETTERS[:len(batch)]
+    return einsum(f"{bl}xy,{bl}yz->{bl}xz", a, b)
+
+
+def dot(a: Any, b: Any) -> Array:
+    """:func:`numpy.dot`: products of scalars, inner product of vectors,
+    matrix products, and for N-d the sum over the last axis of *a* and the
+    second-to-last of *b*."""
+    a, b = as_operand(a), as_operand(b)
+    if _ndim(a) == 0 or _ndim(b) == 0:
+        return a * b
+    a, b = _as_array(a), _as_array(b)
+    if b.ndim == 1:
+        sa = _LETTERS[:a.ndim]
+        return einsum(f"{sa},{sa[-1]}->{sa[:-1]}", a, b)
+    sa = _LETTERS[:a.ndim]
+    sb_letters = _LETTERS[a.ndim:a.ndim + b.ndim - 1]
+    sb = sb_letters[:-1] + sa[-1] + sb_letters[-1]
+    return einsum(f"{sa},{sb}->{sa[:-1]}{sb_letters}", a, b)
+
+
+def vdot(a: Any, b: Any) -> Array:
+    """:func:`numpy.vdot`: inner product of the flattened operands, the first
+    conjugated."""
+    from pytato_like.cmath import conj
+    a, b = _as_array(as_operand(a)), _as_array(as_operand(b))
+    return einsum("i,i->", conj(a).reshape(-1), b.reshape(-1))

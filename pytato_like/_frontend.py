@@ -1,0 +1,278 @@
+"""Elementwise operations with NumPy 2 semantics, built as index lambdas.
+
+The dtype rules come from NumPy itself: ``ufunc.resolve_dtypes`` tells, for
+the operand dtypes (Python scalars passed as the weak types ``int``,
+``float``, ``complex``), which dtype each operand is converted to and what
+the result dtype is. Every conversion is written into the scalar expression
+as an explicit :class:`~pytato_like.scalar_expr.TypeCast`, and scalar
+constants are stored as NumPy scalars of their converted dtype, so the IR
+says exactly what NumPy would compute and any target can follow it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pymbolic.primitives as prim
+
+from pytato_like.array import Array, IndexLambda, _NO_TAGS
+from pytato_like.diagnostic import DTypeError
+from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, TypeCast, index_var
+from pytato_like.utils import _is_one, get_shape_after_broadcasting
+
+Scalar = (int, float, complex, bool, np.generic)
+
+
+def is_scalar(x: Any) -> bool:
+    return isinstance(x, Scalar) and not isinstance(x, np.ndarray)
+
+
+def as_operand(x: Any) -> Any:
+    """Arrays and scalars pass through; NumPy arrays and lists become data
+    wrappers."""
+    if isinstance(x, Array) or is_scalar(x):
+        return x
+    if isinstance(x, (np.ndarray, list, tuple)):
+        from pytato_like.array import make_data_wrapper
+        return make_data_wrapper(np.asarray(x))
+    raise DTypeError(f"cannot use an object of type {type(x).__name__} as an "
+                     "array operand")
+
+
+def _resolution_dtype(x: Any):
+    """What ``resolve_dtypes`` should see for operand *x*."""
+    if isinstance(x, Array):
+        return x.dtype
+    if isinstance(x, (bool, np.bool_)):
+        return np.dtype(np.bool_)
+    if isinstance(x, np.generic):
+        return x.dtype
+    if isinstance(x, int):
+        return int
+    if isinstance(x, float):
+        return float
+    if isinstance(x, complex):
+        return complex
+    raise DTypeError(f"unsupported operand type {type(x).__name__}")
+
+
+@lru_cache(maxsize=4096)
+def _resolve(ufunc: np.ufunc, in_types: tuple) -> tuple[np.dtype, ...]:
+    return ufunc.resolve_dtypes((*in_types, None))
+
+
+def resolve_dtypes(ufunc: np.ufunc, operands: tuple, what: str) -> tuple[np.dtype, ...]:
+    """``(operand dtypes..., result dtype)`` as NumPy resolves them for
+    *ufunc*; raises :class:`DTypeError` naming the dtypes if NumPy refuses."""
+    in_types = tuple(_resolution_dtype(x) for x in operands)
+    try:
+        return _resolve(ufunc, in_types)
+    except (TypeError, np.exceptions.DTypePromotionError) as err:
+        names = ", ".join(str(t) if isinstance(t, np.dtype) else
+                          f"Python {t.__name__}" for t in in_types)
+        raise DTypeError(f"{what} is not supported for dtypes ({names})") from err
+
+
+def convert_scalar(value: Any, dtype: np.dtype, what: str) -> np.generic:
+    """*value* as a NumPy scalar of *dtype*, refusing out-of-range Python
+    integers as NumPy 2 does."""
+    try:
+        return dtype.type(value)
+    except OverflowError as err:
+        raise DTypeError(f"Python integer {value} is out of bounds for "
+                         f"{dtype} in {what}") from err
+
+
+@lru_cache(maxsize=4096)
+def _subscript_template(name: str, operand_shape: tuple, result_ndim: int,
+                        broadcast_mask: tuple[bool, ...]):
+    if not operand_shape:
+        return prim.Variable(name)
+    offset = result_ndim - len(operand_shape)
+    return prim.Subscript(prim.Variable(name), tuple(
+        0 if bcast else index_var(offset + i)
+        for i, bcast in enumerate(broadcast_mask)))
+
+
+def broadcast_access(name: str, ary: Array, result_shape: tuple):
+    """The expression reading *ary* (bound as *name*) at the current index of
+    an index lambda of *result_shape*, with NumPy broadcasting."""
+    offset = len(result_shape) - ary.ndim
+    mask = tuple(_is_one(d) and not _is_one(result_shape[offset + i])
+                 for i, d in enumerate(ary.shape))
+    shape_key = tuple(d if isinstance(d, int) else None for d in ary.shape)
+    return _subscript_template(name, shape_key, len(result_shape), mask)
+
+
+def cast_to(expr, from_dtype: np.dtype, to_dtype: np.dtype):
+    if from_dtype == to_dtype:
+        return expr
+    return TypeCast(to_dtype, expr)
+
+
+class ElementwiseBuilder:
+    """Collects operands of one elementwise index lambda: binds arrays to
+    ``_in<k>`` (the same array once) and turns scalars into constants."""
+
+    def __init__(self, operands: tuple, result_shape: tuple, what: str) -> None:
+        self.result_shape = result_shape
+        self.what = what
+        self.bindings: dict[str, Array] = {}
+        self._names: dict[int, str] = {}
+        self.operands = operands
+
+    def access(self, x: Any, to_dtype: np.dtype):
+        if isinstance(x, Array):
+            name = self._names.get(id(x))
+            if name is None:
+                name = f"_in{len(self.bindings)}"
+                self._names[id(x)] = name
+                self.bindings[name] = x
+            return cast_to(broadcast_access(name, x, self.result_shape),
+                           x.dtype, to_dtype)
+        return convert_scalar(x, to_dtype, self.what)
+
+    def build(self, expr, dtype: np.dtype) -> IndexLambda:
+        return IndexLambda(expr, self.result_shape, dtype, self.bindings,
+                           None, None, _NO_TAGS)
+
+
+# {{{ binary operations
+
+def _negated(expr, dtype: np.dtype):
+    """``-expr`` in *dtype* without an out-of-range constant: unsigned
+    integers multiply by the all-ones value, which wraps like negation."""
+    if dtype.kind == "u":
+        return prim.Product((dtype.type(np.iinfo(dtype).max), expr))
+    return prim.Product((dtype.type(-1), expr))
+
+
+def _maximum_expr(a, b, dtype):
+    if dtype.kind in "fc":
+        # NaN in either operand fails both comparisons and yields a + b = NaN
+        return prim.If(prim.Comparison(a, ">", b), a,
+                       prim.If(prim.Comparison(a, "<=", b), b, prim.Sum((a, b))))
+    return prim.If(prim.Comparison(a, ">", b), a, b)
+
+
+def _minimum_expr(a, b, dtype):
+    if dtype.kind in "fc":
+        return prim.If(prim.Comparison(a, "<", b), a,
+                       prim.If(prim.Comparison(a, ">=", b), b, prim.Sum((a, b))))
+    return prim.If(prim.Comparison(a, "<", b), a, b)
+
+
+def _call(name):
+    fn = prim.Variable(C99_FUNCTION_PREFIX + name)
+    return lambda *args: prim.Call(fn, args)
+
+
+# op name -> (ufunc, expression builder taking (a, b, operand dtype))
+BINARY_OPS: dict[str, tuple[np.ufunc, Any]] = {
+    "add": (np.add, lambda a, b, dt: prim.Sum((a, b))),
+    "sub": (np.subtract, lambda a, b, dt: prim.Sum((a, _negated(b, dt)))),
+    "mul": (np.multiply, lambda a, b, dt: prim.Product((a, b))),
+    "truediv": (np.true_divide, lambda a, b, dt: prim.Quotient(a, b)),
+    "floordiv": (np.floor_divide, lambda a, b, dt: prim.FloorDiv(a, b)),
+    "mod": (np.remainder, lambda a, b, dt: prim.Remainder(a, b)),
+    "pow": (np.power, lambda a, b, dt: prim.Power(a, b)),
+    "and": (np.bitwise_and, lambda a, b, dt: prim.BitwiseAnd((a, b))),
+    "or": (np.bitwise_or, lambda a, b, dt: prim.BitwiseOr((a, b))),
+    "xor": (np.bitwise_xor, lambda a, b, dt: prim.BitwiseXor((a, b))),
+    "lshift": (np.left_shift, lambda a, b, dt: prim.LeftShift(a, b)),
+    "rshift": (np.right_shift, lambda a, b, dt: prim.RightShift(a, b)),
+    "lt": (np.less, lambda a, b, dt: prim.Comparison(a, "<", b)),
+    "le": (np.less_equal, lambda a, b, dt: prim.Comparison(a, "<=", b)),
+    "gt": (np.greater, lambda a, b, dt: prim.Comparison(a, ">", b)),
+    "ge": (np.greater_equal, lambda a, b, dt: prim.Comparison(a, ">=", b)),
+    "eq": (np.equal, lambda a, b, dt: prim.Comparison(a, "==", b)),
+    "ne": (np.not_equal, lambda a, b, dt: prim.Comparison(a, "!=", b)),
+    "logical_and": (np.logical_and, lambda a, b, dt: prim.LogicalAnd((a, b))),
+    "logical_or": (np.logical_or, lambda a, b, dt: prim.LogicalOr((a, b))),
+    "maximum": (np.maximum, _maximum_expr),
+    "minimum": (np.minimum, _minimum_expr),
+    "arctan2": (np.arctan2, lambda a, b, dt: _call("atan2")(a, b)),
+}
+
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//",
+           "mod": "%", "pow": "**", "and": "&", "or": "|", "xor": "^",
+           "lshift": "<<", "rshift": ">>", "lt": "<", "le": "<=", "gt": ">",
+           "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def binary_op(op_name: str, a: Any, b: Any) -> Array | np.generic:
+    """``a <op> b`` with NumPy broadcasting and dtype promotion."""
+    ufunc, make_expr = BINARY_OPS[op_name]
+    a = as_operand(a)
+    b = as_operand(b)
+    if not isinstance(a, Array) and not isinstance(b, Array):
+        return ufunc(a, b)
+    what = f"operator '{_SYMBOL.get(op_name, op_name)}'"
+    dt_a, dt_b, dt_out = resolve_dtypes(ufunc, (a, b), what)
+    shape = get_shape_after_broadcasting((a, b))
+    builder = ElementwiseBuilder((a, b), shape, what)
+    expr = make_expr(builder.access(a, dt_a), builder.access(b, dt_b), dt_a)
+    return builder.build(expr, dt_out)
+
+
+def unary_op(op_name: str, x: Array) -> Array:
+    """``-x``, ``+x``, ``~x``."""
+    ufunc = {"neg": np.negative, "pos": np.positive, "invert": np.invert}[op_name]
+    dt_in, dt_out = resolve_dtypes(ufunc, (x,), f"unary '{op_name}'")
+    if op_name == "pos":
+        return x
+    builder = ElementwiseBuilder((x,), x.shape, op_name)
+    access = builder.access(x, dt_in)
+    if op_name == "neg":
+        expr = _negated(access, dt_in)
+    elif dt_in.kind == "b":
+        expr = prim.LogicalNot(access)  # ~ on booleans is logical negation
+    else:
+        expr = prim.BitwiseNot(access)
+    return builder.build(expr, dt_out)
+
+
+def apply_ufunc(c99_name: str, ufunc: np.ufunc, *args: Any) -> Array | np.generic:
+    """Elementwise math function *ufunc*, written as a call of
+    ``pytato.c99.<c99_name>`` with NumPy's argument conversions."""
+    args = tuple(as_operand(x) for x in args)
+    if not any(isinstance(x, Array) for x in args):
+        return ufunc(*args)
+    what = f"{ufunc.__name__}()"
+    *dt_in, dt_out = resolve_dtypes(ufunc, args, what)
+    shape = get_shape_after_broadcasting(args)
+    builder = ElementwiseBuilder(args, shape, what)
+    expr = _call(c99_name)(*(builder.access(x, dt) for x, dt in zip(args, dt_in)))
+    return builder.build(expr, dt_out)
+
+
+def astype(x: Array, dtype: Any) -> Array:
+    """*x* converted elementwise to *dtype* (NumPy's unsafe casting)."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    builder = ElementwiseBuilder((x,), x.shape, "astype")
+    return builder.build(builder.access(x, dtype), dtype)
+
+
+def where(condition: Any, x: Any = None, y: Any = None) -> Array:
+    """Elements of *x* where *condition* holds, else of *y*."""
+    if x is None or y is None:
+        raise DTypeError("where() with one argument (nonzero) has a "
+                         "data-dependent shape and is not supported")
+    condition, x, y = as_operand(condition), as_operand(x), as_operand(y)
+    try:
+        dtype = np.result_type(*(v.dtype if isinstance(v, Array) else v
+                                 for v in (x, y)))
+    except (TypeError, np.exceptions.DTypePromotionError) as err:
+        raise DTypeError(f"where() cannot combine {x!r} and {y!r}") from err
+    shape = get_shape_after_broadcasting((condition, x, y))
+    if not any(isinstance(v, Array) for v in (condition, x, y)):
+        return np.where(condition, x, y)
+    builder = ElementwiseBuilder((condition, x, y), shape, "where()")
+    cond_dtype = condition.dtype if isinstance(condition, Array) else np.dtype(bool)
+    expr = prim.If(builder.access(condition, cond_dtype),
+                   builder.access(x, dtype), builder.access(y, dtype))
+    return builder.build(expr, dtype)

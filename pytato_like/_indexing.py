@@ -1,0 +1,166 @@
+"""``Array.__getitem__``: NumPy basic and advanced indexing, lazily.
+
+``None`` entries are handled by first inserting unit axes with a reshape and
+then indexing them with full slices; NumPy places axes identically that way.
+Integers combined with index arrays count as advanced indices (as in NumPy)
+when deciding whether the advanced indices are contiguous.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytato_like.array import (
+    AdvancedIndexInContiguousAxes,
+    AdvancedIndexInNoncontiguousAxes,
+    Array,
+    BasicIndex,
+    NormalizedSlice,
+    Reshape,
+    _NO_TAGS,
+    make_data_wrapper,
+)
+from pytato_like.diagnostic import IndexOutOfBoundsError, IndexTypeError
+
+
+def _normalize_slice(s: slice, dim: Any, axis: int, shape) -> NormalizedSlice:
+    if not isinstance(dim, int):
+        if s == slice(None) or s == slice(None, None, 1):
+            return NormalizedSlice(0, None, 1)  # full slice of a symbolic axis
+        raise IndexTypeError(
+            f"only full slices are supported on symbolic axis {axis} of an "
+            f"array of shape {shape}")
+    for part in (s.start, s.stop, s.step):
+        if part is not None and not isinstance(part, (int, np.integer)):
+            raise IndexTypeError(f"slice {s} has a non-integer bound")
+    if s.step == 0:
+        raise IndexTypeError(f"slice step cannot be zero (axis {axis} of "
+                             f"shape {shape})")
+    start, stop, step = s.indices(dim)
+    return NormalizedSlice(start, stop, step)
+
+
+def _normalize_int(i: Any, dim: Any, axis: int, shape) -> int:
+    i = int(i)
+    if isinstance(dim, int):
+        if not -dim <= i < dim:
+            raise IndexOutOfBoundsError(
+                f"index {i} is out of bounds for axis {axis} with size {dim} "
+                f"(array shape {shape})")
+        return i % dim
+    if i < 0:
+        raise IndexOutOfBoundsError(
+            f"negative index {i} on symbolic axis {axis} of shape {shape}")
+    return i
+
+
+def _as_index_array(idx: Any, axis: int, shape) -> list:
+    """An index that is array-like: returns a list of integer arrays (a
+    boolean mask becomes one array per masked axis)."""
+    if isinstance(idx, Array):
+        if idx.dtype.kind == "b":
+            raise IndexTypeError(
+                f"boolean array index of shape {idx.shape} on array of shape "
+                f"{shape}: the result shape would depend on the data")
+        if idx.dtype.kind not in "iu":
+            raise IndexTypeError(
+                f"array index of dtype {idx.dtype} (shape {idx.shape}) on "
+                f"axis {axis} is not an integer array")
+        return [idx]
+    arr = np.asarray(idx)
+    if arr.dtype.kind == "b":
+        return [make_data_wrapper(nz) for nz in np.nonzero(arr)]
+    if arr.dtype.kind not in "iu":
+        if arr.size == 0:
+            arr = arr.astype(np.intp)
+        else:
+            raise IndexTypeError(
+                f"index {idx!r} of dtype {arr.dtype} on axis {axis} is not "
+                "an integer array")
+    return [make_data_wrapper(arr)]
+
+
+def _is_array_like(idx: Any) -> bool:
+    return isinstance(idx, (Array, np.ndarray, list, tuple))
+
+
+def getitem(ary: Array, key: Any) -> Array:
+    """``ary[key]`` with NumPy semantics."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexTypeError("an index can only have a single ellipsis ('...')")
+
+    def consumed(k) -> int:
+        if k is None or k is Ellipsis:
+            return 0
+        if isinstance(k, np.ndarray) and k.dtype.kind == "b":
+            return k.ndim
+        return 1
+
+    n_consumed = sum(consumed(k) for k in key)
+    if n_consumed > ary.ndim:
+        raise IndexOutOfBoundsError(
+            f"too many indices for array of shape {ary.shape}: {n_consumed} "
+            f"were indexed")
+    if Ellipsis in [k for k in key if not _is_array_like(k)]:
+        pos = next(i for i, k in enumerate(key)
+                   if not _is_array_like(k) and k is Ellipsis)
+        key = (*key[:pos], *([slice(None)] * (ary.ndim - n_consumed)),
+               *key[pos + 1:])
+    else:
+        key = (*key, *([slice(None)] * (ary.ndim - n_consumed)))
+
+    # None -> unit axis inserted by a reshape, then indexed by a full slice
+    if any(k is None for k in key):
+        shape = []
+        old = iter(ary.shape)
+        new_key = []
+        for k in key:
+            if k is None:
+                shape.append(1)
+                new_key.append(slice(None))
+            else:
+                for _ in range(consumed(k)):
+                    shape.append(next(old))
+                new_key.append(k)
+        ary = Reshape(ary, tuple(shape), "C", None, _NO_TAGS)
+        key = tuple(new_key)
+
+    indices: list[Any] = []
+    axis = 0
+    for k in key:
+        if isinstance(k, slice):
+            indices.append(_normalize_slice(k, ary.shape[axis], axis, ary.shape))
+            axis += 1
+        elif isinstance(k, (bool, np.bool_)):
+            raise IndexTypeError(f"boolean scalar index {k!r} is not supported")
+        elif isinstance(k, (int, np.integer)):
+            indices.append(_normalize_int(k, ary.shape[axis], axis, ary.shape))
+            axis += 1
+        elif _is_array_like(k):
+            arrays = _as_index_array(k, axis, ary.shape)
+            indices.extend(arrays)
+            axis += len(arrays)
+        else:
+            raise IndexTypeError(
+                f"index {k!r} of type {type(k).__name__} cannot index an array "
+                f"of shape {ary.shape}")
+
+    if not any(isinstance(i, Array) for i in indices):
+        if all(isinstance(i, NormalizedSlice) and i.start == 0 and i.step == 1
+               and (i.stop == d or not isinstance(d, int))
+               for i, d in zip(indices, ary.shape)):
+            return ary
+        return BasicIndex(ary, tuple(indices), None, _NO_TAGS)
+
+    from pytato_like.utils import get_shape_after_broadcasting
+    get_shape_after_broadcasting([i for i in indices if isinstance(i, Array)])
+    advanced = [i for i, idx in enumerate(indices)
+                if not isinstance(idx, NormalizedSlice)]
+    contiguous = advanced == list(range(advanced[0], advanced[-1] + 1))
+    cls = (AdvancedIndexInContiguousAxes if contiguous
+           else AdvancedIndexInNoncontiguousAxes)
+    return cls(ary, tuple(indices), None, _NO_TAGS)

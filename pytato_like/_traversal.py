@@ -1,0 +1,200 @@
+"""Iterative walks over array DAGs that the IR itself needs.
+
+Everything here uses explicit stacks, so DAGs of any depth are handled at
+Python's default recursion limit:
+
+* :func:`topological_order` -- every node once, children before users;
+* :func:`structurally_equal_many` -- linear-time structural equality;
+* :func:`pickle_dag` -- a flat, index-linked pickle representation.
+
+Nodes are identified by ``id`` during a walk (the roots keep them alive), so
+a walk never calls ``__eq__`` and stays linear even when a DAG contains
+structurally equal but distinct subgraphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pytato_like.array import (
+    ARRAY,
+    ARRAY_TUPLE,
+    BINDINGS,
+    IDENTITY,
+    VALUE,
+    Array,
+    NamedArray,
+    children_of,
+)
+
+
+def topological_order(roots: Iterable[Array]) -> list[Array]:
+    """All arrays reachable from *roots*, each once, every node after all
+    the nodes it refers to."""
+    order: list[Array] = []
+    visited: set[int] = set()
+    for root in roots:
+        if id(root) in visited:
+            continue
+        stack: list[tuple[Array, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in visited:
+                continue
+            visited.add(id(node))
+            stack.append((node, True))
+            for child in children_of(node):
+                if id(child) not in visited:
+                    stack.append((child, False))
+    return order
+
+
+def structurally_equal(a: Array, b: Array) -> bool:
+    """Whether the DAGs rooted at *a* and *b* have the same structure."""
+    return structurally_equal_many([a], [b])
+
+
+def structurally_equal_many(xs: list[Array], ys: list[Array]) -> bool:
+    """Whether ``xs[i]`` and ``ys[i]`` are structurally equal for all *i*.
+
+    Each pair of nodes is compared once, so the cost is linear in the number
+    of node pairs visited (at most the size of the smaller DAG when the two
+    are equal)."""
+    compared: set[tuple[int, int]] = set()
+    stack = list(zip(xs, ys, strict=True))
+    while stack:
+        a, b = stack.pop()
+        if a is b:
+            continue
+        key = (id(a), id(b))
+        if key in compared:
+            continue
+        compared.add(key)
+        if (type(a) is not type(b) or a._hash != b._hash
+                or a.axes != b.axes or a.tags != b.tags):
+            return False
+        if type(a) is NamedArray:
+            if a.name != b.name:
+                return False
+            stack.append((a.expr, b.expr))
+            continue
+        for name, kind in a._fields:
+            va = getattr(a, name)
+            vb = getattr(b, name)
+            if kind is VALUE:
+                if va != vb:
+                    return False
+            elif kind is IDENTITY:
+                if va is not vb:
+                    return False
+            elif kind is ARRAY:
+                stack.append((va, vb))
+            elif kind is ARRAY_TUPLE:
+                if len(va) != len(vb):
+                    return False
+                stack.extend(zip(va, vb))
+            elif kind is BINDINGS:
+                if va.keys() != vb.keys():
+                    return False
+                stack.extend((va[k], vb[k]) for k in va)
+            else:  # SHAPE, INDICES: ints, slices, None mixed with arrays
+                if len(va) != len(vb):
+                    return False
+                for ia, ib in zip(va, vb):
+                    a_is_array = isinstance(ia, Array)
+                    if a_is_array != isinstance(ib, Array):
+                        return False
+                    if a_is_array:
+                        stack.append((ia, ib))
+                    elif ia != ib:
+                        return False
+    return True
+
+
+# {{{ pickling
+
+class _Ref:
+    """Stands for the array at position *i* of a flat pickle."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+    def __reduce__(self):
+        return (_Ref, (self.i,))
+
+
+def _flatten_field(value: Any, kind: str, index: dict[int, int]) -> Any:
+    if kind is VALUE or kind is IDENTITY:
+        return value
+    if kind is ARRAY:
+        return index[id(value)]
+    if kind is ARRAY_TUPLE:
+        return tuple(index[id(a)] for a in value)
+    if kind is BINDINGS:
+        return {k: index[id(a)] for k, a in value.items()}
+    return tuple(_Ref(index[id(v)]) if isinstance(v, Array) else v for v in value)
+
+
+def _unflatten_field(value: Any, kind: str, built: list[Array]) -> Any:
+    if kind is VALUE or kind is IDENTITY:
+        return value
+    if kind is ARRAY:
+        return built[value]
+    if kind is ARRAY_TUPLE:
+        return tuple(built[i] for i in value)
+    if kind is BINDINGS:
+        return {k: built[i] for k, i in value.items()}
+    return tuple(built[v.i] if isinstance(v, _Ref) else v for v in value)
+
+
+def flatten_dags(roots: list[Array]) -> tuple[list[tuple], list[int]]:
+    """A flat description of the DAGs under *roots*: one record per node
+    (children referenced by position) and the positions of the roots."""
+    order = topological_order(roots)
+    index = {id(node): i for i, node in enumerate(order)}
+    records = []
+    for node in order:
+        if type(node) is NamedArray:
+            fields = (node._container, node.name)
+        else:
+            fields = tuple(_flatten_field(getattr(node, name), kind, index)
+                           for name, kind in node._fields)
+        records.append((type(node), fields, node.axes, node.tags))
+    return records, [index[id(r)] for r in roots]
+
+
+def unflatten_dags(records: list[tuple], root_positions: list[int]) -> list[Array]:
+    """Inverse of :func:`flatten_dags`."""
+    built: list[Array] = []
+    for cls, fields, axes, tags in records:
+        if cls is NamedArray:
+            container, name = fields
+            node = container[name]
+            if axes != node.axes or tags != node.tags:
+                node = NamedArray(container, name, axes=axes, tags=tags)
+        else:
+            kwargs = {name: _unflatten_field(value, kind, built)
+                      for (name, kind), value in zip(cls._fields, fields,
+                                                     strict=True)}
+            node = cls(**kwargs, axes=axes, tags=tags)
+        built.append(node)
+    return [built[i] for i in root_positions]
+
+
+def _unpickle_array(records, root_position):
+    return unflatten_dags(records, [root_position])[0]
+
+
+def pickle_dag(root: Array):
+    """``__reduce__`` value for *root*: the whole DAG as one flat record
+    list, so pickling never recurses through the graph."""
+    records, (root_position,) = flatten_dags([root])
+    return (_unpickle_array, (records, root_position))
+
+# }}}

@@ -1,0 +1,1149 @@
+"""The array expression graph: node classes and input constructors.
+
+A program is an immutable DAG of :class:`Array` nodes. Each node stores its
+defining fields, its ``shape``, ``dtype``, ``axes`` and ``tags``, and a hash
+computed once at construction from those fields and its children's cached
+hashes, so hashing is O(1) per node. Equality, pickling and ``repr`` walk the
+DAG with explicit stacks (see :mod:`pytato_like._traversal`), never with
+recursion, so DAGs of any depth work at the default recursion limit.
+
+The NumPy-style operators and methods of :class:`Array` are implemented in
+:mod:`pytato_like._frontend` and friends; this module only owns the IR.
+
+Node classes
+------------
+
+.. autoclass:: Array
+    :members: shape, dtype, ndim, size, T, tagged, without_tags,
+        with_tagged_axis, copy, reshape, sum, max, min, prod, any, all,
+        astype
+.. autoclass:: Axis
+.. autoclass:: ReductionDescriptor
+.. autoclass:: InputArgumentBase
+.. autoclass:: Placeholder
+.. autoclass:: DataWrapper
+.. autoclass:: SizeParam
+.. autoclass:: IndexLambda
+.. autoclass:: EinsumAxisDescriptor
+.. autoclass:: EinsumElementwiseAxis
+.. autoclass:: EinsumReductionAxis
+.. autoclass:: Einsum
+.. autoclass:: IndexRemappingBase
+.. autoclass:: Reshape
+.. autoclass:: AxisPermutation
+.. autoclass:: Concatenate
+.. autoclass:: Stack
+.. autoclass:: Roll
+.. autoclass:: NormalizedSlice
+.. autoclass:: IndexBase
+.. autoclass:: BasicIndex
+.. autoclass:: AdvancedIndexInContiguousAxes
+.. autoclass:: AdvancedIndexInNoncontiguousAxes
+.. autoclass:: AbstractResultWithNamedArrays
+.. autoclass:: DictOfNamedArrays
+.. autoclass:: NamedArray
+
+Constructors
+------------
+
+.. autofunction:: make_placeholder
+.. autofunction:: make_data_wrapper
+.. autofunction:: make_size_param
+.. autofunction:: make_dict_of_named_arrays
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from typing import Any, ClassVar
+
+import numpy as np
+from constantdict import constantdict
+from pytools.tag import Tag, check_tag_uniqueness, normalize_tags
+
+from pytato_like.diagnostic import (
+    AxisError,
+    DTypeError,
+    InvalidNameError,
+    NotAnArrayError,
+    ShapeMismatchError,
+)
+
+# {{{ field kinds
+
+# Each node class lists its constructor fields with a *kind* saying where
+# arrays may sit inside the value. Every generic walker (children, equality,
+# pickling, copy) reads this table instead of knowing each class.
+VALUE = "value"          # no arrays inside (str, dtype, int, expression, ...)
+IDENTITY = "identity"    # compared with ``is`` and hashed by id (wrapped data)
+ARRAY = "array"          # a single Array
+ARRAY_TUPLE = "arrays"   # tuple of Arrays
+BINDINGS = "bindings"    # Mapping[str, Array]
+SHAPE = "shape"          # tuple of int | Array
+INDICES = "indices"      # tuple of int | NormalizedSlice | Array | None
+
+# }}}
+
+
+# {{{ metadata: axes and reduction descriptors
+
+@dataclasses.dataclass(frozen=True)
+class Axis:
+    """Metadata of one array axis: a set of tags."""
+
+    tags: frozenset[Tag] = frozenset()
+
+    def tagged(self, tags) -> Axis:
+        return Axis(check_tag_uniqueness(normalize_tags(tags) | self.tags))
+
+    def without_tags(self, tags) -> Axis:
+        return Axis(self.tags - normalize_tags(tags))
+
+
+@dataclasses.dataclass(frozen=True)
+class ReductionDescriptor:
+    """Metadata of one reduction axis: a set of tags."""
+
+    tags: frozenset[Tag] = frozenset()
+
+    def tagged(self, tags) -> ReductionDescriptor:
+        return ReductionDescriptor(
+            check_tag_uniqueness(normalize_tags(tags) | self.tags))
+
+
+_NO_TAGS: frozenset[Tag] = frozenset()
+_DEFAULT_AXIS = Axis()
+_DEFAULT_REDUCTION_DESCR = ReductionDescriptor()
+
+
+@lru_cache(maxsize=256)
+def _default_axes(ndim: int) -> tuple[Axis, ...]:
+    return (_DEFAULT_AXIS,) * ndim
+
+
+# }}}
+
+
+# {{{ shape helpers
+
+ShapeComponent = Any  # int | Array (0-d integer expression of SizeParams)
+
+
+def _normalize_shape_component(s: Any) -> ShapeComponent:
+    if type(s) is int:
+        if s < 0:
+            raise ShapeMismatchError(f"negative dimension {s} in shape")
+        return s
+    if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
+        s = int(s)
+        if s < 0:
+            raise ShapeMismatchError(f"negative dimension {s} in shape")
+        return s
+    if isinstance(s, Array):
+        if s.ndim != 0 or s.dtype.kind not in "iu":
+            raise ShapeMismatchError(
+                "a symbolic shape component must be a 0-dimensional integer "
+                f"array expression, got shape {s.shape} dtype {s.dtype}")
+        return s
+    raise ShapeMismatchError(
+        f"shape component {s!r} is neither an int nor an integer size expression")
+
+
+def normalize_shape(shape: Any) -> tuple[ShapeComponent, ...]:
+    """*shape* as a tuple of non-negative ints and 0-d integer arrays."""
+    if isinstance(shape, (int, np.integer, Array)):
+        shape = (shape,)
+    return tuple(_normalize_shape_component(s) for s in shape)
+
+
+def _shape_product(shape: tuple[ShapeComponent, ...]) -> ShapeComponent:
+    result: ShapeComponent = 1
+    for s in shape:
+        result = result * s
+    return result
+
+
+# }}}
+
+
+# {{{ Array base
+
+class Array:
+    """Base class of every array expression.
+
+    Arrays are immutable. ``==`` compares two DAGs structurally (in time
+    linear in their size); elementwise comparison is :func:`pytato_like.equal`.
+
+    .. attribute:: shape
+    .. attribute:: dtype
+    .. attribute:: axes
+
+        One :class:`Axis` per dimension.
+
+    .. attribute:: tags
+
+        A :class:`frozenset` of :class:`pytools.tag.Tag`.
+    """
+
+    __slots__ = ("__weakref__", "_hash", "axes", "dtype", "shape", "tags")
+
+    _mapper_method: ClassVar[str]
+    #: ``(field_name, kind)`` of each constructor field except axes and tags.
+    _fields: ClassVar[tuple[tuple[str, str], ...]]
+
+    # NumPy must leave binary operators with an Array operand to us.
+    __array_ufunc__ = None
+
+    shape: tuple[ShapeComponent, ...]
+    dtype: np.dtype
+    axes: tuple[Axis, ...]
+    tags: frozenset[Tag]
+
+    def _finish_init(self, axes, tags) -> None:
+        """Store axes and tags and compute the hash. Called last by every
+        subclass constructor."""
+        if axes is None:
+            axes = _default_axes(len(self.shape))
+        elif len(axes) != len(self.shape):
+            raise AxisError(
+                f"{type(self).__name__} of shape {self.shape} got "
+                f"{len(axes)} axes metadata entries")
+        self.axes = axes
+        self.tags = tags
+        self._hash = hash((type(self), *self._field_values(), axes, tags))
+
+    def _field_values(self) -> tuple[Any, ...]:
+        return tuple(_hashable(getattr(self, name), kind)
+                     for name, kind in self._fields)
+
+    # {{{ identity
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Array) or self._hash != other._hash:
+            return False
+        from pytato_like._traversal import structurally_equal
+        return structurally_equal(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __reduce__(self):
+        from pytato_like._traversal import pickle_dag
+        return pickle_dag(self)
+
+    def __repr__(self) -> str:
+        from pytato_like.stringifier import stringify_dag
+        return stringify_dag(self)
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        raise DTypeError(
+            f"the truth value of a lazy {type(self).__name__} of shape "
+            f"{self.shape} is unknown until it is evaluated")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise DTypeError("len() of a 0-dimensional array")
+        return self.shape[0]
+
+    def __iter__(self):
+        # Explicit, so that Python does not fall back to __getitem__ with
+        # ever-growing integers.
+        for i in range(len(self)):
+            yield self[i]
+
+    # }}}
+
+    # {{{ construction helpers
+
+    @classmethod
+    def _constructor_field_names(cls) -> tuple[str, ...]:
+        return (*(name for name, _ in cls._fields), "axes", "tags")
+
+    def copy(self, **kwargs: Any) -> Array:
+        """A new node of the same class with the given fields replaced."""
+        values = {name: getattr(self, name)
+                  for name in self._constructor_field_names()}
+        values.update(kwargs)
+        return type(self)(**values)
+
+    def replace_if_different(self, **kwargs: Any) -> Array:
+        """Like :meth:`copy`, but returns *self* when every given field is
+        identical to the stored one."""
+        for name, value in kwargs.items():
+            if getattr(self, name) is not value:
+                return self.copy(**kwargs)
+        return self
+
+    # }}}
+
+    # {{{ metadata
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> ShapeComponent:
+        return _shape_product(self.shape)
+
+    def tagged(self, tags) -> Array:
+        """A copy with *tags* (a tag or an iterable of tags) added."""
+        new = normalize_tags(tags)
+        if new <= self.tags:
+            return self
+        return self.copy(tags=check_tag_uniqueness(new | self.tags))
+
+    def without_tags(self, tags, verify_existence: bool = True) -> Array:
+        """A copy with *tags* removed."""
+        to_remove = normalize_tags(tags)
+        if verify_existence and not to_remove <= self.tags:
+            missing = to_remove - self.tags
+            raise ValueError(
+                f"cannot remove tags {set(missing)} absent from "
+                f"{type(self).__name__} of shape {self.shape}")
+        if not to_remove & self.tags:
+            return self
+        return self.copy(tags=self.tags - to_remove)
+
+    def tags_of_type(self, tag_t: type) -> frozenset:
+        return frozenset(t for t in self.tags if isinstance(t, tag_t))
+
+    def tags_not_of_type(self, tag_t: type) -> frozenset:
+        return frozenset(t for t in self.tags if not isinstance(t, tag_t))
+
+    def with_tagged_axis(self, iaxis: int, tags) -> Array:
+        """A copy whose axis *iaxis* carries *tags* in addition."""
+        if not -self.ndim <= iaxis < self.ndim:
+            raise AxisError(
+                f"axis {iaxis} out of range for {type(self).__name__} of "
+                f"shape {self.shape}")
+        iaxis %= self.ndim
+        new_axes = (*self.axes[:iaxis], self.axes[iaxis].tagged(tags),
+                    *self.axes[iaxis + 1:])
+        return self.copy(axes=new_axes)
+
+    # }}}
+
+    # {{{ NumPy-style front end (implemented in _frontend and friends)
+
+    @property
+    def T(self) -> Array:  # noqa: N802
+        from pytato_like._shape_ops import transpose
+        return transpose(self)
+
+    @property
+    def real(self) -> Array:
+        from pytato_like.cmath import real
+        return real(self)
+
+    @property
+    def imag(self) -> Array:
+        from pytato_like.cmath import imag
+        return imag(self)
+
+    def conj(self) -> Array:
+        from pytato_like.cmath import conj
+        return conj(self)
+
+    conjugate = conj
+
+    def __abs__(self) -> Array:
+        from pytato_like.cmath import abs as _abs
+        return _abs(self)
+
+    def __getitem__(self, key) -> Array:
+        from pytato_like._indexing import getitem
+        return getitem(self, key)
+
+    def reshape(self, *shape, order: str = "C") -> Array:
+        """Same data, new shape (``-1`` is inferred), as in NumPy."""
+        from pytato_like._shape_ops import reshape
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, Array)):
+            shape = shape[0]
+        return reshape(self, shape, order=order)
+
+    def transpose(self, *axes) -> Array:
+        from pytato_like._shape_ops import transpose
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = axes[0]
+        return transpose(self, axes if axes else None)
+
+    def squeeze(self, axis=None) -> Array:
+        from pytato_like._shape_ops import squeeze
+        return squeeze(self, axis)
+
+    def ravel(self, order: str = "C") -> Array:
+        return self.reshape(-1, order=order)
+
+    flatten = ravel
+
+    def astype(self, dtype) -> Array:
+        """The array converted elementwise to *dtype*."""
+        from pytato_like._frontend import astype
+        return astype(self, dtype)
+
+    def sum(self, axis=None, keepdims: bool = False, **kwargs) -> Array:
+        from pytato_like.reductions import sum as _sum
+        return _sum(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def prod(self, axis=None, keepdims: bool = False, **kwargs) -> Array:
+        from pytato_like.reductions import prod
+        return prod(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def max(self, axis=None, keepdims: bool = False, **kwargs) -> Array:
+        from pytato_like.reductions import amax
+        return amax(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def min(self, axis=None, keepdims: bool = False, **kwargs) -> Array:
+        from pytato_like.reductions import amin
+        return amin(self, axis=axis, keepdims=keepdims, **kwargs)
+
+    def any(self, axis=None, keepdims: bool = False) -> Array:
+        from pytato_like.reductions import any as _any
+        return _any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis=None, keepdims: bool = False) -> Array:
+        from pytato_like.reductions import all as _all
+        return _all(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims: bool = False) -> Array:
+        from pytato_like.reductions import mean
+        return mean(self, axis=axis, keepdims=keepdims)
+
+    def dot(self, other) -> Array:
+        from pytato_like._einsum import dot
+        return dot(self, other)
+
+    def __matmul__(self, other) -> Array:
+        from pytato_like._einsum import matmul
+        return matmul(self, other)
+
+    def __rmatmul__(self, other) -> Array:
+        from pytato_like._einsum import matmul
+        return matmul(other, self)
+
+    # }}}
+
+
+def _binary_operator(op_name: str, reflected: bool):
+    def operator(self, other):
+        from pytato_like._frontend import binary_op
+        if not _is_operand(other):
+            return NotImplemented
+        if reflected:
+            return binary_op(op_name, other, self)
+        return binary_op(op_name, self, other)
+    operator.__name__ = f"__{'r' if reflected else ''}{op_name}__"
+    return operator
+
+
+def _is_operand(x: Any) -> bool:
+    return isinstance(x, (Array, int, float, complex, bool, np.generic))
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+              "and", "or", "xor", "lshift", "rshift"):
+    setattr(Array, f"__{_name}__", _binary_operator(_name, reflected=False))
+    setattr(Array, f"__r{_name}__", _binary_operator(_name, reflected=True))
+
+for _name in ("lt", "le", "gt", "ge"):
+    setattr(Array, f"__{_name}__", _binary_operator(_name, reflected=False))
+
+
+def _divmod(self, other):
+    return self // other, self % other
+
+
+def _rdivmod(self, other):
+    return other // self, other % self
+
+
+Array.__divmod__ = _divmod
+Array.__rdivmod__ = _rdivmod
+
+
+def _unary_operator(op_name: str):
+    def operator(self):
+        from pytato_like._frontend import unary_op
+        return unary_op(op_name, self)
+    operator.__name__ = f"__{op_name}__"
+    return operator
+
+
+for _name in ("neg", "pos", "invert"):
+    setattr(Array, f"__{_name}__", _unary_operator(_name))
+
+
+# }}}
+
+
+# {{{ generic field helpers
+
+def _hashable(value: Any, kind: str) -> Any:
+    if kind is IDENTITY:
+        return id(value)
+    return value
+
+
+def iter_arrays_in_field(value: Any, kind: str) -> Iterator[Array]:
+    """The arrays inside one field *value* of kind *kind*."""
+    if kind is VALUE or kind is IDENTITY:
+        return
+    if kind is ARRAY:
+        yield value
+    elif kind is ARRAY_TUPLE:
+        yield from value
+    elif kind is BINDINGS:
+        yield from value.values()
+    else:  # SHAPE, INDICES
+        for v in value:
+            if isinstance(v, Array):
+                yield v
+
+
+def map_arrays_in_field(value: Any, kind: str, fn) -> Any:
+    """*value* with every array inside replaced by ``fn(array)``; the same
+    object when nothing changed."""
+    if kind is VALUE or kind is IDENTITY:
+        return value
+    if kind is ARRAY:
+        return fn(value)
+    if kind is ARRAY_TUPLE:
+        new = tuple(fn(a) for a in value)
+    elif kind is BINDINGS:
+        new_b = {k: fn(a) for k, a in value.items()}
+        if all(new_b[k] is a for k, a in value.items()):
+            return value
+        return constantdict(new_b)
+    else:
+        new = tuple(fn(v) if isinstance(v, Array) else v for v in value)
+    if all(n is o for n, o in zip(new, value, strict=True)):
+        return value
+    return new
+
+
+def children_of(expr: Array) -> tuple[Array, ...]:
+    """Every array *expr* refers to: data-flow operands and the arrays in its
+    shape (or indices), in field order, duplicates kept."""
+    if type(expr) is NamedArray:
+        return (expr.expr,)
+    result: list[Array] = []
+    for name, kind in expr._fields:
+        if kind is not VALUE and kind is not IDENTITY:
+            result.extend(iter_arrays_in_field(getattr(expr, name), kind))
+    return tuple(result)
+
+
+def _check_tags(tags) -> frozenset[Tag]:
+    return check_tag_uniqueness(normalize_tags(tags))
+
+# }}}
+
+
+# {{{ inputs
+
+class InputArgumentBase(Array):
+    """Base class of arrays whose values come from outside the DAG."""
+
+    __slots__ = ()
+
+
+class Placeholder(InputArgumentBase):
+    """A named input whose value is passed when the program runs.
+
+    .. attribute:: name
+    """
+
+    __slots__ = ("name",)
+    _mapper_method = "map_placeholder"
+    _fields = (("name", VALUE), ("shape", SHAPE), ("dtype", VALUE))
+
+    def __init__(self, name: str, shape, dtype, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        self._finish_init(axes, tags)
+
+
+class DataWrapper(InputArgumentBase):
+    """An input whose value (a NumPy or pyopencl array) is known when the
+    DAG is built. Two data wrappers are equal only if they wrap the very
+    same data object.
+
+    .. attribute:: data
+    .. attribute:: name
+
+        Optional name (``None`` for anonymous data).
+    """
+
+    __slots__ = ("data", "name")
+    _mapper_method = "map_data_wrapper"
+    _fields = (("data", IDENTITY), ("shape", SHAPE), ("name", VALUE))
+
+    def __init__(self, data, shape, name: str | None = None, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.data = data
+        self.shape = shape
+        self.name = name
+        self.dtype = np.dtype(data.dtype)
+        self._finish_init(axes, tags)
+
+
+class SizeParam(InputArgumentBase):
+    """A named integer scalar usable in shapes.
+
+    .. attribute:: name
+    """
+
+    __slots__ = ("name",)
+    _mapper_method = "map_size_param"
+    _fields = (("name", VALUE),)
+
+    def __init__(self, name: str, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.name = name
+        self.shape = ()
+        self.dtype = np.dtype(np.int64)
+        self._finish_init(axes, tags)
+
+
+# }}}
+
+
+# {{{ index lambda
+
+class IndexLambda(Array):
+    """An array defined by a scalar expression of its indices.
+
+    .. attribute:: expr
+
+        A :mod:`pytato_like.scalar_expr` expression giving the value at index
+        ``(_0, _1, ...)``.
+
+    .. attribute:: bindings
+
+        Mapping from the array names used in :attr:`expr` to arrays.
+
+    .. attribute:: var_to_reduction_descr
+
+        Mapping from each reduction variable in :attr:`expr` to its
+        :class:`ReductionDescriptor`.
+    """
+
+    __slots__ = ("bindings", "expr", "var_to_reduction_descr")
+    _mapper_method = "map_index_lambda"
+    _fields = (("expr", VALUE), ("shape", SHAPE), ("dtype", VALUE),
+               ("bindings", BINDINGS), ("var_to_reduction_descr", VALUE))
+
+    def __init__(self, expr, shape, dtype, bindings,
+                 var_to_reduction_descr=None, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.expr = expr
+        self.shape = shape
+        self.dtype = dtype
+        self.bindings = (bindings if type(bindings) is constantdict
+                         else constantdict(bindings))
+        if var_to_reduction_descr is None:
+            var_to_reduction_descr = _EMPTY_MAP
+        elif type(var_to_reduction_descr) is not constantdict:
+            var_to_reduction_descr = constantdict(var_to_reduction_descr)
+        self.var_to_reduction_descr = var_to_reduction_descr
+        self._finish_init(axes, tags)
+
+
+_EMPTY_MAP: constantdict = constantdict()
+
+# }}}
+
+
+# {{{ einsum
+
+@dataclasses.dataclass(frozen=True)
+class EinsumAxisDescriptor:
+    """How one axis of an einsum operand is accessed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EinsumElementwiseAxis(EinsumAxisDescriptor):
+    """The operand axis runs along output axis :attr:`dim`."""
+
+    dim: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EinsumReductionAxis(EinsumAxisDescriptor):
+    """The operand axis runs along reduction axis :attr:`dim`."""
+
+    dim: int
+
+
+class Einsum(Array):
+    """A sum of products of its operands, as in :func:`numpy.einsum`.
+
+    .. attribute:: access_descriptors
+
+        For each operand, one :class:`EinsumAxisDescriptor` per operand axis.
+
+    .. attribute:: args
+    .. attribute:: redn_axis_to_redn_descr
+
+        Mapping from :class:`EinsumReductionAxis` to
+        :class:`ReductionDescriptor`.
+    """
+
+    __slots__ = ("access_descriptors", "args", "redn_axis_to_redn_descr")
+    _mapper_method = "map_einsum"
+    _fields = (("access_descriptors", VALUE), ("args", ARRAY_TUPLE),
+               ("redn_axis_to_redn_descr", VALUE))
+
+    def __init__(self, access_descriptors, args, redn_axis_to_redn_descr=None,
+                 axes=None, tags: frozenset[Tag] = _NO_TAGS,
+                 index_to_access_descr=None) -> None:
+        self.access_descriptors = tuple(tuple(d) for d in access_descriptors)
+        self.args = tuple(args)
+        if redn_axis_to_redn_descr is None:
+            redn_axis_to_redn_descr = {
+                descr: _DEFAULT_REDUCTION_DESCR
+                for acc in self.access_descriptors for descr in acc
+                if isinstance(descr, EinsumReductionAxis)}
+        self.redn_axis_to_redn_descr = constantdict(redn_axis_to_redn_descr)
+        self.shape, self.dtype = _einsum_shape_and_dtype(
+            self.access_descriptors, self.args)
+        self._finish_init(axes, tags)
+
+    def _get_reduction_extents(self) -> dict[EinsumReductionAxis, Any]:
+        extents: dict[EinsumReductionAxis, Any] = {}
+        for acc, arg in zip(self.access_descriptors, self.args, strict=True):
+            for descr, dim in zip(acc, arg.shape, strict=True):
+                if isinstance(descr, EinsumReductionAxis) and dim != 1:
+                    extents[descr] = dim
+                elif isinstance(descr, EinsumReductionAxis):
+                    extents.setdefault(descr, dim)
+        return extents
+
+
+def _einsum_shape_and_dtype(access_descriptors, args):
+    out_extents: dict[int, Any] = {}
+    for acc, arg in zip(access_descriptors, args, strict=True):
+        if len(acc) != arg.ndim:
+            from pytato_like.diagnostic import EinsumSpecError
+            raise EinsumSpecError(
+                f"einsum operand of shape {arg.shape} got {len(acc)} axis "
+                "descriptors")
+        for descr, dim in zip(acc, arg.shape, strict=True):
+            if isinstance(descr, EinsumElementwiseAxis):
+                if out_extents.get(descr.dim, 1) == 1:
+                    out_extents[descr.dim] = dim
+    ndim = len(out_extents)
+    if set(out_extents) != set(range(ndim)):
+        from pytato_like.diagnostic import EinsumSpecError
+        raise EinsumSpecError(
+            f"einsum output axes {sorted(out_extents)} are not 0..{ndim - 1}")
+    shape = tuple(out_extents[i] for i in range(ndim))
+    dtype = np.result_type(*(arg.dtype for arg in args))
+    return shape, dtype
+
+# }}}
+
+
+# {{{ index remapping
+
+class IndexRemappingBase(Array):
+    """Base class of arrays whose entries are entries of :attr:`array` at
+    other indices.
+
+    .. attribute:: array
+    """
+
+    __slots__ = ("array",)
+
+
+class Reshape(IndexRemappingBase):
+    """:attr:`array` reshaped to :attr:`newshape` in :attr:`order`
+    (``"C"`` or ``"F"``)."""
+
+    __slots__ = ("order",)
+    _mapper_method = "map_reshape"
+    _fields = (("array", ARRAY), ("newshape", SHAPE), ("order", VALUE))
+
+    def __init__(self, array: Array, newshape, order: str = "C", axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.array = array
+        self.shape = tuple(newshape)
+        self.order = order
+        self.dtype = array.dtype
+        self._finish_init(axes, tags)
+
+    @property
+    def newshape(self) -> tuple[ShapeComponent, ...]:
+        return self.shape
+
+
+class AxisPermutation(IndexRemappingBase):
+    """Axis ``i`` of the result is axis ``axis_permutation[i]`` of
+    :attr:`array`."""
+
+    __slots__ = ("axis_permutation",)
+    _mapper_method = "map_axis_permutation"
+    _fields = (("array", ARRAY), ("axis_permutation", VALUE))
+
+    def __init__(self, array: Array, axis_permutation, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.array = array
+        self.axis_permutation = tuple(axis_permutation)
+        self.shape = tuple(array.shape[i] for i in self.axis_permutation)
+        self.dtype = array.dtype
+        self._finish_init(axes, tags)
+
+
+class Roll(IndexRemappingBase):
+    """:attr:`array` rolled by :attr:`shift` along :attr:`axis`, as
+    :func:`numpy.roll`."""
+
+    __slots__ = ("axis", "shift")
+    _mapper_method = "map_roll"
+    _fields = (("array", ARRAY), ("shift", VALUE), ("axis", VALUE))
+
+    def __init__(self, array: Array, shift: int, axis: int, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.array = array
+        self.shift = shift
+        self.axis = axis
+        self.shape = array.shape
+        self.dtype = array.dtype
+        self._finish_init(axes, tags)
+
+
+@dataclasses.dataclass(frozen=True)
+class NormalizedSlice:
+    """A slice with concrete, normalized bounds: the indices
+    ``start, start + step, ...`` strictly before ``stop``, as
+    ``range(start, stop, step)``. ``stop`` is None only for the full slice
+    of a symbolic axis."""
+
+    start: int
+    stop: int | None
+    step: int
+
+    def to_slice(self) -> slice:
+        stop = self.stop
+        if self.step < 0 and stop is not None and stop < 0:
+            stop = None  # run through index 0
+        return slice(self.start, stop, self.step)
+
+    @property
+    def length(self) -> int:
+        return len(range(self.start, self.stop, self.step))
+
+
+class IndexBase(IndexRemappingBase):
+    """Base class of indexing expressions ``array[indices]``.
+
+    .. attribute:: indices
+
+        One entry per axis of :attr:`array`: an ``int``, a
+        :class:`NormalizedSlice`, or an integer :class:`Array`.
+    """
+
+    __slots__ = ("indices",)
+    _fields = (("array", ARRAY), ("indices", INDICES))
+
+    def __init__(self, array: Array, indices, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.array = array
+        self.indices = tuple(indices)
+        self.shape = self._compute_shape()
+        self.dtype = array.dtype
+        self._finish_init(axes, tags)
+
+    def _compute_shape(self) -> tuple[ShapeComponent, ...]:
+        raise NotImplementedError
+
+
+def _slice_extent(idx, dim):
+    if idx.stop is None:
+        return dim  # the full slice of a symbolic dimension
+    return idx.length
+
+
+class BasicIndex(IndexBase):
+    """Indexing with ints and slices only."""
+
+    __slots__ = ()
+    _mapper_method = "map_basic_index"
+
+    def _compute_shape(self):
+        return tuple(_slice_extent(idx, dim)
+                     for idx, dim in zip(self.indices, self.array.shape,
+                                         strict=True)
+                     if isinstance(idx, NormalizedSlice))
+
+
+def _advanced_index_shape(indices) -> tuple[ShapeComponent, ...]:
+    from pytato_like.utils import get_shape_after_broadcasting
+    return get_shape_after_broadcasting(
+        [i for i in indices if isinstance(i, Array)])
+
+
+class AdvancedIndexInContiguousAxes(IndexBase):
+    """Indexing with integer arrays (and ints) on adjacent axes: the
+    broadcast index dimensions replace those axes in place."""
+
+    __slots__ = ()
+    _mapper_method = "map_contiguous_advanced_index"
+
+    def _compute_shape(self):
+        adv_shape = _advanced_index_shape(self.indices)
+        adv_positions = [i for i, idx in enumerate(self.indices)
+                         if not isinstance(idx, NormalizedSlice)]
+        first = adv_positions[0]
+        shape: list[ShapeComponent] = []
+        for i, (idx, dim) in enumerate(zip(self.indices, self.array.shape,
+                                           strict=True)):
+            if i == first:
+                shape.extend(adv_shape)
+            if isinstance(idx, NormalizedSlice):
+                shape.append(_slice_extent(idx, dim))
+        return tuple(shape)
+
+
+class AdvancedIndexInNoncontiguousAxes(IndexBase):
+    """Indexing with integer arrays (and ints) separated by slices: the
+    broadcast index dimensions come first, as in NumPy."""
+
+    __slots__ = ()
+    _mapper_method = "map_non_contiguous_advanced_index"
+
+    def _compute_shape(self):
+        adv_shape = _advanced_index_shape(self.indices)
+        return (*adv_shape,
+                *(_slice_extent(idx, dim)
+                  for idx, dim in zip(self.indices, self.array.shape,
+                                      strict=True)
+                  if isinstance(idx, NormalizedSlice)))
+
+# }}}
+
+
+# {{{ concatenate / stack
+
+class Concatenate(Array):
+    """:attr:`arrays` joined along existing axis :attr:`axis`."""
+
+    __slots__ = ("arrays", "axis")
+    _mapper_method = "map_concatenate"
+    _fields = (("arrays", ARRAY_TUPLE), ("axis", VALUE))
+
+    def __init__(self, arrays, axis: int, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.arrays = tuple(arrays)
+        self.axis = axis
+        first = self.arrays[0].shape
+        total = _shape_sum(a.shape[axis] for a in self.arrays)
+        self.shape = (*first[:axis], total, *first[axis + 1:])
+        self.dtype = np.result_type(*(a.dtype for a in self.arrays))
+        self._finish_init(axes, tags)
+
+
+def _shape_sum(dims) -> ShapeComponent:
+    total: ShapeComponent = 0
+    for d in dims:
+        total = total + d
+    return total
+
+
+class Stack(Array):
+    """:attr:`arrays` (all of one shape) joined along a new axis
+    :attr:`axis`."""
+
+    __slots__ = ("arrays", "axis")
+    _mapper_method = "map_stack"
+    _fields = (("arrays", ARRAY_TUPLE), ("axis", VALUE))
+
+    def __init__(self, arrays, axis: int, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self.arrays = tuple(arrays)
+        self.axis = axis
+        first = self.arrays[0].shape
+        self.shape = (*first[:axis], len(self.arrays), *first[axis:])
+        self.dtype = np.result_type(*(a.dtype for a in self.arrays))
+        self._finish_init(axes, tags)
+
+# }}}
+
+
+# {{{ named results
+
+class AbstractResultWithNamedArrays(Mapping):
+    """A mapping from names to :class:`NamedArray` results of one
+    computation."""
+
+    _mapper_method: ClassVar[str]
+    __array_ufunc__ = None
+
+
+class NamedArray(Array):
+    """The entry *name* of a :class:`AbstractResultWithNamedArrays`.
+
+    .. attribute:: _container
+    .. attribute:: name
+    """
+
+    __slots__ = ("_container", "name")
+    _mapper_method = "map_named_array"
+    _fields = (("_container", VALUE), ("name", VALUE))
+
+    def __init__(self, _container, name: str, axes=None,
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self._container = _container
+        self.name = name
+        expr = _container._data[name]
+        self.shape = expr.shape
+        self.dtype = expr.dtype
+        self._finish_init(axes, tags)
+
+    @property
+    def expr(self) -> Array:
+        return self._container._data[self.name]
+
+
+class DictOfNamedArrays(AbstractResultWithNamedArrays):
+    """Named results of a program: ``d[name]`` is a :class:`NamedArray`
+    referring to the array registered under *name*.
+
+    .. attribute:: _data
+
+        The mapping from names to the underlying arrays.
+    """
+
+    _mapper_method = "map_dict_of_named_arrays"
+
+    def __init__(self, data: Mapping[str, Array],
+                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+        self._data = constantdict(data)
+        self.tags = tags
+        self._hash = hash((DictOfNamedArrays, self._data, tags))
+        self._named = {name: NamedArray(self, name) for name in self._data}
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, DictOfNamedArrays) or self._hash != other._hash:
+            return False
+        if set(self._data) != set(other._data) or self.tags != other.tags:
+            return False
+        from pytato_like._traversal import structurally_equal_many
+        names = list(self._data)
+        return structurally_equal_many([self._data[n] for n in names],
+                                       [other._data[n] for n in names])
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __getitem__(self, name: str) -> NamedArray:
+        return self._named[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def keys(self):
+        return self._data.keys()
+
+    def __reduce__(self):
+        from pytato_like._traversal import flatten_dags
+        names = list(self._data)
+        records, positions = flatten_dags([self._data[n] for n in names])
+        return (_unpickle_dict_of_named_arrays,
+                (records, dict(zip(names, positions, strict=True)), self.tags))
+
+    def __repr__(self) -> str:
+        from pytato_like.stringifier import stringify_dag
+        return stringify_dag(self)
+
+    def tagged(self, tags) -> DictOfNamedArrays:
+        return DictOfNamedArrays(
+            self._data, check_tag_uniqueness(normalize_tags(tags) | self.tags))
+
+    def without_tags(self, tags) -> DictOfNamedArrays:
+        return DictOfNamedArrays(self._data, self.tags - normalize_tags(tags))
+
+# }}}
+
+
+def _unpickle_dict_of_named_arrays(records, name_to_position, tags):
+    from pytato_like._traversal import unflatten_dags
+    names = list(name_to_position)
+    arrays = unflatten_dags(records, [name_to_position[n] for n in names])
+    return DictOfNamedArrays(dict(zip(names, arrays, strict=True)), tags=tags)
+
+
+# {{{ constructors
+
+def _check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise InvalidNameError(f"{what} name {name!r} is not a valid identifier")
+    return name
+
+
+def make_placeholder(name: str, shape, dtype=np.float64, axes=None,
+                     tags=frozenset()) -> Placeholder:
+    """A named input of the given *shape* and *dtype*."""
+    _check_name(name, "placeholder")
+    return Placeholder(name, normalize_shape(shape), np.dtype(dtype),
+                       axes=axes, tags=_check_tags(tags))
+
+
+def make_size_param(name: str, tags=frozenset()) -> SizeParam:
+    """A named integer usable in shapes; its value is passed at run time."""
+    _check_name(name, "size parameter")
+    return SizeParam(name, tags=_check_tags(tags))
+
+
+def make_data_wrapper(data, name: str | None = None, shape=None, axes=None,
+                      tags=frozenset()) -> DataWrapper:
+    """An input whose value *data* (NumPy or pyopencl array) is known now."""
+    if name is not None:
+        _check_name(name, "data wrapper")
+    if not hasattr(data, "shape") or not hasattr(data, "dtype"):
+        data = np.asarray(data)
+    if shape is None:
+        shape = data.shape
+    shape = normalize_shape(shape)
+    if all(isinstance(s, int) for s in shape) and tuple(shape) != tuple(data.shape):
+        raise ShapeMismatchError(
+            f"data wrapper {name or ''} declared shape {shape} but its data "
+            f"has shape {data.shape}")
+    return DataWrapper(data, shape, name=name, axes=axes, tags=_check_tags(tags))
+
+
+def make_dict_of_named_arrays(data: Mapping[str, Array],
+                              tags=frozenset()) -> DictOfNamedArrays:
+    """Bundle named results into one :class:`DictOfNamedArrays`."""
+    for name, ary in data.items():
+        if not isinstance(ary, Array):
+            raise NotAnArrayError(
+                f"result {name!r} is a {type(ary).__name__}, not an Array")
+    return DictOfNamedArrays(data, tags=_check_tags(tags))
+
+# }}}
+
+# vim: foldmethod=marker

@@ -1,0 +1,107 @@
+"""Typed exceptions raised by pytato_like.
+
+Every error that bad user input can provoke is one of the classes below, and
+its message names the node, shape, dtype, name or rank involved. All of them
+derive from :class:`PytatoLikeError`, so ``except PytatoLikeError`` catches
+anything the library raises on purpose.
+
+.. autoexception:: PytatoLikeError
+.. autoexception:: ShapeMismatchError
+.. autoexception:: AxisError
+.. autoexception:: IndexOutOfBoundsError
+.. autoexception:: IndexTypeError
+.. autoexception:: EinsumSpecError
+.. autoexception:: DTypeError
+.. autoexception:: EmptyReductionError
+.. autoexception:: InvalidNameError
+.. autoexception:: NotAnArrayError
+.. autoexception:: NameClashError
+.. autoexception:: UnknownIndexLambdaExpr
+.. autoexception:: CannotBeLoweredToIndexLambda
+.. autoexception:: MissingInputError
+.. autoexception:: UnexpectedInputError
+.. autoexception:: InputShapeMismatchError
+.. autoexception:: InputDTypeMismatchError
+"""
+
+from __future__ import annotations
+
+
+class PytatoLikeError(Exception):
+    """Base class of every exception pytato_like raises deliberately."""
+
+
+class ShapeMismatchError(PytatoLikeError, ValueError):
+    """Shapes that cannot be combined (broadcasting, concatenation, reshape,
+    einsum operand extents)."""
+
+
+class AxisError(PytatoLikeError, ValueError):
+    """An axis argument out of range or repeated."""
+
+
+class IndexOutOfBoundsError(PytatoLikeError, IndexError):
+    """A static integer index outside the extent of the indexed axis, or too
+    many indices for an array."""
+
+
+class IndexTypeError(PytatoLikeError, TypeError):
+    """An index of a kind that cannot index an array (float or bool index
+    arrays of the wrong shape, unsupported objects)."""
+
+
+class EinsumSpecError(PytatoLikeError, ValueError):
+    """A malformed einsum subscript string or one that does not fit its
+    operands."""
+
+
+class DTypeError(PytatoLikeError, TypeError):
+    """An operation that is not defined for the given dtype(s)."""
+
+
+class InvalidNameError(PytatoLikeError, ValueError):
+    """An input or result name that is not a valid identifier."""
+
+
+class NotAnArrayError(PytatoLikeError, TypeError):
+    """An object that is not an :class:`~pytato_like.array.Array` where one
+    is required."""
+
+
+class NameClashError(PytatoLikeError, ValueError):
+    """Two different input arguments reachable from the same result share a
+    name."""
+
+
+class UnknownIndexLambdaExpr(PytatoLikeError, ValueError):
+    """The structure of an :class:`~pytato_like.array.IndexLambda` could not be
+    inferred."""
+
+
+class CannotBeLoweredToIndexLambda(PytatoLikeError, NotImplementedError):
+    """An array expression cannot be written as an
+    :class:`~pytato_like.array.IndexLambda`."""
+
+
+class MissingInputError(PytatoLikeError, KeyError):
+    """A program was called without a value for one of its placeholders or
+    size parameters."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want prose
+        return str(self.args[0]) if self.args else ""
+
+
+class UnexpectedInputError(PytatoLikeError, TypeError):
+    """A program was called with an argument that is not one of its inputs."""
+
+
+class InputShapeMismatchError(PytatoLikeError, ValueError):
+    """An input value's shape differs from the shape of its placeholder."""
+
+
+class InputDTypeMismatchError(PytatoLikeError, TypeError):
+    """An input value's dtype differs from the dtype of its placeholder."""
+
+
+class EmptyReductionError(PytatoLikeError, ValueError):
+    """A reduction without identity (max, min) over an empty axis."""

@@ -1,0 +1,201 @@
+"""Reductions (sum, prod, max, min, any, all, mean) with NumPy semantics.
+
+A reduction is an :class:`~pytato_like.array.IndexLambda` whose expression
+contains a :class:`~pytato_like.scalar_expr.Reduce`; the reduction operation
+objects below name the operation and its neutral element.
+
+.. autoclass:: ReductionOperation
+.. autofunction:: sum
+.. autofunction:: prod
+.. autofunction:: amax
+.. autofunction:: amin
+.. autofunction:: any
+.. autofunction:: all
+.. autofunction:: mean
+"""
+
+from __future__ import annotations
+
+import builtins
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pymbolic.primitives as prim
+
+from pytato_like.array import (
+    Array,
+    IndexLambda,
+    ReductionDescriptor,
+    _NO_TAGS,
+)
+from pytato_like.diagnostic import EmptyReductionError
+from pytato_like.scalar_expr import TypeCast, index_var, make_reduce, reduction_var
+from pytato_like.utils import normalize_axes
+
+
+class ReductionOperation:
+    """A reduction operation: its name, NumPy reduce function and neutral
+    element (None when it has none, as for max and min)."""
+
+    def __init__(self, name: str, numpy_reduce, neutral) -> None:
+        self.name = name
+        self.numpy_reduce = numpy_reduce
+        self._neutral = neutral
+
+    def neutral_element(self, dtype: np.dtype):
+        return None if self._neutral is None else dtype.type(self._neutral)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReductionOperation) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("ReductionOperation", self.name))
+
+    def __reduce__(self):
+        return (_reduction_operation_by_name, (self.name,))
+
+
+SumReductionOperation = ReductionOperation("sum", np.sum, 0)
+ProductReductionOperation = ReductionOperation("product", np.prod, 1)
+MaxReductionOperation = ReductionOperation("max", np.max, None)
+MinReductionOperation = ReductionOperation("min", np.min, None)
+AllReductionOperation = ReductionOperation("all", np.all, True)
+AnyReductionOperation = ReductionOperation("any", np.any, False)
+
+REDUCTION_OPERATIONS = {op.name: op for op in (
+    SumReductionOperation, ProductReductionOperation, MaxReductionOperation,
+    MinReductionOperation, AllReductionOperation, AnyReductionOperation)}
+
+
+def _reduction_operation_by_name(name: str) -> ReductionOperation:
+    return REDUCTION_OPERATIONS[name]
+
+
+@lru_cache(maxsize=256)
+def _accumulation_dtype(numpy_reduce, dtype: np.dtype) -> np.dtype:
+    return numpy_reduce(np.zeros(1, dtype)).dtype
+
+
+def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
+            what: str, dtype=None) -> Array:
+    from pytato_like._frontend import as_operand
+    a = as_operand(a)
+    if not isinstance(a, Array):
+        return op.numpy_reduce(a)
+    axes = normalize_axes(axis, a.ndim, f"{what}() of an array of shape {a.shape}")
+    if dtype is not None:
+        out_dtype = np.dtype(dtype)
+    elif op.name in ("any", "all"):
+        out_dtype = np.dtype(bool)
+    else:
+        out_dtype = _accumulation_dtype(op.numpy_reduce, a.dtype)
+    if op.neutral_element(out_dtype) is None:
+        for ax in axes:
+            if a.shape[ax] == 0:
+                raise EmptyReductionError(
+                    f"{what}() over axis {ax} of length 0 (array shape "
+                    f"{a.shape}) has no identity")
+
+    index = []
+    bounds = {}
+    out_shape = []
+    n_out = 0
+    for ax, dim in enumerate(a.shape):
+        if ax in axes:
+            var = reduction_var(len(bounds))
+            bounds[var.name] = (0, dim)
+            index.append(var)
+            if keepdims:
+                out_shape.append(1)
+                n_out += 1
+        else:
+            index.append(index_var(n_out))
+            out_shape.append(dim)
+            n_out += 1
+    inner = prim.Subscript(prim.Variable("_in0"), tuple(index)) if index \
+        else prim.Variable("_in0")
+    if op.name in ("any", "all"):
+        if a.dtype.kind != "b":
+            inner = prim.Comparison(inner, "!=", a.dtype.type(0))
+    elif a.dtype != out_dtype:
+        inner = TypeCast(out_dtype, inner)
+    if bounds:
+        expr = make_reduce(inner, op, bounds)
+        descr = {name: ReductionDescriptor() for name in bounds}
+    else:
+        expr, descr = inner, None
+    return IndexLambda(expr, tuple(out_shape), out_dtype, {"_in0": a}, descr,
+                       None, _NO_TAGS)
+
+
+def sum(a: Any, axis=None, dtype=None, keepdims: bool = False, **kwargs) -> Array:  # noqa: A001
+    """Sum over *axis* (all axes when None), with NumPy's accumulation
+    dtype (e.g. int64 for small integers)."""
+    _check_kwargs(kwargs, "sum")
+    return _reduce(SumReductionOperation, a, _axis(axis, kwargs), keepdims,
+                   "sum", dtype)
+
+
+def prod(a: Any, axis=None, dtype=None, keepdims: bool = False, **kwargs) -> Array:
+    """Product over *axis*."""
+    _check_kwargs(kwargs, "prod")
+    return _reduce(ProductReductionOperation, a, _axis(axis, kwargs), keepdims,
+                   "prod", dtype)
+
+
+def amax(a: Any, axis=None, keepdims: bool = False, **kwargs) -> Array:
+    """Maximum over *axis* (NaN propagates, as in NumPy)."""
+    _check_kwargs(kwargs, "amax")
+    return _reduce(MaxReductionOperation, a, _axis(axis, kwargs), keepdims, "amax")
+
+
+def amin(a: Any, axis=None, keepdims: bool = False, **kwargs) -> Array:
+    """Minimum over *axis*."""
+    _check_kwargs(kwargs, "amin")
+    return _reduce(MinReductionOperation, a, _axis(axis, kwargs), keepdims, "amin")
+
+
+def any(a: Any, axis=None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Whether any element along *axis* is nonzero."""
+    return _reduce(AnyReductionOperation, a, axis, keepdims, "any")
+
+
+def all(a: Any, axis=None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Whether every element along *axis* is nonzero."""
+    return _reduce(AllReductionOperation, a, axis, keepdims, "all")
+
+
+def mean(a: Any, axis=None, keepdims: bool = False) -> Array:
+    """Arithmetic mean over *axis* (float64 for integer input)."""
+    total = sum(a, axis=axis, keepdims=keepdims)
+    axes = normalize_axes(axis, a.ndim)
+    count = 1
+    for ax in axes:
+        count = count * a.shape[ax]
+    if not isinstance(a, Array):
+        return total / count
+    if total.dtype.kind in "iub":
+        total = total.astype(np.float64)
+    return total / count
+
+
+def _axis(axis, kwargs):
+    # pytato spells it ``axes`` in places
+    return kwargs.get("axes", axis)
+
+
+def _check_kwargs(kwargs, what):
+    unknown = set(kwargs) - {"axes"}
+    if unknown:
+        from pytato_like.diagnostic import PytatoLikeError
+
+        raise PytatoLikeError(f"{what}() got unexpected arguments {sorted(unknown)}")
+
+
+del builtins

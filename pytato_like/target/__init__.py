@@ -1,0 +1,138 @@
+"""Targets: what a DAG is turned into, and the bound programs that run it.
+
+.. autoclass:: Target
+.. autoclass:: BoundProgram
+.. autoclass:: ProgramInputs
+.. autofunction:: gather_program_inputs
+.. autofunction:: normalize_outputs
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from pytato_like.array import (
+    AbstractResultWithNamedArrays,
+    Array,
+    DataWrapper,
+    DictOfNamedArrays,
+    InputArgumentBase,
+    Placeholder,
+    SizeParam,
+)
+from pytato_like.diagnostic import (
+    InputDTypeMismatchError,
+    InputShapeMismatchError,
+    MissingInputError,
+    NameClashError,
+    NotAnArrayError,
+    UnexpectedInputError,
+)
+
+
+class Target:
+    """Base class of code generation targets."""
+
+
+class BoundProgram:
+    """A compiled program: call it with the input values by name."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def normalize_outputs(result: Array | AbstractResultWithNamedArrays
+                      ) -> tuple[dict[str, Array], bool]:
+    """``(name -> array, is_single_array)`` for a program result."""
+    if isinstance(result, DictOfNamedArrays):
+        return dict(result._data), False
+    if isinstance(result, Array):
+        return {"_pt_out": result}, True
+    if isinstance(result, dict):
+        from pytato_like.array import make_dict_of_named_arrays
+        return dict(make_dict_of_named_arrays(result)._data), False
+    raise NotAnArrayError(f"cannot generate code for a {type(result).__name__}; "
+                          "expected an Array or a DictOfNamedArrays")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramInputs:
+    """The inputs a DAG reads, by name."""
+
+    placeholders: dict[str, Placeholder]
+    size_params: dict[str, SizeParam]
+    data_wrappers: list[DataWrapper]
+
+    def check_and_convert(self, kwargs: dict[str, Any], to_numpy) -> dict[str, Any]:
+        """The call arguments checked against the placeholders (names,
+        shapes, dtypes) and converted by *to_numpy*; size parameters not
+        passed are inferred from placeholder shapes where possible."""
+        unexpected = set(kwargs) - set(self.placeholders) - set(self.size_params)
+        if unexpected:
+            raise UnexpectedInputError(
+                f"unexpected input(s) {sorted(unexpected)}; the program takes "
+                f"{sorted(self.placeholders) + sorted(self.size_params)}")
+        values: dict[str, Any] = {}
+        for name, ph in self.placeholders.items():
+            if name not in kwargs:
+                raise MissingInputError(
+                    f"missing input '{name}' (placeholder of shape {ph.shape}, "
+                    f"dtype {ph.dtype})")
+            values[name] = to_numpy(kwargs[name], ph)
+        sizes: dict[str, int] = {}
+        for name in self.size_params:
+            if name in kwargs:
+                sizes[name] = int(kwargs[name])
+        for name, ph in self.placeholders.items():
+            for dim, actual in zip(ph.shape, np.shape(values[name])):
+                if isinstance(dim, SizeParam) and dim.name not in sizes:
+                    sizes[dim.name] = int(actual)
+        for name in self.size_params:
+            if name not in sizes:
+                raise MissingInputError(f"missing value for size parameter '{name}'")
+            values[name] = np.int64(sizes[name])
+        return values
+
+
+def check_input_value(value: Any, ph: Placeholder, shape: tuple[int, ...]) -> None:
+    """Raise if *value* does not have the placeholder's shape and dtype."""
+    if tuple(value.shape) != tuple(shape):
+        raise InputShapeMismatchError(
+            f"input '{ph.name}' has shape {tuple(value.shape)}, expected "
+            f"{tuple(shape)}")
+    if value.dtype != ph.dtype:
+        raise InputDTypeMismatchError(
+            f"input '{ph.name}' has dtype {value.dtype}, expected {ph.dtype}")
+
+
+def gather_program_inputs(order: list[Array]) -> ProgramInputs:
+    """The inputs among the nodes *order*; raises :class:`NameClashError`
+    when two different inputs share a name."""
+    by_name: dict[str, InputArgumentBase] = {}
+    placeholders: dict[str, Placeholder] = {}
+    size_params: dict[str, SizeParam] = {}
+    data_wrappers: list[DataWrapper] = []
+    for node in order:
+        if not isinstance(node, InputArgumentBase):
+            continue
+        if isinstance(node, DataWrapper):
+            data_wrappers.append(node)
+        name = node.name
+        if name is None:
+            continue
+        other = by_name.get(name)
+        if other is not None and other is not node and other != node:
+            raise NameClashError(
+                f"two different inputs share the name '{name}': "
+                f"{type(other).__name__} of shape {other.shape}, dtype "
+                f"{other.dtype} and {type(node).__name__} of shape "
+                f"{node.shape}, dtype {node.dtype}")
+        by_name[name] = node
+        if isinstance(node, Placeholder):
+            placeholders[name] = node
+        elif isinstance(node, SizeParam):
+            size_params[name] = node
+    return ProgramInputs(placeholders, size_params, data_wrappers)

@@ -1,0 +1,112 @@
+"""Shape helpers shared by the front end and the transforms.
+
+.. autofunction:: are_shape_components_equal
+.. autofunction:: are_shapes_equal
+.. autofunction:: get_shape_after_broadcasting
+.. autofunction:: dim_to_index_lambda_components
+.. autofunction:: normalize_axis
+.. autofunction:: normalize_axes
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pymbolic.primitives as prim
+from pytools import UniqueNameGenerator
+
+from pytato_like.array import Array, IndexLambda, ShapeComponent, SizeParam
+from pytato_like.diagnostic import AxisError, ShapeMismatchError
+
+
+def are_shape_components_equal(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
+    """Whether two shape components are known to be equal (ints by value,
+    size expressions by structure)."""
+    if isinstance(dim1, Array) or isinstance(dim2, Array):
+        return isinstance(dim1, Array) and isinstance(dim2, Array) and dim1 == dim2
+    return int(dim1) == int(dim2)
+
+
+def are_shapes_equal(shape1, shape2) -> bool:
+    """Whether two shapes have equal length and equal components."""
+    return len(shape1) == len(shape2) and all(
+        are_shape_components_equal(d1, d2) for d1, d2 in zip(shape1, shape2))
+
+
+def _is_one(dim: ShapeComponent) -> bool:
+    return not isinstance(dim, Array) and dim == 1
+
+
+def get_shape_after_broadcasting(exprs: Iterable[Any]) -> tuple[ShapeComponent, ...]:
+    """The NumPy broadcast shape of *exprs* (arrays and scalars)."""
+    shapes = [e.shape if hasattr(e, "shape") else np.shape(e) for e in exprs]
+    ndim = max((len(s) for s in shapes), default=0)
+    result: list[ShapeComponent] = [1] * ndim
+    for shape in shapes:
+        for i, dim in enumerate(shape):
+            j = ndim - len(shape) + i
+            if _is_one(dim):
+                continue
+            if _is_one(result[j]):
+                result[j] = dim
+            elif not are_shape_components_equal(result[j], dim):
+                raise ShapeMismatchError(
+                    "operands could not be broadcast together with shapes "
+                    + " ".join(str(tuple(s)) for s in shapes))
+    return tuple(result)
+
+
+def normalize_axis(axis: Any, ndim: int, what: str = "array") -> int:
+    """*axis* in ``range(ndim)``, accepting negative values as NumPy does."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise AxisError(f"axis {axis!r} is not an integer")
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise AxisError(f"axis {axis} is out of bounds for {what} of "
+                        f"dimension {ndim}")
+    return axis % ndim
+
+
+def normalize_axes(axis: Any, ndim: int, what: str = "array") -> tuple[int, ...]:
+    """*axis* (None, an int or a tuple of ints) as a sorted tuple of distinct
+    non-negative axes; None means all axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    result = tuple(normalize_axis(a, ndim, what) for a in axis)
+    if len(set(result)) != len(result):
+        raise AxisError(f"repeated axis in {tuple(axis)} for {what} of "
+                        f"dimension {ndim}")
+    return tuple(sorted(result))
+
+
+def dim_to_index_lambda_components(
+        expr: ShapeComponent, vng: UniqueNameGenerator | None = None
+        ) -> tuple[Any, dict[str, SizeParam]]:
+    """A scalar expression for the shape component *expr* and the
+    size-parameter bindings it refers to."""
+    if not isinstance(expr, Array):
+        return int(expr), {}
+    if vng is None:
+        vng = UniqueNameGenerator()
+    from pytato_like._traversal import topological_order
+    from pytato_like.scalar_expr import substitute
+
+    bindings: dict[str, SizeParam] = {}
+    scalar_of: dict[int, Any] = {}
+    for node in topological_order([expr]):
+        if isinstance(node, SizeParam):
+            name = vng("_in")
+            bindings[name] = node
+            scalar_of[id(node)] = prim.Variable(name)
+        elif isinstance(node, IndexLambda) and node.ndim == 0:
+            scalar_of[id(node)] = substitute(node.expr, {
+                name: scalar_of[id(b)] for name, b in node.bindings.items()})
+        else:
+            raise ShapeMismatchError(
+                f"shape component built from a {type(node).__name__} is not "
+                "an expression of size parameters")
+    return scalar_of[id(expr)], bindings
