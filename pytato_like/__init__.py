@@ -11,6 +11,9 @@ pytato programs.
 
 from __future__ import annotations
 
+# The IR module goes first: it binds its operators to the front end, which
+# in turn imports utils.
+import pytato_like.array  # noqa: I001
 from pytato_like import diagnostic, scalar_expr, tags, utils
 from pytato_like._creation import (
     arange,

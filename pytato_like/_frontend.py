@@ -202,8 +202,53 @@ _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//",
            "ge": ">=", "eq": "==", "ne": "!="}
 
 
+# Building the expression and resolving dtypes dominates construction time,
+# and programs repeat the same few operation signatures many times, so the
+# (expression, dtype, shape) of a binary operation is memoized per signature.
+# Array operands are named _in0 (and _in1) in order, so the expression does
+# not depend on which arrays are combined, only on their dtypes and shapes.
+_SIGNATURE_CACHE: dict[tuple, tuple] = {}
+_CACHEABLE_SCALARS = frozenset({int, float, bool, np.float64, np.float32,
+                                np.int64, np.int32})
+
+
+def _signature(op_name: str, a: Any, b: Any) -> tuple | None:
+    ta = type(a)
+    tb = type(b)
+    if isinstance(a, Array):
+        if isinstance(b, Array):
+            return (op_name, a.dtype, a.shape, b.dtype, b.shape,
+                    "same" if a is b else "two")
+        # NaN never equals itself and -0.0 equals 0.0: keep those uncached
+        if tb in _CACHEABLE_SCALARS and b == b and (b != 0 or tb is not float):
+            return (op_name, a.dtype, a.shape, tb, b, "array-scalar")
+    elif ta in _CACHEABLE_SCALARS and a == a and (a != 0 or ta is not float):
+        return (op_name, ta, a, b.dtype, b.shape, "scalar-array")
+    return None
+
+
 def binary_op(op_name: str, a: Any, b: Any) -> Array | np.generic:
     """``a <op> b`` with NumPy broadcasting and dtype promotion."""
+    signature = _signature(op_name, a, b)
+    if signature is not None:
+        cached = _SIGNATURE_CACHE.get(signature)
+        if cached is not None:
+            expr, dtype, shape = cached
+            kind = signature[-1]
+            if kind == "two":
+                bindings = {"_in0": a, "_in1": b}
+            else:
+                bindings = {"_in0": b if kind == "scalar-array" else a}
+            return IndexLambda(expr, shape, dtype, bindings, None, None, _NO_TAGS)
+    result = _binary_op_uncached(op_name, a, b)
+    if signature is not None and isinstance(result, IndexLambda):
+        if len(_SIGNATURE_CACHE) > 100_000:
+            _SIGNATURE_CACHE.clear()
+        _SIGNATURE_CACHE[signature] = (result.expr, result.dtype, result.shape)
+    return result
+
+
+def _binary_op_uncached(op_name: str, a: Any, b: Any) -> Array | np.generic:
     ufunc, make_expr = BINARY_OPS[op_name]
     a = as_operand(a)
     b = as_operand(b)

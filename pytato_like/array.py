@@ -434,20 +434,23 @@ class Array:
     # }}}
 
 
+_OPERAND_TYPES = (int, float, complex, bool, np.generic)
+
+
 def _binary_operator(op_name: str, reflected: bool):
-    def operator(self, other):
-        from pytato_like._frontend import binary_op
-        if not _is_operand(other):
-            return NotImplemented
-        if reflected:
+    # binary_op is bound at the end of this module (it imports this module)
+    if reflected:
+        def operator(self, other):
+            if not isinstance(other, _OPERAND_TYPES) and not isinstance(other, Array):
+                return NotImplemented
             return binary_op(op_name, other, self)
-        return binary_op(op_name, self, other)
+    else:
+        def operator(self, other):
+            if not isinstance(other, Array) and not isinstance(other, _OPERAND_TYPES):
+                return NotImplemented
+            return binary_op(op_name, self, other)
     operator.__name__ = f"__{'r' if reflected else ''}{op_name}__"
     return operator
-
-
-def _is_operand(x: Any) -> bool:
-    return isinstance(x, (Array, int, float, complex, bool, np.generic))
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
@@ -651,17 +654,33 @@ class IndexLambda(Array):
         self.expr = expr
         self.shape = shape
         self.dtype = dtype
-        self.bindings = (bindings if type(bindings) is constantdict
-                         else constantdict(bindings))
+        if type(bindings) is constantdict:
+            bindings_hash = hash(bindings)
+        else:
+            bindings = constantdict(bindings)
+            # what constantdict.__hash__ would compute and cache on first use
+            bindings_hash = bindings._hash = hash(frozenset(bindings.items()))
+        self.bindings = bindings
         if var_to_reduction_descr is None:
             var_to_reduction_descr = _EMPTY_MAP
         elif type(var_to_reduction_descr) is not constantdict:
             var_to_reduction_descr = constantdict(var_to_reduction_descr)
         self.var_to_reduction_descr = var_to_reduction_descr
-        self._finish_init(axes, tags)
+        # IndexLambda is the most common node: hash it without the generic
+        # field walk of _finish_init (same fields, same result kind).
+        if axes is None:
+            axes = _default_axes(len(shape))
+        elif len(axes) != len(shape):
+            raise AxisError(f"IndexLambda of shape {shape} got {len(axes)} "
+                            "axes metadata entries")
+        self.axes = axes
+        self.tags = tags
+        self._hash = hash((IndexLambda, expr, shape, dtype, bindings_hash,
+                           hash(var_to_reduction_descr), axes, tags))
 
 
 _EMPTY_MAP: constantdict = constantdict()
+hash(_EMPTY_MAP)  # cache it once
 
 # }}}
 
@@ -1145,5 +1164,8 @@ def make_dict_of_named_arrays(data: Mapping[str, Array],
     return DictOfNamedArrays(data, tags=_check_tags(tags))
 
 # }}}
+
+# Bound last: _frontend imports the classes above.
+from pytato_like._frontend import binary_op  # noqa: E402
 
 # vim: foldmethod=marker
