@@ -22,6 +22,8 @@ anything the library raises on purpose.
 .. autoexception:: UnexpectedInputError
 .. autoexception:: InputShapeMismatchError
 .. autoexception:: InputDTypeMismatchError
+.. autoexception:: VisualizationError
+.. autoexception:: GraphvizNotFoundError
 """
 
 from __future__ import annotations
@@ -105,3 +107,14 @@ class InputDTypeMismatchError(PytatoLikeError, TypeError):
 
 class EmptyReductionError(PytatoLikeError, ValueError):
     """A reduction without identity (max, min) over an empty axis."""
+
+
+class VisualizationError(PytatoLikeError, RuntimeError):
+    """A graph could not be drawn or shown (e.g. graphviz rejected the dot
+    source, or an object that is not a DAG, dot source or partition was
+    given)."""
+
+
+class GraphvizNotFoundError(VisualizationError):
+    """Graphviz's ``dot`` program, needed to render SVG, is not installed or
+    not on ``PATH``."""
