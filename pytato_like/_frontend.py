@@ -144,6 +144,9 @@ class ElementwiseBuilder:
 def _negated(expr, dtype: np.dtype):
     """``-expr`` in *dtype* without an out-of-range constant: unsigned
     integers multiply by the all-ones value, which wraps like negation."""
+    if isinstance(expr, np.generic) and dtype.kind in "ifc":
+        with np.errstate(over="ignore"):  # -(min int) wraps, as a - b does
+            return np.negative(expr)
     if dtype.kind == "u":
         return prim.Product((dtype.type(np.iinfo(dtype).max), expr))
     return prim.Product((dtype.type(-1), expr))
