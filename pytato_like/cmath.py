@@ -100,7 +100,8 @@ def conj(x: Any) -> Array:
     """Complex conjugate; real arrays are returned unchanged."""
     x = as_operand(x)
     if isinstance(x, Array) and x.dtype.kind != "c":
-        return x
+        # NumPy's conjugate of booleans is int8 (its only bool-less loop)
+        return x.astype(np.int8) if x.dtype.kind == "b" else x
     return apply_ufunc("conj", np.conjugate, x)
 
 
