@@ -24,6 +24,11 @@ anything the library raises on purpose.
 .. autoexception:: InputDTypeMismatchError
 .. autoexception:: VisualizationError
 .. autoexception:: GraphvizNotFoundError
+.. autoexception:: HaloSpecError
+.. autoexception:: QuantityMismatchError
+.. autoexception:: BufferFullError
+.. autoexception:: BufferRegistrationError
+.. autoexception:: UnknownDeviceError
 """
 
 from __future__ import annotations
@@ -118,3 +123,30 @@ class VisualizationError(PytatoLikeError, RuntimeError):
 class GraphvizNotFoundError(VisualizationError):
     """Graphviz's ``dot`` program, needed to render SVG, is not installed or
     not on ``PATH``."""
+
+
+class HaloSpecError(PytatoLikeError, ValueError):
+    """A :class:`~pytato_like.runtime.HaloExchangeSpec` that does not fit the
+    quantity it describes (slices out of bounds, wrong count of slices, a
+    rotation the quantity's dimensions do not allow)."""
+
+
+class QuantityMismatchError(PytatoLikeError, ValueError):
+    """An array handed to a runtime component (halo pack/unpack, Bufferizer
+    append, device transfer) whose shape, dtype, kind or count differs from
+    what the component was built for."""
+
+
+class BufferFullError(PytatoLikeError, RuntimeError):
+    """An append to a full :class:`~pytato_like.runtime.Bufferizer` that has
+    no ``buffer_full_hook`` to consume its contents."""
+
+
+class BufferRegistrationError(PytatoLikeError, ValueError):
+    """A receive buffer registered twice for the same (peer, tag, shape,
+    dtype), or one that does not match its key."""
+
+
+class UnknownDeviceError(PytatoLikeError, LookupError):
+    """A device transfer to (or from) a device that is not part of the device
+    group in use."""
