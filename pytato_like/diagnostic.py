@@ -29,6 +29,15 @@ anything the library raises on purpose.
 .. autoexception:: BufferFullError
 .. autoexception:: BufferRegistrationError
 .. autoexception:: UnknownDeviceError
+.. autoexception:: PartitionInducedCycleError
+.. autoexception:: DistributedPartitionError
+.. autoexception:: CycleAcrossRanksError
+.. autoexception:: DuplicateSendError
+.. autoexception:: DuplicateRecvError
+.. autoexception:: UnmatchedSendError
+.. autoexception:: UnmatchedRecvError
+.. autoexception:: SendRecvMismatchError
+.. autoexception:: RemoteRankError
 """
 
 from __future__ import annotations
@@ -150,3 +159,46 @@ class BufferRegistrationError(PytatoLikeError, ValueError):
 class UnknownDeviceError(PytatoLikeError, LookupError):
     """A device transfer to (or from) a device that is not part of the device
     group in use."""
+
+
+class PartitionInducedCycleError(PytatoLikeError, ValueError):
+    """A partition of a DAG whose parts depend on each other in a cycle (no
+    part order can run them); the message names the parts on the cycle."""
+
+
+class DistributedPartitionError(PytatoLikeError, ValueError):
+    """Base class of errors in a distributed partition: sends and receives
+    that cannot run as given. Messages name the ranks and tags involved."""
+
+
+class CycleAcrossRanksError(DistributedPartitionError):
+    """The parts of all ranks, joined by their sends and receives, depend on
+    each other in a cycle: running them would deadlock."""
+
+
+class DuplicateSendError(DistributedPartitionError):
+    """Two different sends with the same (source rank, destination rank,
+    tag)."""
+
+
+class DuplicateRecvError(DistributedPartitionError):
+    """Two different receives with the same (source rank, destination rank,
+    tag)."""
+
+
+class UnmatchedSendError(DistributedPartitionError):
+    """A send that no rank receives."""
+
+
+class UnmatchedRecvError(DistributedPartitionError):
+    """A receive that no rank sends."""
+
+
+class SendRecvMismatchError(DistributedPartitionError):
+    """A send and its receive disagree on shape or dtype."""
+
+
+class RemoteRankError(DistributedPartitionError):
+    """Raised on every other rank when one rank failed in a collective step
+    (partitioning, verification, tag numbering) or during distributed
+    execution; the message names the failed rank and its error."""
