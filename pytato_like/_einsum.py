@@ -152,4 +152,6 @@ def vdot(a: Any, b: Any) -> Array:
     conjugated."""
     from pytato_like.cmath import conj
     a, b = _as_array(as_operand(a)), _as_array(as_operand(b))
-    return einsum("i,i->", conj(a).reshape(-1), b.reshape(-1))
+    if a.dtype.kind == "c":  # (conj of bool would be int8, unlike np.vdot)
+        a = conj(a)
+    return einsum("i,i->", a.reshape(-1), b.reshape(-1))
