@@ -79,14 +79,19 @@ def arange(*args: Any, dtype=None) -> Array:
         start, stop, step = args
     if step == 0:
         raise DTypeError("arange step cannot be zero")
-    # one-element probe: NumPy's own dtype choice without allocating the range
-    probe_dtype = np.arange(start, start + step, step).dtype
+    # one-element probes: NumPy's own dtype choice (which depends on the
+    # types of start, stop and step) without allocating the range
+    probe_dtype = np.result_type(np.arange(start, start + step, step).dtype,
+                                 np.arange(stop, stop + step, step).dtype)
     dtype = probe_dtype if dtype is None else np.dtype(dtype)
+    if dtype.kind == "b":
+        raise DTypeError("arange of dtype bool is not supported")
     length = max(0, math.ceil((stop - start) / step))
-    comp = probe_dtype if probe_dtype.kind in "fc" else np.dtype(np.int64)
-    expr = prim.Sum((convert_scalar(start, comp, "arange"),
-                     prim.Product((convert_scalar(step, comp, "arange"),
-                                   TypeCast(comp, index_var(0))))))
-    if comp != dtype:
-        expr = TypeCast(dtype, expr)
+    # NumPy stores start and start + step in *dtype* and fills entry i with
+    # first + i * (second - first) computed in *dtype*: so
+    # arange(0.0, 2.0, 0.25, dtype=int) is all zeros.
+    first = convert_scalar(start, dtype, "arange")
+    with np.errstate(over="ignore"):
+        delta = convert_scalar(start + step, dtype, "arange") - first
+    expr = prim.Sum((first, prim.Product((delta, TypeCast(dtype, index_var(0))))))
     return IndexLambda(expr, (length,), dtype, {}, None, None, _NO_TAGS)
