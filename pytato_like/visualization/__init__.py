@@ -1,0 +1,24 @@
+"""Drawing array DAGs: graphviz dot, SVG in notebooks or files, and text.
+
+.. automodule:: pytato_like.visualization.dot
+.. automodule:: pytato_like.visualization.display
+.. automodule:: pytato_like.visualization.ascii
+"""
+
+from __future__ import annotations
+
+from pytato_like.visualization.ascii import get_ascii_graph, show_ascii_graph
+from pytato_like.visualization.display import render_svg, show_dot_graph
+from pytato_like.visualization.dot import (
+    get_dot_graph,
+    get_dot_graph_from_partition,
+)
+
+__all__ = [
+    "get_ascii_graph",
+    "get_dot_graph",
+    "get_dot_graph_from_partition",
+    "render_svg",
+    "show_ascii_graph",
+    "show_dot_graph",
+]

@@ -1,0 +1,239 @@
+"""What the drawings say about one node: the text shared by the dot and ascii
+renderers.
+
+:func:`describe_node` gives a node's type and its label rows (shape, dtype,
+name, scalar expression, einsum subscripts, tags, ...); :func:`operand_edges`
+gives the arrays a node reads with the name of the slot each one fills
+(binding name, argument position, shape or index entry). Both look only at
+the node itself, so a whole drawing costs time linear in the DAG.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pytato_like.array import (
+    ARRAY,
+    ARRAY_TUPLE,
+    BINDINGS,
+    IDENTITY,
+    INDICES,
+    SHAPE,
+    VALUE,
+    AbstractResultWithNamedArrays,
+    Array,
+    DictOfNamedArrays,
+    Einsum,
+    EinsumElementwiseAxis,
+    IndexLambda,
+    NamedArray,
+    NormalizedSlice,
+    SizeParam,
+    make_dict_of_named_arrays,
+)
+from pytato_like.diagnostic import VisualizationError
+
+#: Scalar expressions and other long values are cut to this many characters.
+MAX_TEXT_LENGTH = 60
+
+# Symbolic shape components are small expressions of size parameters; this
+# bounds how far their text is expanded (a constant, not the DAG depth).
+_MAX_SHAPE_EXPR_DEPTH = 8
+
+
+def truncate(text: str, limit: int = MAX_TEXT_LENGTH) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def normalize_result(result: Any) -> tuple[list[Array], dict[int, list[str]]]:
+    """``(roots, id(root) -> output names)`` for an Array, a
+    :class:`DictOfNamedArrays` or a plain dict of arrays."""
+    if isinstance(result, Mapping) and not isinstance(
+            result, AbstractResultWithNamedArrays):
+        result = make_dict_of_named_arrays(dict(result))
+    if isinstance(result, DictOfNamedArrays):
+        roots: list[Array] = []
+        names: dict[int, list[str]] = {}
+        for name, ary in result._data.items():
+            if id(ary) not in names:
+                roots.append(ary)
+                names[id(ary)] = []
+            names[id(ary)].append(name)
+        return roots, names
+    if isinstance(result, Array):
+        return [result], {}
+    raise VisualizationError(
+        f"cannot draw a {type(result).__name__}; expected an Array, a "
+        "DictOfNamedArrays or a dict of Arrays")
+
+
+# {{{ text of values
+
+def shape_component_text(dim: Any) -> str:
+    """``3``, ``n`` or ``2*n + 1`` for one shape entry."""
+    if not isinstance(dim, Array):
+        return str(dim)
+    return _size_expr_text(dim, _MAX_SHAPE_EXPR_DEPTH)
+
+
+def _size_expr_text(dim: Array, depth: int) -> str:
+    if isinstance(dim, SizeParam):
+        return dim.name
+    if isinstance(dim, IndexLambda) and depth > 0:
+        import pymbolic.primitives as prim
+
+        from pytato_like.scalar_expr import stringify, substitute
+        names = {k: prim.Variable(_size_expr_text(v, depth - 1))
+                 for k, v in dim.bindings.items()}
+        return stringify(substitute(dim.expr, names))
+    return f"<{type(dim).__name__}>"
+
+
+def shape_text(shape: tuple) -> str:
+    parts = [shape_component_text(d) for d in shape]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def tags_text(tags) -> str:
+    return ", ".join(sorted(repr(t) for t in tags))
+
+
+def einsum_subscripts(node: Einsum) -> str:
+    """The subscript string (``"ij,jk->ik"``) that *node* computes."""
+    # i, j, k, ... as in textbooks: output axes first, then reduction axes
+    letters = string.ascii_lowercase[8:] + string.ascii_lowercase[:8]
+    nout = node.ndim
+
+    def letter(descr) -> str:
+        if isinstance(descr, EinsumElementwiseAxis):
+            return letters[descr.dim % len(letters)]
+        return letters[(nout + descr.dim) % len(letters)]
+
+    ins = ",".join("".join(letter(d) for d in acc)
+                   for acc in node.access_descriptors)
+    return f"{ins}->{letters[:nout]}"
+
+
+def _indices_text(indices: tuple) -> str:
+    entries = []
+    for i, idx in enumerate(indices):
+        if isinstance(idx, NormalizedSlice):
+            stop = "" if idx.stop is None else idx.stop
+            entries.append(f"{idx.start}:{stop}:{idx.step}")
+        elif isinstance(idx, Array):
+            entries.append(f"index[{i}]")
+        else:
+            entries.append(repr(idx))
+    return "[" + ", ".join(entries) + "]"
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, Array) or isinstance(getattr(value, "data", None), Array):
+        # e.g. a send held by a node: its repr would print a whole DAG
+        return f"<{type(value).__name__}>"
+    if isinstance(value, np.dtype):
+        return str(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_value_text(v)}"
+                               for k, v in value.items()) + "}"
+    return repr(value)
+
+# }}}
+
+
+# Fields whose content the label shows in its own way (or not at all).
+_SKIPPED_FIELDS = frozenset({"shape", "newshape", "dtype", "_container"})
+
+
+def describe_node(node: Array) -> tuple[str, list[tuple[str, str]]]:
+    """``(type name, [(row name, row text), ...])`` for the label of *node*.
+
+    Every label has ``shape`` and ``dtype``; names of inputs, scalar
+    expressions, einsum subscripts, non-array fields, tags and axis tags
+    follow where present. Texts are plain (not escaped) and truncated.
+    """
+    rows: list[tuple[str, str]] = [("shape", shape_text(node.shape)),
+                                   ("dtype", str(node.dtype))]
+    if isinstance(node, NamedArray):
+        rows.insert(0, ("name", node.name))
+    else:
+        for name, kind in node._fields:
+            if name in _SKIPPED_FIELDS:
+                continue
+            value = getattr(node, name)
+            if kind is INDICES:
+                rows.append(("indices", truncate(_indices_text(value))))
+            elif kind is IDENTITY:
+                rows.append((name, type(value).__name__))
+            elif kind is not VALUE:
+                continue  # arrays: drawn as edges
+            elif name == "expr" and isinstance(node, IndexLambda):
+                from pytato_like.scalar_expr import stringify
+                rows.append(("expr", truncate(stringify(value))))
+            elif name == "access_descriptors" and isinstance(node, Einsum):
+                rows.append(("subscripts", einsum_subscripts(node)))
+            elif name in ("var_to_reduction_descr", "redn_axis_to_redn_descr"):
+                tagged = {k: d.tags for k, d in value.items() if d.tags}
+                if tagged:
+                    rows.append(("reduction tags", truncate(
+                        ", ".join(f"{k}: {tags_text(t)}"
+                                  for k, t in tagged.items()))))
+            elif name == "name":
+                if value is not None:
+                    rows.insert(0, ("name", str(value)))
+            else:
+                rows.append((name, truncate(_value_text(value))))
+    if node.tags:
+        rows.append(("tags", truncate(tags_text(node.tags))))
+    for iaxis, axis in enumerate(node.axes):
+        if axis.tags:
+            rows.append((f"axis {iaxis}", truncate(tags_text(axis.tags))))
+    return type(node).__name__, rows
+
+
+def operand_edges(node: Array) -> list[tuple[Array, str, bool]]:
+    """``(operand, slot label, is_shape_or_index)`` for each distinct array
+    *node* reads, in field order. An operand filling several slots (``x*x``
+    binding ``x`` twice) appears once with the slot labels joined."""
+    if isinstance(node, NamedArray):
+        return [(node.expr, "", False)]
+    found: dict[int, tuple[Array, list[str], bool]] = {}
+
+    def add(child: Array, label: str, aux: bool) -> None:
+        entry = found.get(id(child))
+        if entry is None:
+            found[id(child)] = (child, [label] if label else [], aux)
+        else:
+            if label:
+                entry[1].append(label)
+            if entry[2] and not aux:
+                found[id(child)] = (child, entry[1], False)
+
+    for name, kind in node._fields:
+        if kind is VALUE or kind is IDENTITY:
+            continue
+        value = getattr(node, name)
+        if kind is ARRAY:
+            add(value, "" if name == "array" else name, False)
+        elif kind is ARRAY_TUPLE:
+            for i, child in enumerate(value):
+                add(child, str(i), False)
+        elif kind is BINDINGS:
+            for key, child in value.items():
+                add(child, str(key), False)
+        elif kind is SHAPE:
+            for i, child in enumerate(value):
+                if isinstance(child, Array):
+                    add(child, f"shape[{i}]", True)
+        elif kind is INDICES:
+            for i, child in enumerate(value):
+                if isinstance(child, Array):
+                    add(child, f"index[{i}]", False)
+    return [(child, ", ".join(labels), aux)
+            for child, labels, aux in found.values()]
+
+# vim: foldmethod=marker

@@ -1,0 +1,293 @@
+"""Graphviz dot source for array DAGs and their partitions.
+
+.. autofunction:: get_dot_graph
+.. autofunction:: get_dot_graph_from_partition
+
+The drawing has one node per DAG node (shared nodes drawn once), labelled
+with its type, shape, dtype, input name, scalar expression or einsum
+subscripts, and tags. Edges run from an operand to the node that reads it
+and carry the slot the operand fills (binding name, argument position,
+``index[i]``); arrays that only give a shape are joined by dashed edges.
+Outputs of a :class:`~pytato_like.DictOfNamedArrays` are drawn as separate
+boxes named after the output. Node ids are ``n<k>`` where *k* is the node's
+position in :func:`pytato_like._traversal.topological_order` of the result's
+arrays (``p<i>_n<k>`` inside part *i* of a partition).
+
+Labels are graphviz HTML-like labels with every text escaped, so names and
+tags may contain any characters. Everything is built over one topological
+order, without recursion, in time linear in the size of the DAG.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+
+from pytato_like._traversal import topological_order
+from pytato_like.array import (
+    Array,
+    DataWrapper,
+    Einsum,
+    IndexLambda,
+    NamedArray,
+    Placeholder,
+    SizeParam,
+)
+from pytato_like.diagnostic import VisualizationError
+from pytato_like.visualization._describe import (
+    describe_node,
+    normalize_result,
+    operand_edges,
+    shape_text,
+)
+
+# Header colours by node family, so inputs and data movement stand out.
+_INPUT_COLORS = {Placeholder: "#cfe2ff", DataWrapper: "#d1e7dd",
+                 SizeParam: "#fff3cd"}
+_COMPUTE_COLORS = {IndexLambda: "#e9ecef", Einsum: "#e2d9f3"}
+_NAMED_COLOR = "#dee2e6"
+_REMAP_COLOR = "#f8d7da"
+_OUTPUT_COLOR = "#ffe5d0"
+_COMM_COLOR = "#ffd8a8"
+
+
+def _header_color(node: Array) -> str:
+    for table in (_INPUT_COLORS, _COMPUTE_COLORS):
+        for cls, color in table.items():
+            if isinstance(node, cls):
+                return color
+    if isinstance(node, NamedArray):
+        return _NAMED_COLOR
+    return _REMAP_COLOR
+
+
+# {{{ escaping
+
+_CONTROL_CHARS = {c: f"\\x{c:02x}" for c in range(32)}
+
+
+def escape_html(text: str) -> str:
+    """*text* safe inside a graphviz HTML-like label."""
+    return html.escape(str(text).translate(_CONTROL_CHARS), quote=True)
+
+
+def quote(text: str) -> str:
+    """*text* as a double-quoted dot string, shown literally."""
+    text = str(text).translate(_CONTROL_CHARS)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def html_table_label(title: str, rows: Iterable[tuple[str, str]],
+                     color: str) -> str:
+    """An HTML-like label: a coloured title row above ``name | text`` rows."""
+    parts = ['<<table border="0" cellborder="1" cellspacing="0" '
+             f'cellpadding="2"><tr><td colspan="2" bgcolor="{color}"><b>'
+             f"{escape_html(title)}</b></td></tr>"]
+    for name, text in rows:
+        parts.append(f'<tr><td align="left">{escape_html(name)}</td>'
+                     f'<td align="left">{escape_html(text)}</td></tr>')
+    parts.append("</table>>")
+    return "".join(parts)
+
+# }}}
+
+
+class _DotWriter:
+    """Collects dot statements; :meth:`source` joins them once."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def node(self, node_id: str, label: str, indent: str = "  ",
+             **attrs: str) -> None:
+        extra = "".join(f", {k}={v}" for k, v in attrs.items())
+        self.lines.append(f"{indent}{node_id} [label={label}{extra}];")
+
+    def edge(self, src: str, dst: str, label: str = "", indent: str = "  ",
+             **attrs: str) -> None:
+        items = ([f"label={quote(label)}"] if label else []) + [
+            f"{k}={v}" for k, v in attrs.items()]
+        suffix = f" [{', '.join(items)}]" if items else ""
+        self.lines.append(f"{indent}{src} -> {dst}{suffix};")
+
+    def source(self, name: str = "computation") -> str:
+        header = [f"digraph {name} {{",
+                  '  node [shape=plaintext, margin=0, fontname="Helvetica", '
+                  "fontsize=10];",
+                  '  edge [fontname="Helvetica", fontsize=9];']
+        return "\n".join([*header, *self.lines, "}"]) + "\n"
+
+
+def _emit_dag(writer: _DotWriter, roots: list[Array], prefix: str = "",
+              indent: str = "  ") -> tuple[list[Array], dict[int, str]]:
+    """Write the nodes and edges of the DAG under *roots*; return the
+    topological order and ``id(node) -> dot id``."""
+    order = topological_order(roots)
+    ids = {id(node): f"{prefix}n{k}" for k, node in enumerate(order)}
+    for node in order:
+        title, rows = describe_node(node)
+        node_id = ids[id(node)]
+        writer.node(node_id, html_table_label(title, rows, _header_color(node)),
+                    indent=indent)
+        for child, label, is_shape in operand_edges(node):
+            if is_shape:
+                writer.edge(ids[id(child)], node_id, label, indent=indent,
+                            style="dashed")
+            else:
+                writer.edge(ids[id(child)], node_id, label, indent=indent)
+    return order, ids
+
+
+def _output_box(writer: _DotWriter, box_id: str, name: str,
+                indent: str = "  ") -> None:
+    writer.node(box_id, f"<<b>output</b> {escape_html(name)}>", indent=indent,
+                shape="box", style='"rounded,filled"',
+                fillcolor=quote(_OUTPUT_COLOR))
+
+
+def get_dot_graph(result: Any) -> str:
+    """Dot source drawing the computation of *result* (an
+    :class:`~pytato_like.Array`, a :class:`~pytato_like.DictOfNamedArrays` or a
+    dict of arrays)."""
+    roots, output_names = normalize_result(result)
+    writer = _DotWriter()
+    _, ids = _emit_dag(writer, roots)
+    k = 0
+    for root in roots:
+        for name in output_names.get(id(root), ()):
+            _output_box(writer, f"out{k}", name)
+            writer.edge(ids[id(root)], f"out{k}")
+            k += 1
+    return writer.source()
+
+
+# {{{ partitions
+
+def _comm_box(writer: _DotWriter, box_id: str, title: str,
+              rows: list[tuple[str, str]], indent: str) -> None:
+    writer.node(box_id, html_table_label(title, rows, _COMM_COLOR),
+                indent=indent)
+
+
+def _array_rows(ary: Any) -> list[tuple[str, str]]:
+    rows = []
+    if hasattr(ary, "shape"):
+        rows.append(("shape", shape_text(tuple(ary.shape))))
+    if hasattr(ary, "dtype"):
+        rows.append(("dtype", str(ary.dtype)))
+    return rows
+
+
+def _sends_of(part: Any) -> list[tuple[str | None, Any]]:
+    """``(output name or None, send)`` for each send of a distributed part."""
+    sends: list[tuple[str | None, Any]] = []
+    seen: set[int] = set()
+    for name, send in sorted(getattr(part, "output_name_to_send_node", {}).items(),
+                             key=lambda item: str(item[0])):
+        if id(send) not in seen:
+            seen.add(id(send))
+            sends.append((name, send))
+    for send in getattr(part, "distributed_sends", ()) or ():
+        if id(send) not in seen:
+            seen.add(id(send))
+            sends.append((None, send))
+    return sends
+
+
+def get_dot_graph_from_partition(partition: Any) -> str:
+    """Dot source drawing *partition* (a ``GraphPartition`` or
+    ``DistributedGraphPartition``, e.g. from
+    :func:`pytato_like.partition.find_partition`): one cluster per part,
+    labelled with its id and the parts it needs, holding the DAG of the
+    part's outputs and a box per output name. A dashed edge runs from each
+    output box to the placeholder of the same name in every part that reads
+    it. In a distributed partition, receives (source rank, tag) feed the
+    placeholders they fill and sends (destination rank, tag) hang off the
+    array they send.
+    """
+    try:
+        parts = partition.parts
+        part_ids = list(partition.toposorted_part_ids)
+        var_name_to_result = partition.var_name_to_result
+    except AttributeError as err:
+        raise VisualizationError(
+            f"a {type(partition).__name__} is not a graph partition (needs "
+            "parts, toposorted_part_ids, var_name_to_result)") from err
+
+    writer = _DotWriter()
+    producer_box: dict[str, str] = {}     # part output name -> output box id
+    # (consumer dot id, name) for every partition input to join afterwards
+    partition_inputs: list[tuple[str, str]] = []
+
+    for ipart, pid in enumerate(part_ids):
+        part = parts[pid]
+        prefix = f"p{ipart}_"
+        indent = "    "
+        output_names = sorted(part.output_names, key=str)
+        sends = _sends_of(part)
+        roots = [var_name_to_result[name] for name in output_names
+                 if name in var_name_to_result]
+        roots += [send.data for _, send in sends
+                  if isinstance(getattr(send, "data", None), Array)]
+
+        needed = ", ".join(sorted(map(str, part.needed_pids)))
+        title = f"part {pid}" + (f" (needs {needed})" if needed else "")
+        writer.lines.append(f"  subgraph cluster_{ipart} {{")
+        writer.lines.append(f"    label={quote(title)};")
+        writer.lines.append('    style="rounded"; color="#6c757d";')
+        order, ids = _emit_dag(writer, roots, prefix, indent)
+
+        placeholder_ids = {node.name: ids[id(node)] for node in order
+                           if isinstance(node, Placeholder)}
+
+        for k, name in enumerate(output_names):
+            if name not in var_name_to_result:
+                continue
+            box = f"{prefix}out{k}"
+            _output_box(writer, box, str(name), indent)
+            writer.edge(ids[id(var_name_to_result[name])], box, indent=indent)
+            producer_box[name] = box
+
+        for k, name in enumerate(sorted(part.partition_input_names, key=str)):
+            target = placeholder_ids.get(name)
+            if target is None:  # the part's DAG has no placeholder for it
+                target = f"{prefix}in{k}"
+                writer.node(target, f"<<b>input</b> {escape_html(name)}>",
+                            indent=indent, shape="box", style="rounded")
+            partition_inputs.append((target, name))
+
+        recvs = getattr(part, "input_name_to_recv_node", {}) or {}
+        for k, (name, recv) in enumerate(sorted(recvs.items(),
+                                                key=lambda i: str(i[0]))):
+            if id(recv) in ids:
+                continue  # the receive is itself a node of the part's DAG
+            box = f"{prefix}recv{k}"
+            _comm_box(writer, box, f"receive from rank {recv.src_rank}",
+                      [("tag", repr(recv.comm_tag)), ("name", str(name)),
+                       *_array_rows(recv)], indent)
+            if name in placeholder_ids:
+                writer.edge(box, placeholder_ids[name], indent=indent,
+                            style="bold")
+
+        for k, (name, send) in enumerate(sends):
+            box = f"{prefix}send{k}"
+            rows = [("tag", repr(send.comm_tag))]
+            if name is not None:
+                rows.append(("name", str(name)))
+            _comm_box(writer, box, f"send to rank {send.dest_rank}",
+                      rows + _array_rows(send.data), indent)
+            if id(send.data) in ids:
+                writer.edge(ids[id(send.data)], box, indent=indent,
+                            style="bold")
+        writer.lines.append("  }")
+
+    for target, name in partition_inputs:
+        if name in producer_box:
+            writer.edge(producer_box[name], target, style="dashed",
+                        color=quote("#0d6efd"))
+    return writer.source("partition")
+
+# }}}
+
+# vim: foldmethod=marker
