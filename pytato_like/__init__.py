@@ -105,6 +105,13 @@ from pytato_like.pad import pad
 from pytato_like.reductions import all, amax, amin, any, mean, prod, sum  # noqa: A004
 from pytato_like.target import BoundProgram, Target
 from pytato_like.target.numpy import NumpyTarget, generate_numpy, generate_numpy_like
+from pytato_like.visualization import (
+    get_ascii_graph,
+    get_dot_graph,
+    get_dot_graph_from_partition,
+    show_ascii_graph,
+    show_dot_graph,
+)
 
 __version__ = "0.1.0"
 
@@ -128,4 +135,6 @@ __all__ = [
     "pad", "prod", "real", "reshape", "roll", "scalar_expr", "sin", "sinh",
     "sqrt", "squeeze", "stack", "sum", "tags", "tan", "tanh", "transpose",
     "utils", "vdot", "where", "zeros", "zeros_like",
+    "get_ascii_graph", "get_dot_graph", "get_dot_graph_from_partition",
+    "show_ascii_graph", "show_dot_graph",
 ]

@@ -113,6 +113,7 @@ class _DotWriter:
 
     def source(self, name: str = "computation") -> str:
         header = [f"digraph {name} {{",
+                  '  graph [fontname="Helvetica"];',
                   '  node [shape=plaintext, margin=0, fontname="Helvetica", '
                   "fontsize=10];",
                   '  edge [fontname="Helvetica", fontsize=9];']
