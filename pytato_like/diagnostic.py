@@ -38,6 +38,7 @@ anything the library raises on purpose.
 .. autoexception:: UnmatchedRecvError
 .. autoexception:: SendRecvMismatchError
 .. autoexception:: RemoteRankError
+.. autoexception:: UnsupportedArrayError
 """
 
 from __future__ import annotations
@@ -202,3 +203,8 @@ class RemoteRankError(DistributedPartitionError):
     """Raised on every other rank when one rank failed in a collective step
     (partitioning, verification, tag numbering) or during distributed
     execution; the message names the failed rank and its error."""
+
+
+class UnsupportedArrayError(PytatoLikeError, ValueError):
+    """A mapper or analysis got an array of a class it has no method for
+    (or an array of the wrong kind, e.g. not an einsum)."""
