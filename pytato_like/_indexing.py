@@ -71,6 +71,11 @@ def _as_index_array(idx: Any, axis: int, shape) -> list:
         return [idx]
     arr = np.asarray(idx)
     if arr.dtype.kind == "b":
+        covered = tuple(shape[axis:axis + arr.ndim])
+        if covered != arr.shape:
+            raise IndexTypeError(
+                f"boolean index of shape {arr.shape} does not match axes "
+                f"{axis}..{axis + arr.ndim - 1} of array of shape {shape}")
         return [make_data_wrapper(nz) for nz in np.nonzero(arr)]
     if arr.dtype.kind not in "iu":
         if arr.size == 0:
@@ -79,6 +84,14 @@ def _as_index_array(idx: Any, axis: int, shape) -> list:
             raise IndexTypeError(
                 f"index {idx!r} of dtype {arr.dtype} on axis {axis} is not "
                 "an integer array")
+    dim = shape[axis]
+    # known now, so checked now (generated code would read out of bounds)
+    if isinstance(dim, int) and arr.size and not (
+            -dim <= arr.min() and arr.max() < dim):
+        bad = arr[(arr < -dim) | (arr >= dim)].flat[0]
+        raise IndexOutOfBoundsError(
+            f"index {bad} is out of bounds for axis {axis} with size {dim} "
+            f"(array shape {shape})")
     return [make_data_wrapper(arr)]
 
 
