@@ -141,8 +141,8 @@ def _emit_dag(writer: _DotWriter, roots: list[Array], prefix: str = "",
 
 
 def _output_box(writer: _DotWriter, box_id: str, name: str,
-                indent: str = "  ") -> None:
-    writer.node(box_id, f"<<b>output</b> {escape_html(name)}>", indent=indent,
+                indent: str = "  ", title: str = "output") -> None:
+    writer.node(box_id, f"<<b>{title}</b> {escape_html(name)}>", indent=indent,
                 shape="box", style='"rounded,filled"',
                 fillcolor=quote(_OUTPUT_COLOR))
 
@@ -201,7 +201,9 @@ def get_dot_graph_from_partition(partition: Any) -> str:
     ``DistributedGraphPartition``, e.g. from
     :func:`pytato_like.partition.find_partition`): one cluster per part,
     labelled with its id and the parts it needs, holding the DAG of the
-    part's outputs and a box per output name. A dashed edge runs from each
+    part's outputs and a box per output name (``part output`` for names
+    that only other parts read, when the partition records its
+    ``overall_output_names``). A dashed edge runs from each
     output box to the placeholder of the same name in every part that reads
     it. In a distributed partition, receives (source rank, tag) feed the
     placeholders they fill and sends (destination rank, tag) hang off the
@@ -216,6 +218,7 @@ def get_dot_graph_from_partition(partition: Any) -> str:
             f"a {type(partition).__name__} is not a graph partition (needs "
             "parts, toposorted_part_ids, var_name_to_result)") from err
 
+    result_names = getattr(partition, "overall_output_names", None) or None
     writer = _DotWriter()
     producer_box: dict[str, str] = {}     # part output name -> output box id
     # (consumer dot id, name) for every partition input to join afterwards
@@ -246,7 +249,10 @@ def get_dot_graph_from_partition(partition: Any) -> str:
             if name not in var_name_to_result:
                 continue
             box = f"{prefix}out{k}"
-            _output_box(writer, box, str(name), indent)
+            # names only other parts read are "part outputs"
+            is_result = result_names is None or name in result_names
+            _output_box(writer, box, str(name), indent,
+                        "output" if is_result else "part output")
             writer.edge(ids[id(var_name_to_result[name])], box, indent=indent)
             producer_box[name] = box
 
