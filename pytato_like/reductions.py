@@ -104,12 +104,13 @@ def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
 
     index = []
     bounds = {}
+    size_bindings: dict[str, Array] = {"_in0": a}
     out_shape = []
     n_out = 0
     for ax, dim in enumerate(a.shape):
         if ax in axes:
             var = reduction_var(len(bounds))
-            bounds[var.name] = (0, dim)
+            bounds[var.name] = (0, _bound_expr(dim, size_bindings))
             index.append(var)
             if keepdims:
                 out_shape.append(1)
@@ -130,8 +131,22 @@ def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
         descr = {name: ReductionDescriptor() for name in bounds}
     else:
         expr, descr = inner, None
-    return IndexLambda(expr, tuple(out_shape), out_dtype, {"_in0": a}, descr,
+    return IndexLambda(expr, tuple(out_shape), out_dtype, size_bindings, descr,
                        None, _NO_TAGS)
+
+
+def _bound_expr(dim: Any, bindings: dict[str, Array]) -> Any:
+    """A reduction bound for axis length *dim*: the int itself, or a scalar
+    expression of size parameters that are added to *bindings*."""
+    if isinstance(dim, int):
+        return dim
+    from pytools import UniqueNameGenerator
+
+    from pytato_like.utils import dim_to_index_lambda_components
+    expr, dim_bindings = dim_to_index_lambda_components(
+        dim, UniqueNameGenerator(set(bindings)))
+    bindings.update(dim_bindings)
+    return expr
 
 
 def sum(a: Any, axis=None, dtype=None, keepdims: bool = False, **kwargs) -> Array:  # noqa: A001

@@ -116,3 +116,17 @@ def test_reduction_of_broadcast_and_computed_operands(rng):
     assert_matches_numpy(lambda xp, x, y: xp.sum(x * y + 1, axis=0), a, b)
     assert_matches_numpy(lambda xp, x, y: xp.amax(xp.sin(x) - y, axis=(0, 1)), a, b)
     assert_matches_numpy(lambda xp, x, y: xp.sum(xp.sum(x * y, axis=1) ** 2), a, b)
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_reduction_over_symbolic_axis(name, rng):
+    n = pt.make_size_param("n")
+    x = pt.make_placeholder("x", (n, 3), np.float64)
+    result = pt.make_dict_of_named_arrays({
+        "axis0": getattr(pt, name)(x, axis=0),
+        "all": getattr(pt, name)(x)})
+    for rows in (1, 5):
+        a = random_input(rng, (rows, 3), "float64")
+        out = pt.generate_numpy(result)(x=a)
+        np.testing.assert_allclose(out["axis0"], getattr(np, name)(a, axis=0))
+        np.testing.assert_allclose(out["all"], getattr(np, name)(a))
