@@ -21,6 +21,7 @@ order, without recursion, in time linear in the size of the DAG.
 from __future__ import annotations
 
 import html
+from functools import lru_cache
 from collections.abc import Iterable
 from typing import Any
 
@@ -67,6 +68,7 @@ def _header_color(node: Array) -> str:
 _CONTROL_CHARS = {c: f"\\x{c:02x}" for c in range(32)}
 
 
+@lru_cache(maxsize=4096)  # row names, shapes and dtypes repeat a lot
 def escape_html(text: str) -> str:
     """*text* safe inside a graphviz HTML-like label."""
     return html.escape(str(text).translate(_CONTROL_CHARS), quote=True)
