@@ -1,0 +1,1 @@
+"""Runtime pieces the executors use: halo packing, buffer pools."""
