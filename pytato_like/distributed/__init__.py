@@ -1,0 +1,66 @@
+"""Distributed-memory evaluation of array DAGs over MPI.
+
+A program marks where data crosses ranks with
+:func:`staple_distributed_send` and :func:`make_distributed_recv`, then, on
+every rank (all steps but the last are collective)::
+
+    parts = pt.find_distributed_partition(comm, outputs)
+    parts, _ = pt.number_distributed_tags(comm, parts, base_tag=42)
+    pt.verify_distributed_partition(comm, parts)
+    prgs = pt.generate_code_for_partition(parts)
+    results = pt.execute_distributed_partition(parts, prgs, queue, comm)
+
+The package has one module per concern:
+
+* :mod:`~pytato_like.distributed.nodes` -- send and receive nodes;
+* :mod:`~pytato_like.distributed.partition` -- the partitioner;
+* :mod:`~pytato_like.distributed.tags` -- user tags to MPI tags;
+* :mod:`~pytato_like.distributed.verify` -- global checks before running;
+* :mod:`~pytato_like.distributed.comm` -- the send/receive layer;
+* :mod:`~pytato_like.distributed.execute` -- the executor;
+* :mod:`~pytato_like.distributed.safety` -- how a failure on one rank ends
+  all ranks.
+"""
+
+from __future__ import annotations
+
+from pytato_like.distributed.execute import execute_distributed_partition
+from pytato_like.distributed.nodes import (
+    CommTagType,
+    DistributedRecv,
+    DistributedSend,
+    DistributedSendRefHolder,
+    make_distributed_recv,
+    make_distributed_send,
+    make_distributed_send_ref_holder,
+    staple_distributed_send,
+)
+from pytato_like.distributed.partition import (
+    DistributedGraphPart,
+    DistributedGraphPartition,
+    find_distributed_partition,
+)
+from pytato_like.distributed.safety import SingleRankCommunicator, abort_on_error
+from pytato_like.distributed.tags import number_distributed_tags
+from pytato_like.distributed.verify import verify_distributed_partition
+from pytato_like.partition import generate_code_for_partition
+
+__all__ = [
+    "CommTagType",
+    "DistributedGraphPart",
+    "DistributedGraphPartition",
+    "DistributedRecv",
+    "DistributedSend",
+    "DistributedSendRefHolder",
+    "SingleRankCommunicator",
+    "abort_on_error",
+    "execute_distributed_partition",
+    "find_distributed_partition",
+    "generate_code_for_partition",
+    "make_distributed_recv",
+    "make_distributed_send",
+    "make_distributed_send_ref_holder",
+    "number_distributed_tags",
+    "staple_distributed_send",
+    "verify_distributed_partition",
+]

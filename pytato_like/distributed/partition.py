@@ -1,0 +1,329 @@
+"""Cutting a DAG with sends and receives into parts that cannot deadlock.
+
+How :func:`find_distributed_partition` decides (collective over the
+communicator):
+
+1. Locally, find every send (through its
+   :class:`~pytato_like.DistributedSendRefHolder`) and every receive, and for
+   each send the receives its data depends on.
+2. All ranks exchange that summary (one ``allgather``). A communication is
+   identified by ``(source rank, destination rank, tag)``; it is one node of
+   a global graph, with an edge from a receive to each send of the same
+   rank that depends on it. Each communication gets a *batch*: the length of
+   the longest chain of communications leading to it. All ranks compute the
+   same batches; a cycle is a certain deadlock
+   (:class:`~pytato_like.diagnostic.CycleAcrossRanksError`).
+3. Each array gets a *time* ``T``: 0 if it depends on no receive, else one
+   more than the latest batch among the receives it depends on. The data
+   of a send of batch ``b`` has time ``b``, so it can be sent as soon as the
+   receives of earlier batches have arrived, and no earlier.
+4. Parts are keyed ``(T, 0)`` (what the sends of time ``T`` need) and
+   ``(T, 1)`` (everything else of time ``T``); empty keys are dropped, the
+   rest numbered in order. So the number of parts depends only on the
+   depth of the communication dependencies, never on the number of sends.
+   Sends go out as soon as the part computing them ends; the other work of
+   the same time runs while they travel; a receive is waited for only by
+   the parts that use it.
+5. Placement: results and arrays tagged
+   :class:`~pytato_like.tags.ImplStored` are computed at their time, as
+   early as their inputs allow; every other array is computed in the
+   earliest part among its users. Every array is computed in exactly one
+   part; an array used by a later part is stored as an output of its own
+   part (never recomputed).
+
+Everything is iterative (explicit passes over a topological order).
+
+.. autoclass:: DistributedGraphPart
+.. autoclass:: DistributedGraphPartition
+.. autofunction:: find_distributed_partition
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from pytato_like._traversal import topological_order
+from pytato_like.array import Array, children_of
+from pytato_like.diagnostic import CycleAcrossRanksError, NotAnArrayError
+from pytato_like.distributed.nodes import DistributedRecv, DistributedSend
+from pytato_like.distributed.safety import (
+    allgather_or_raise,
+    as_communicator,
+    is_communicator,
+)
+from pytato_like.partition import (
+    COMPUTED,
+    FREE,
+    RECV,
+    GraphPart,
+    GraphPartition,
+    PartBuilder,
+    canonical_nodes,
+    classify_nodes,
+    live_nodes,
+    reserved_name_generator,
+)
+from pytato_like.tags import ImplStored
+from pytato_like.target import normalize_outputs
+
+CommID = tuple[int, int, Any]  # (source rank, destination rank, tag)
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedGraphPart(GraphPart):
+    """A :class:`~pytato_like.partition.GraphPart` with its communication.
+
+    .. attribute:: input_name_to_recv_node
+
+        Mapping from the names of received values this part reads to their
+        :class:`~pytato_like.DistributedRecv`.
+
+    .. attribute:: output_name_to_send_node
+
+        Mapping from the part output names that are sent to the
+        :class:`~pytato_like.DistributedSend` sending them (one name per
+        send).
+
+    .. attribute:: distributed_sends
+
+        The sends issued when this part has run.
+    """
+
+    input_name_to_recv_node: Mapping[str, DistributedRecv]
+    output_name_to_send_node: Mapping[str, DistributedSend]
+    distributed_sends: list[DistributedSend]
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedGraphPartition(GraphPartition):
+    """A :class:`~pytato_like.partition.GraphPartition` whose
+    :attr:`~pytato_like.partition.GraphPartition.parts` are
+    :class:`DistributedGraphPart` instances."""
+
+    def recv_name_to_node(self) -> dict[str, DistributedRecv]:
+        """Every receive of the partition, by input name."""
+        return {name: node for part in self.parts.values()
+                for name, node in part.input_name_to_recv_node.items()}
+
+    def send_name_to_node(self) -> dict[str, DistributedSend]:
+        """Every send of the partition, by output name."""
+        return {name: node for part in self.parts.values()
+                for name, node in part.output_name_to_send_node.items()}
+
+
+# {{{ global communication batches
+
+def _comm_batches(summaries: list[tuple[list, list]]) -> dict[CommID, int]:
+    """Batch (longest chain length) of each communication, from every rank's
+    ``(sends, recvs)`` summary. Identical on all ranks."""
+    needs: dict[CommID, set[CommID]] = {}
+    for rank, (sends, recvs) in enumerate(summaries):
+        for dest, tag, needed in sends:
+            needs.setdefault((rank, dest, tag), set()).update(
+                (src, rank, rtag) for src, rtag in needed)
+        for src, tag in recvs:
+            needs.setdefault((src, rank, tag), set())
+    for needed in list(needs.values()):
+        for c in needed:
+            needs.setdefault(c, set())
+
+    # Kahn's algorithm, longest path
+    users: dict[CommID, list[CommID]] = {c: [] for c in needs}
+    for c, needed in needs.items():
+        for n in needed:
+            users[n].append(c)
+    missing = {c: len(needed) for c, needed in needs.items()}
+    batch = {c: 0 for c in needs}
+    ready = [c for c, m in missing.items() if m == 0]
+    while ready:
+        c = ready.pop()
+        for u in users[c]:
+            batch[u] = max(batch[u], batch[c] + 1)
+            missing[u] -= 1
+            if missing[u] == 0:
+                ready.append(u)
+    stuck = [c for c, m in missing.items() if m]
+    if stuck:
+        raise CycleAcrossRanksError(
+            "the sends and receives of all ranks depend on each other in a "
+            "cycle, so running them would deadlock; communications on or "
+            "after the cycle (source rank -> destination rank, tag): "
+            + ", ".join(f"{s} -> {d}, tag {t!r}" for s, d, t in stuck[:8])
+            + (" ..." if len(stuck) > 8 else ""))
+    return batch
+
+# }}}
+
+
+class _LocalAnalysis:
+    """What one rank's DAG holds: nodes, sends, receives, dependencies."""
+
+    def __init__(self, outputs: Any, rank: int) -> None:
+        self.rank = rank
+        self.output_map, _ = normalize_outputs(outputs)
+        roots = list(self.output_map.values())
+        self.order = topological_order(roots)
+        self.canon = canonical_nodes(self.order)
+        self.kind = classify_nodes(self.order, self.canon)
+        self.live, self.sends = live_nodes(self.order, roots, follow_sends=True)
+        self.name_gen = reserved_name_generator(self.order, self.output_map)
+
+        self.recvs: list[DistributedRecv] = []
+        recv_bit: dict[int, int] = {}
+        for node in self.order:
+            c = self.canon[id(node)]
+            if (self.kind[id(c)] is RECV and id(node) in self.live
+                    and id(c) not in recv_bit):
+                recv_bit[id(c)] = len(self.recvs)
+                self.recvs.append(c)
+        self.recv_names = {id(r): self.name_gen("_pt_recv") for r in self.recvs}
+
+        # which receives each array depends on, as a bit mask
+        mask: dict[int, int] = {}
+        for node in self.order:
+            if self.canon[id(node)] is not node:
+                continue
+            kind = self.kind[id(node)]
+            if kind is RECV:
+                mask[id(node)] = 1 << recv_bit[id(node)]
+            elif kind is FREE:
+                mask[id(node)] = 0
+            else:
+                m = 0
+                for child in children_of(node):
+                    m |= mask[id(self.canon[id(child)])]
+                mask[id(node)] = m
+        self.mask = mask
+
+    def summary(self) -> tuple[list, list]:
+        """``(sends, recvs)`` for the global batch computation: sends as
+        ``(dest, tag, [(src, tag) of the receives needed])``, receives as
+        ``(src, tag)``."""
+        sends = []
+        for send in self.sends:
+            m = self.mask[id(self.canon[id(send.data)])]
+            needed = [(r.src_rank, r.comm_tag) for i, r in enumerate(self.recvs)
+                      if m >> i & 1]
+            sends.append((send.dest_rank, send.comm_tag, needed))
+        recvs = [(r.src_rank, r.comm_tag) for r in self.recvs]
+        return sends, recvs
+
+    def make_partition(self, batches: dict[CommID, int]
+                       ) -> DistributedGraphPartition:
+        canon, kind, rank = self.canon, self.kind, self.rank
+
+        # {{{ time of every array
+
+        time: dict[int, int] = {}
+        for node in self.order:
+            if canon[id(node)] is not node:
+                continue
+            k = kind[id(node)]
+            if k is RECV:
+                time[id(node)] = batches[
+                    (node.src_rank, rank, node.comm_tag)] + 1
+            elif k is FREE:
+                time[id(node)] = 0
+            else:
+                time[id(node)] = max(
+                    (time[id(canon[id(c)])] for c in children_of(node)),
+                    default=0)
+
+        # }}}
+
+        # {{{ placement, users before what they use
+
+        stored = {id(canon[id(a)]) for a in self.output_map.values()}
+        earliest_user: dict[int, tuple[int, int]] = {}
+        for send in self.sends:
+            d = canon[id(send.data)]
+            if kind[id(d)] is COMPUTED:
+                earliest_user[id(d)] = (time[id(d)], 0)
+
+        part_of: dict[int, tuple[int, int]] = {}
+        for node in reversed(self.order):
+            if (canon[id(node)] is not node or kind[id(node)] is not COMPUTED
+                    or id(node) not in self.live):
+                continue
+            t = time[id(node)]
+            first_use = earliest_user.get(id(node))
+            if id(node) in stored or any(isinstance(tag, ImplStored)
+                                         for tag in node.tags):
+                key = (t, 0) if first_use == (t, 0) else (t, 1)
+            else:
+                key = first_use if first_use is not None else (t, 1)
+            part_of[id(node)] = key
+            for child in children_of(node):
+                c = canon[id(child)]
+                if kind[id(c)] is COMPUTED:
+                    prev = earliest_user.get(id(c))
+                    if prev is None or key < prev:
+                        earliest_user[id(c)] = key
+
+        # }}}
+
+        builder = PartBuilder(self.order, canon, kind, part_of, self.name_gen,
+                              self.recv_names, live=self.live)
+        for name, ary in self.output_map.items():
+            builder.add_output(name, ary, (time[id(canon[id(ary)])], 1))
+        send_names: dict[tuple[int, int], dict[str, DistributedSend]] = {}
+        for send in self.sends:
+            d = canon[id(send.data)]
+            key = part_of[id(d)] if kind[id(d)] is COMPUTED else (time[id(d)], 0)
+            name = self.name_gen("_pt_send")
+            builder.add_output(name, send.data, key)
+            send_names.setdefault(key, {})[name] = send
+
+        keys = sorted(builder.parts)
+        pid_of = {key: pid for pid, key in enumerate(keys)}
+        parts = {}
+        for key in keys:
+            build = builder.parts[key]
+            sends = send_names.get(key, {})
+            parts[pid_of[key]] = DistributedGraphPart(
+                pid=pid_of[key],
+                needed_pids=frozenset(pid_of[k] for k in build.needed),
+                user_input_names=builder.user_input_names(key),
+                partition_input_names=frozenset(build.partition_inputs),
+                output_names=frozenset(build.outputs),
+                input_name_to_recv_node=dict(build.recvs),
+                output_name_to_send_node=dict(sends),
+                distributed_sends=list(sends.values()))
+        return DistributedGraphPartition(
+            parts=parts, var_name_to_result=builder.var_name_to_result,
+            toposorted_part_ids=list(range(len(keys))),
+            overall_output_names=tuple(self.output_map))
+
+
+def find_distributed_partition(mpi_communicator: Any, outputs: Any = None
+                               ) -> DistributedGraphPartition:
+    """Partition *outputs* (a :class:`~pytato_like.DictOfNamedArrays`, a
+    dict of arrays or an array) into parts joined by sends and receives.
+
+    Collective over *mpi_communicator* (``None`` partitions for a one-rank
+    world). The older form ``find_distributed_partition(outputs)`` uses
+    ``MPI.COMM_WORLD``. See the module documentation for how parts are
+    chosen."""
+    if outputs is None:
+        if is_communicator(mpi_communicator) and mpi_communicator is not None:
+            raise NotAnArrayError(
+                "find_distributed_partition(comm, outputs) needs outputs")
+        outputs = mpi_communicator
+        from mpi4py import MPI
+        mpi_communicator = MPI.COMM_WORLD
+    elif isinstance(mpi_communicator, (Array, Mapping)) and is_communicator(outputs):
+        mpi_communicator, outputs = outputs, mpi_communicator
+    comm = as_communicator(mpi_communicator)
+    rank = comm.Get_rank()
+
+    analysis: list[_LocalAnalysis] = []
+
+    def analyse() -> tuple[list, list]:
+        analysis.append(_LocalAnalysis(outputs, rank))
+        return analysis[0].summary()
+
+    summaries = allgather_or_raise(comm, "partitioning", analyse)
+    batches = _comm_batches(summaries)
+    return analysis[0].make_partition(batches)
