@@ -227,6 +227,23 @@ def test_dot_labels_show_type_shape_dtype_names_and_tags():
     assert "axis 1 | AwkwardTag(text='ax<1>')" in labels[ids[id(y)]]
 
 
+def test_symbolic_shapes_are_written_as_correct_expressions():
+    n = pt.make_size_param("n")
+    m = pt.make_size_param("m")
+    shapes = [(3 * (n + 1),), ((n + 1) * (m - 2), n // 2), ((n + m) * (n - m), 4)]
+    result = {f"a{i}": pt.make_placeholder(f"a{i}", shape)
+              for i, shape in enumerate(shapes)}
+    labels, _ = parse_dot(get_dot_graph(result))
+    texts = {re.search(r"name \| (a\d) \|", v)[1]:
+             re.search(r"shape \| (.*?) \| dtype", v)[1]
+             for v in labels.values() if v.startswith("Placeholder")}
+    for nv, mv in [(7, 5), (2, 11)]:
+        expected = [(3 * (nv + 1),), ((nv + 1) * (mv - 2), nv // 2),
+                    ((nv + mv) * (nv - mv), 4)]
+        for i, shape in enumerate(expected):
+            assert eval(texts[f"a{i}"], {"n": nv, "m": mv}) == shape
+
+
 def test_dot_labels_show_expressions_and_einsum_subscripts():
     a = pt.make_placeholder("a", (3, 4))
     b = pt.make_placeholder("b", (4, 5))

@@ -77,20 +77,21 @@ def shape_component_text(dim: Any) -> str:
     """``3``, ``n`` or ``2*n + 1`` for one shape entry."""
     if not isinstance(dim, Array):
         return str(dim)
-    return _size_expr_text(dim, _MAX_SHAPE_EXPR_DEPTH)
+    from pytato_like.scalar_expr import stringify
+    return stringify(_size_expr(dim, _MAX_SHAPE_EXPR_DEPTH))
 
 
-def _size_expr_text(dim: Array, depth: int) -> str:
+def _size_expr(dim: Array, depth: int) -> Any:
+    """*dim* as one pymbolic expression in the size parameters' names (the
+    stringifier then gets the parentheses right)."""
+    import pymbolic.primitives as prim
     if isinstance(dim, SizeParam):
-        return dim.name
+        return prim.Variable(dim.name)
     if isinstance(dim, IndexLambda) and depth > 0:
-        import pymbolic.primitives as prim
-
-        from pytato_like.scalar_expr import stringify, substitute
-        names = {k: prim.Variable(_size_expr_text(v, depth - 1))
-                 for k, v in dim.bindings.items()}
-        return stringify(substitute(dim.expr, names))
-    return f"<{type(dim).__name__}>"
+        from pytato_like.scalar_expr import substitute
+        return substitute(dim.expr, {k: _size_expr(v, depth - 1)
+                                     for k, v in dim.bindings.items()})
+    return prim.Variable(f"<{type(dim).__name__}>")
 
 
 def shape_text(shape: tuple) -> str:
@@ -185,6 +186,8 @@ def describe_node(node: Array) -> tuple[str, list[tuple[str, str]]]:
             elif name == "name":
                 if value is not None:
                     rows.insert(0, ("name", str(value)))
+            elif isinstance(value, frozenset) and not value:
+                continue  # e.g. the empty tags of a held send: noise
             else:
                 rows.append((name, truncate(_value_text(value))))
     if node.tags:
