@@ -284,6 +284,20 @@ def test_dot_outputs_are_named_boxes_fed_by_their_arrays():
         assert (ids[id(ary)], box_of_name[name], "") in edges
 
 
+def test_one_array_under_two_output_names_gets_both_boxes():
+    x = pt.make_placeholder("x", (3,))
+    y = 2 * x
+    result = {"first": y, "second": y}
+    ids = dot_node_ids([y])
+    labels, edges = parse_dot(get_dot_graph(result))
+    boxes = {labels[k]: k for k in labels if k.startswith("out")}
+    assert set(boxes) == {"output first", "output second"}
+    assert {(s, d) for s, d, _ in edges if d.startswith("out")} == {
+        (ids[id(y)], boxes["output first"]), (ids[id(y)], boxes["output second"])}
+    last = get_ascii_graph(result, use_color=False).splitlines()[-1]
+    assert last.endswith("⇒ first, second")
+
+
 def test_dot_shared_node_is_drawn_once():
     x = pt.make_placeholder("x", (3,))
     shared = pt.exp(x)
