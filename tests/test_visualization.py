@@ -23,6 +23,12 @@ from pytools.tag import Tag, tag_dataclass
 import pytato_like as pt
 from pytato_like.array import Array, children_of
 from pytato_like.diagnostic import GraphvizNotFoundError, VisualizationError
+from pytato_like.distributed import (
+    find_distributed_partition,
+    make_distributed_recv,
+    staple_distributed_send,
+)
+from pytato_like.partition import find_partition
 from pytato_like.visualization import (
     get_ascii_graph,
     get_dot_graph,
@@ -121,6 +127,9 @@ def every_node_type_dag():
     y3 = pt.make_placeholder("y3", (3, 4, 5), dtype=np.float32)
     rolled = pt.roll(y, 1, axis=1)
     inner = pt.make_dict_of_named_arrays({"a": red, "b": rolled})
+    halo = make_distributed_recv(1, ("halo<&>", 3), (3, 4), np.float64)
+    sent = staple_distributed_send(2 * y, dest_rank=1, comm_tag=("halo<&>", 3),
+                                   stapled_to=y + halo)
     return pt.make_dict_of_named_arrays({
         "red": red,
         "cat": pt.concatenate([y, rolled], axis=0),
@@ -131,6 +140,7 @@ def every_node_type_dag():
         "adv_c": y[:, idx],
         "adv_nc": y3[idx, :, idx],
         "named": inner["a"] + 1,
+        "sent": sent,
         AWKWARD_OUTPUT: (2 * y).tagged(AwkwardTag("tag]>")),
     })
 
@@ -541,36 +551,27 @@ def test_show_dot_graph_rejects_unknown_arguments():
 # {{{ partitions
 
 def make_partition():
-    """A partition of ``{"out": sin(x) + u}`` into two parts: part "A"
-    computes ``t = sin(x)``, part "B" reads it back as a placeholder.
-    Uses the real partition classes when they exist."""
+    """A hand-made partition of ``{"out": sin(x) + u}`` into two parts:
+    part "A" computes ``t = sin(x)``, part "B" reads it back as a
+    placeholder."""
     x = pt.make_placeholder("x", (3,))
     u = pt.make_placeholder("u", (3,))
     t = pt.sin(x)
     t_in = pt.make_placeholder("_pt_part_t", (3,))
     out = t_in + u
-    try:
-        from pytato_like.partition import GraphPart, GraphPartition
-    except ImportError:
-        GraphPart = GraphPartition = None  # noqa: N806
-    fields_a = dict(pid="A", needed_pids=frozenset(),
-                    user_input_names=frozenset({"x"}),
-                    partition_input_names=frozenset(),
-                    output_names=frozenset({"_pt_part_t"}))
-    fields_b = dict(pid="B", needed_pids=frozenset({"A"}),
-                    user_input_names=frozenset({"u"}),
-                    partition_input_names=frozenset({"_pt_part_t"}),
-                    output_names=frozenset({"out"}))
-    results = {"_pt_part_t": t, "out": out}
-    if GraphPart is not None:
-        parts = {"A": GraphPart(**fields_a), "B": GraphPart(**fields_b)}
-        return GraphPartition(parts=parts, var_name_to_result=results,
-                              toposorted_part_ids=["A", "B"])
-
-    from types import SimpleNamespace
-    return SimpleNamespace(
-        parts={"A": SimpleNamespace(**fields_a), "B": SimpleNamespace(**fields_b)},
-        var_name_to_result=results, toposorted_part_ids=["A", "B"])
+    from pytato_like.partition import GraphPart, GraphPartition
+    parts = {
+        "A": GraphPart(pid="A", needed_pids=frozenset(),
+                       user_input_names=frozenset({"x"}),
+                       partition_input_names=frozenset(),
+                       output_names=frozenset({"_pt_part_t"})),
+        "B": GraphPart(pid="B", needed_pids=frozenset({"A"}),
+                       user_input_names=frozenset({"u"}),
+                       partition_input_names=frozenset({"_pt_part_t"}),
+                       output_names=frozenset({"out"}))}
+    return GraphPartition(parts=parts,
+                          var_name_to_result={"_pt_part_t": t, "out": out},
+                          toposorted_part_ids=["A", "B"])
 
 
 def clusters_of(source):
@@ -658,6 +659,91 @@ def test_partition_graph_shows_sends_and_receives_with_ranks_and_tags():
     sent, = (k for k, v in labels.items() if "expr | 3.0*_in0[_0]" in v)
     assert (recv_box, ph) in {(s, d) for s, d, _ in edges}
     assert (sent, send_box) in {(s, d) for s, d, _ in edges}
+    if shutil.which("dot"):
+        assert run_dot(source).returncode == 0
+
+
+def part_clusters(source, partition):
+    """``pid -> node ids`` of the clusters, by the ``part <pid>`` label."""
+    clusters = clusters_of(source)
+    result = {}
+    for pid in partition.toposorted_part_ids:
+        label, = (lb for lb in clusters if re.fullmatch(rf"part {pid}( \(.*\))?", lb))
+        result[pid] = clusters[label]
+    return result
+
+
+def test_graph_of_find_partition():
+    x = pt.make_placeholder("x", (3,))
+    u = pt.make_placeholder("u", (3,))
+    t = pt.sin(x)
+    result = {"out": t + u, "t2": 2 * t}
+    partition = find_partition(
+        result, lambda node: "A" if node is t else "B")
+    assert len(partition.parts) == 2
+    source = get_dot_graph_from_partition(partition)
+    labels, edges = parse_dot(source)
+    clusters = part_clusters(source, partition)
+    for ipart, pid in enumerate(partition.toposorted_part_ids):
+        part = partition.parts[pid]
+        roots = [partition.var_name_to_result[n] for n in sorted(part.output_names)]
+        # every node and edge of the part's DAG, inside the part's cluster
+        ids = {i: f"p{ipart}_{v}" for i, v in dot_node_ids(roots).items()}
+        assert set(ids.values()) <= clusters[pid]
+        drawn = {(s, d) for s, d, _ in edges if s in ids.values()
+                 and d in ids.values()}
+        assert drawn == {(ids[c], ids[u]) for c, u in brute_force_edges(roots)}
+        # each output name boxed in its part; "part output" when only
+        # other parts read it
+        for name in part.output_names:
+            kind = ("output" if name in partition.overall_output_names
+                    else "part output")
+            box, = (k for k in clusters[pid] if labels[k] == f"{kind} {name}")
+            assert (ids[id(partition.var_name_to_result[name])], box, "") in edges
+    # every partition input joined to the part producing it
+    for pid, part in partition.parts.items():
+        for name in part.partition_input_names:
+            producer, = (p for p, q in partition.parts.items()
+                         if name in q.output_names)
+            src, = (k for k in clusters[producer] if labels[k].endswith(f" {name}")
+                    and "output" in labels[k])
+            dst, = (k for k in clusters[pid] if labels[k].startswith("Placeholder")
+                    and f"name | {name} |" in labels[k])
+            assert any(s == src and d == dst for s, d, _ in edges)
+    if shutil.which("dot"):
+        assert run_dot(source).returncode == 0
+
+
+def test_graph_of_find_distributed_partition_shows_sends_and_receives():
+    x = pt.make_placeholder("x", (4,))
+    halo = make_distributed_recv(1, ("halo", 3), (4,), np.float64)
+    y = staple_distributed_send(2 * x, dest_rank=1, comm_tag=("halo", 3),
+                                stapled_to=x + halo)
+    partition = find_distributed_partition(None, {"y": y})
+    source = get_dot_graph_from_partition(partition)
+    labels, edges = parse_dot(source)
+    clusters = part_clusters(source, partition)
+    nsends = nrecvs = 0
+    for ipart, pid in enumerate(partition.toposorted_part_ids):
+        part = partition.parts[pid]
+        roots = [partition.var_name_to_result[n] for n in sorted(part.output_names)]
+        roots += [send.data for send in part.output_name_to_send_node.values()]
+        ids = {i: f"p{ipart}_{v}" for i, v in dot_node_ids(roots).items()}
+        for send in part.output_name_to_send_node.values():
+            box, = (k for k in clusters[pid]
+                    if labels[k].startswith(f"send to rank {send.dest_rank}"))
+            assert f"tag | {send.comm_tag!r} |" in labels[box]
+            assert any(s == ids[id(send.data)] and d == box for s, d, _ in edges)
+            nsends += 1
+        for name, recv in part.input_name_to_recv_node.items():
+            box, = (k for k in clusters[pid]
+                    if labels[k].startswith(f"receive from rank {recv.src_rank}"))
+            assert f"tag | {recv.comm_tag!r} |" in labels[box]
+            dst, = (k for k in clusters[pid] if labels[k].startswith("Placeholder")
+                    and f"name | {name} |" in labels[k])
+            assert any(s == box and d == dst for s, d, _ in edges)
+            nrecvs += 1
+    assert (nsends, nrecvs) == (1, 1)
     if shutil.which("dot"):
         assert run_dot(source).returncode == 0
 
