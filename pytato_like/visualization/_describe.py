@@ -199,7 +199,7 @@ def describe_node(node: Array) -> tuple[str, list[tuple[str, str]]]:
 
 
 def operand_edges(node: Array) -> list[tuple[Array, str, bool]]:
-    """``(operand, slot label, is_shape_or_index)`` for each distinct array
+    """``(operand, slot label, only_gives_a_shape)`` for each distinct array
     *node* reads, in field order. An operand filling several slots (``x*x``
     binding ``x`` twice) appears once with the slot labels joined."""
     if isinstance(node, NamedArray):
