@@ -31,7 +31,6 @@ from typing import Any
 
 from pytools import UniqueNameGenerator
 
-from pytato_like._traversal import topological_order
 from pytato_like.array import (
     IDENTITY,
     VALUE,
@@ -137,76 +136,135 @@ FREE = "free"          # inputs and pure size expressions: never cut
 RECV = "recv"          # values received from another rank
 COMPUTED = "computed"  # everything else: computed in exactly one part
 
-
-def canonical_nodes(order: list[Array]) -> dict[int, Array]:
-    """For each node of *order* (a topological order), the node whose value
-    it is: aliases (named results, send holders) resolve to what they
-    stand for."""
-    canon: dict[int, Array] = {}
-    # equal receives are one receive, even if built twice
-    first_recv: dict[Array, Array] = {}
-    for node in order:
-        if type(node) is NamedArray:
-            canon[id(node)] = canon[id(node.expr)]
-        elif node._mapper_method == "map_distributed_send_ref_holder":
-            canon[id(node)] = canon[id(node.passthrough_data)]
-        elif node._mapper_method == "map_distributed_recv":
-            canon[id(node)] = first_recv.setdefault(node, node)
-        else:
-            canon[id(node)] = node
-    return canon
+_HOLDER = "map_distributed_send_ref_holder"
+_RECV = "map_distributed_recv"
 
 
-def live_nodes(order: list[Array], roots: list[Array], follow_sends: bool
-               ) -> tuple[set[int], list]:
-    """The ids of the nodes of *order* whose values are needed for *roots*
-    and (if *follow_sends*) for the sends held by needed send holders, and
-    those sends, each once (equal sends are one send)."""
-    live = {id(r) for r in roots}
-    sends: dict = {}
-    for node in reversed(order):  # every user before what it uses
-        if id(node) not in live:
-            continue
-        if node._mapper_method == "map_distributed_send_ref_holder":
-            live.add(id(node.passthrough_data))
-            if follow_sends and node.send not in sends:
-                sends[node.send] = node.send
-                live.add(id(node.send_data))
-        else:
-            live.update(id(c) for c in children_of(node))
-    return live, list(sends)
+class DagIndex:
+    """A DAG as integer-indexed lists, built in one walk, so that the
+    partitioners' several passes cost a list lookup per edge.
 
+    .. attribute:: order
 
-def dataflow_children(node: Array) -> tuple[Array, ...]:
-    """The arrays *node*'s value is computed from (a send holder's value does
-    not depend on the data it sends)."""
-    if node._mapper_method == "map_distributed_send_ref_holder":
-        return (node.passthrough_data,)
-    return children_of(node)
+        The nodes, every node after the nodes it refers to.
 
+    .. attribute:: kids
 
-def classify_nodes(order: list[Array], canon: dict[int, Array]
-                   ) -> dict[int, str]:
-    """:data:`FREE`, :data:`RECV` or :data:`COMPUTED` for each canonical
-    node of *order*."""
-    kind: dict[int, str] = {}
-    for node in order:
-        if canon[id(node)] is not node:
-            continue
-        if isinstance(node, InputArgumentBase):
-            kind[id(node)] = FREE
-        elif node._mapper_method == "map_distributed_recv":
-            kind[id(node)] = RECV
-        else:
-            children = [canon[id(c)] for c in children_of(node)]
-            # integer expressions of size parameters only (symbolic shapes)
-            # are as cheap as inputs and may be needed by every part
-            size_only = (node.ndim == 0 and node.dtype.kind in "iu"
-                         and bool(children)) and all(
-                kind[id(c)] is FREE and not isinstance(c, (Placeholder, DataWrapper))
-                for c in children)
-            kind[id(node)] = FREE if size_only else COMPUTED
-    return kind
+        ``kids[i]``: indices of :func:`~pytato_like.array.children_of`
+        ``order[i]``.
+
+    .. attribute:: canon
+
+        ``canon[i]``: index of the node whose value ``order[i]`` is
+        (aliases such as named results and send holders resolve to what they
+        stand for; equal receives to the first of them).
+
+    .. attribute:: kind
+
+        :data:`FREE`, :data:`RECV` or :data:`COMPUTED` for canonical nodes.
+
+    .. attribute:: free_names
+
+        For free nodes: the names of the placeholders and size parameters
+        they contain.
+    """
+
+    def __init__(self, roots: list[Array]) -> None:
+        order: list[Array] = []
+        kids: list[tuple[int, ...]] = []
+        index: dict[int, int] = {}
+        expanded: set[int] = set()
+        for root in roots:
+            if id(root) in expanded:
+                continue
+            stack: list[tuple[Array, tuple | None]] = [(root, None)]
+            while stack:
+                node, children = stack.pop()
+                if children is not None:
+                    index[id(node)] = len(order)
+                    order.append(node)
+                    kids.append(tuple(index[id(c)] for c in children))
+                    continue
+                if id(node) in expanded:
+                    continue
+                expanded.add(id(node))
+                children = children_of(node)
+                stack.append((node, children))
+                stack.extend((c, None) for c in children if id(c) not in expanded)
+        self.order, self.kids, self.index = order, kids, index
+
+        n = len(order)
+        canon = list(range(n))
+        first_recv: dict[Array, Array] = {}
+        for i, node in enumerate(order):
+            if type(node) is NamedArray:
+                canon[i] = canon[kids[i][0]]
+            elif node._mapper_method == _HOLDER:
+                canon[i] = canon[index[id(node.passthrough_data)]]
+            elif node._mapper_method == _RECV:
+                canon[i] = index[id(first_recv.setdefault(node, node))]
+        self.canon = canon
+
+        kind: list[str | None] = [None] * n
+        free_names: dict[int, frozenset[str]] = {}
+        for i, node in enumerate(order):
+            if canon[i] != i:
+                continue
+            if isinstance(node, InputArgumentBase):
+                kind[i] = FREE
+                names = frozenset().union(*(free_names[canon[k]] for k in kids[i]))
+                if isinstance(node, (Placeholder, SizeParam)):
+                    names |= {node.name}
+                free_names[i] = names
+            elif node._mapper_method == _RECV:
+                kind[i] = RECV
+            else:
+                ckids = [canon[k] for k in kids[i]]
+                # integer expressions of size parameters only (symbolic
+                # shapes) are as cheap as inputs and may be needed anywhere
+                if (ckids and node.ndim == 0 and node.dtype.kind in "iu"
+                        and all(kind[k] is FREE and not isinstance(
+                            order[k], (Placeholder, DataWrapper)) for k in ckids)):
+                    kind[i] = FREE
+                    free_names[i] = frozenset().union(
+                        *(free_names[k] for k in ckids))
+                else:
+                    kind[i] = COMPUTED
+        self.kind = kind
+        self.free_names = free_names
+
+    def indices_of(self, arrays) -> list[int]:
+        return [self.index[id(a)] for a in arrays]
+
+    def live(self, roots: list[int], follow_sends: bool
+             ) -> tuple[bytearray, list]:
+        """Which nodes are needed for *roots* and (if *follow_sends*) for
+        the sends held by needed send holders; and those sends, each once
+        (equal sends are one send)."""
+        live = bytearray(len(self.order))
+        for r in roots:
+            live[r] = 1
+        sends: dict = {}
+        index = self.index
+        for i in range(len(self.order) - 1, -1, -1):  # users before used
+            if not live[i]:
+                continue
+            node = self.order[i]
+            if node._mapper_method == _HOLDER:
+                live[index[id(node.passthrough_data)]] = 1
+                if follow_sends and node.send not in sends:
+                    sends[node.send] = node.send
+                    live[index[id(node.send_data)]] = 1
+            else:
+                for k in self.kids[i]:
+                    live[k] = 1
+        return live, list(sends)
+
+    def shape_names(self, i: int) -> frozenset[str]:
+        """Names of the size parameters in the shape of ``order[i]``."""
+        return frozenset().union(*(
+            self.free_names.get(self.canon[self.index[id(s)]], frozenset())
+            for s in self.order[i].shape if isinstance(s, Array)))
 
 
 @dataclasses.dataclass
@@ -214,46 +272,50 @@ class _PartBuild:
     outputs: dict[str, Array] = dataclasses.field(default_factory=dict)
     needed: set = dataclasses.field(default_factory=set)
     partition_inputs: set[str] = dataclasses.field(default_factory=set)
+    user_inputs: set[str] = dataclasses.field(default_factory=set)
     recvs: dict[str, Array] = dataclasses.field(default_factory=dict)
 
 
 class PartBuilder:
-    """Rewrites a DAG into per-part sub-DAGs given the part of every
-    computed node (``part_of``, keyed by ``id``). Requests for named part
-    outputs go through :meth:`add_output`; :meth:`finish` returns the
-    per-part data."""
+    """Rewrites the live computed nodes of *dag* into per-part sub-DAGs,
+    given the part of each (``part_of[i]``). Named part outputs are
+    requested with :meth:`add_output`; :attr:`parts` and
+    :attr:`var_name_to_result` hold the result."""
 
-    def __init__(self, order: list[Array], canon: dict[int, Array],
-                 kind: dict[int, str], part_of: dict[int, Hashable],
+    def __init__(self, dag: DagIndex, part_of: list, live: bytearray,
                  name_gen: UniqueNameGenerator,
-                 recv_names: dict[int, str] | None = None,
-                 live: set[int] | None = None) -> None:
-        self.canon = canon
-        self.kind = kind
+                 recv_names: dict[int, str] | None = None) -> None:
+        self.dag = dag
         self.part_of = part_of
         self.name_gen = name_gen
         self.recv_names = recv_names or {}
         self.parts: dict[Hashable, _PartBuild] = {}
-        self.rewritten: dict[int, Array] = {}
-        self.cut_placeholders: dict[int, Placeholder] = {}
-        self.recv_placeholders: dict[int, Placeholder] = {}
+        n = len(dag.order)
+        self.rewritten: list[Array | None] = [None] * n
+        self.placeholders: dict[int, Placeholder] = {}
         self.var_name_to_result: dict[str, Array] = {}
 
-        for node in order:
-            if (canon[id(node)] is not node or kind[id(node)] is not COMPUTED
-                    or (live is not None and id(node) not in live)):
+        order, kids, canon, kind = dag.order, dag.kids, dag.canon, dag.kind
+        index = dag.index
+        for i, node in enumerate(order):
+            if canon[i] != i or kind[i] is not COMPUTED or not live[i]:
                 continue
-            pid = part_of[id(node)]
+            pid = part_of[i]
+            # the common case: every child stays what it is
+            if all(self._resolve(k, pid) is order[k] for k in kids[i]):
+                self.rewritten[i] = node
+                continue
             changes = {}
             for fname, fkind in node._fields:
                 if fkind is VALUE or fkind is IDENTITY:
                     continue
                 value = getattr(node, fname)
                 new = map_arrays_in_field(
-                    value, fkind, lambda child, pid=pid: self._resolve(child, pid))
+                    value, fkind,
+                    lambda child, pid=pid: self._resolve(index[id(child)], pid))
                 if new is not value:
                     changes[fname] = new
-            self.rewritten[id(node)] = node.copy(**changes) if changes else node
+            self.rewritten[i] = node.copy(**changes)
 
     def part(self, pid: Hashable) -> _PartBuild:
         build = self.parts.get(pid)
@@ -261,54 +323,56 @@ class PartBuilder:
             build = self.parts[pid] = _PartBuild()
         return build
 
-    def _resolve(self, child: Array, pid: Hashable) -> Array:
-        """What *child* is inside part *pid*."""
-        c = self.canon[id(child)]
-        kind = self.kind[id(c)]
-        if kind is FREE:
-            return c
-        if kind is RECV:
-            name = self.recv_names[id(c)]
-            ph = self.recv_placeholders.get(id(c))
-            if ph is None:
-                ph = self.recv_placeholders[id(c)] = Placeholder(
-                    name, c.shape, c.dtype)
-            build = self.part(pid)
-            build.partition_inputs.add(name)
-            build.recvs[name] = c
-            return ph
-        owner = self.part_of[id(c)]
-        if owner == pid:
-            return self.rewritten[id(c)]
-        ph = self.cut_placeholders.get(id(c))
+    def _placeholder(self, c: int, name: str) -> Placeholder:
+        ph = self.placeholders.get(c)
         if ph is None:
-            name = self.name_gen("_pt_part_out")
-            ph = self.cut_placeholders[id(c)] = Placeholder(
-                name, c.shape, c.dtype, axes=c.axes)
-            self.part(owner).outputs[name] = self.rewritten[id(c)]
-            self.var_name_to_result[name] = self.rewritten[id(c)]
-        build = self.part(pid)
-        build.needed.add(owner)
-        build.partition_inputs.add(ph.name)
+            node = self.dag.order[c]
+            ph = self.placeholders[c] = Placeholder(
+                name, node.shape, node.dtype, axes=node.axes)
         return ph
 
-    def add_output(self, name: str, node: Array, pid: Hashable) -> None:
-        """Make *node* an output *name* of the part computing it (of part
+    def _resolve(self, k: int, pid: Hashable) -> Array:
+        """What node *k* is inside part *pid* (registering cuts)."""
+        dag = self.dag
+        c = dag.canon[k]
+        kind = dag.kind[c]
+        if kind is FREE:
+            names = dag.free_names[c]
+            if names:
+                self.part(pid).user_inputs.update(names)
+            return dag.order[c]
+        if kind is RECV:
+            ph = self._placeholder(c, self.recv_names[c])
+            build = self.part(pid)
+            if ph.name not in build.recvs:
+                build.partition_inputs.add(ph.name)
+                build.recvs[ph.name] = dag.order[c]
+                build.user_inputs.update(dag.shape_names(c))
+            return ph
+        owner = self.part_of[c]
+        if owner == pid:
+            return self.rewritten[c]
+        ph = self.placeholders.get(c)
+        if ph is None:
+            ph = self._placeholder(c, self.name_gen("_pt_part_out"))
+            self.part(owner).outputs[ph.name] = self.rewritten[c]
+            self.var_name_to_result[ph.name] = self.rewritten[c]
+        build = self.part(pid)
+        if ph.name not in build.partition_inputs:
+            build.needed.add(owner)
+            build.partition_inputs.add(ph.name)
+            build.user_inputs.update(dag.shape_names(c))
+        return ph
+
+    def add_output(self, name: str, k: int, pid: Hashable) -> None:
+        """Make node *k* the output *name* of the part computing it (of part
         *pid* if it is an input or a received value)."""
-        c = self.canon[id(node)]
-        if self.kind[id(c)] is COMPUTED:
-            pid = self.part_of[id(c)]
+        c = self.dag.canon[k]
+        if self.dag.kind[c] is COMPUTED:
+            pid = self.part_of[c]
         value = self._resolve(c, pid)
         self.part(pid).outputs[name] = value
         self.var_name_to_result[name] = value
-
-    def user_input_names(self, pid: Hashable) -> frozenset[str]:
-        partition_names = self.parts[pid].partition_inputs
-        return frozenset(
-            node.name
-            for node in topological_order(list(self.parts[pid].outputs.values()))
-            if isinstance(node, (Placeholder, SizeParam))
-            and node.name not in partition_names)
 
 
 def reserved_name_generator(order: list[Array],
@@ -351,27 +415,27 @@ class GraphPartitioner:
 
     def make_partition(self, outputs) -> GraphPartition:
         output_map, _ = normalize_outputs(outputs)
-        order = topological_order(list(output_map.values()))
-        canon = canonical_nodes(order)
-        kind = classify_nodes(order, canon)
-        live, _ = live_nodes(order, list(output_map.values()), follow_sends=False)
-        part_of = {id(node): self.get_part_id(node) for node in order
-                   if kind.get(id(node)) is COMPUTED and id(node) in live}
-        builder = PartBuilder(order, canon, kind, part_of,
-                              reserved_name_generator(order, output_map),
-                              live=live)
-        for name, ary in output_map.items():
-            c = canon[id(ary)]
-            pid = (part_of[id(c)] if kind[id(c)] is COMPUTED
-                   else self.get_part_id(c))
-            builder.add_output(name, ary, pid)
+        dag = DagIndex(list(output_map.values()))
+        out_idx = dag.indices_of(output_map.values())
+        live, _ = dag.live(out_idx, follow_sends=False)
+        part_of: list = [None] * len(dag.order)
+        for i, node in enumerate(dag.order):
+            if dag.kind[i] is COMPUTED and live[i]:
+                part_of[i] = self.get_part_id(node)
+        builder = PartBuilder(dag, part_of, live,
+                              reserved_name_generator(dag.order, output_map))
+        for name, k in zip(output_map, out_idx, strict=True):
+            c = dag.canon[k]
+            pid = (part_of[c] if dag.kind[c] is COMPUTED
+                   else self.get_part_id(dag.order[c]))
+            builder.add_output(name, k, pid)
         pids = list(builder.parts)
         toposorted = part_order(pids, {p: builder.parts[p].needed for p in pids})
         parts = {
             pid: GraphPart(
                 pid=pid,
                 needed_pids=frozenset(builder.parts[pid].needed),
-                user_input_names=builder.user_input_names(pid),
+                user_input_names=frozenset(builder.parts[pid].user_inputs),
                 partition_input_names=frozenset(
                     builder.parts[pid].partition_inputs),
                 output_names=frozenset(builder.parts[pid].outputs))

@@ -44,8 +44,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from pytato_like._traversal import topological_order
-from pytato_like.array import Array, children_of
+from pytato_like.array import Array
 from pytato_like.diagnostic import CycleAcrossRanksError, NotAnArrayError
 from pytato_like.distributed.nodes import DistributedRecv, DistributedSend
 from pytato_like.distributed.safety import (
@@ -55,14 +54,11 @@ from pytato_like.distributed.safety import (
 )
 from pytato_like.partition import (
     COMPUTED,
-    FREE,
     RECV,
+    DagIndex,
     GraphPart,
     GraphPartition,
     PartBuilder,
-    canonical_nodes,
-    classify_nodes,
-    live_nodes,
     reserved_name_generator,
 )
 from pytato_like.tags import ImplStored
@@ -163,117 +159,113 @@ class _LocalAnalysis:
     def __init__(self, outputs: Any, rank: int) -> None:
         self.rank = rank
         self.output_map, _ = normalize_outputs(outputs)
-        roots = list(self.output_map.values())
-        self.order = topological_order(roots)
-        self.canon = canonical_nodes(self.order)
-        self.kind = classify_nodes(self.order, self.canon)
-        self.live, self.sends = live_nodes(self.order, roots, follow_sends=True)
-        self.name_gen = reserved_name_generator(self.order, self.output_map)
+        dag = self.dag = DagIndex(list(self.output_map.values()))
+        self.out_idx = dag.indices_of(self.output_map.values())
+        self.live, self.sends = dag.live(self.out_idx, follow_sends=True)
+        self.send_idx = [dag.canon[dag.index[id(s.data)]] for s in self.sends]
+        self.name_gen = reserved_name_generator(dag.order, self.output_map)
+        canon, kind, kids = dag.canon, dag.kind, dag.kids
 
-        self.recvs: list[DistributedRecv] = []
+        self.recvs: list[int] = []   # canonical indices
         recv_bit: dict[int, int] = {}
-        for node in self.order:
-            c = self.canon[id(node)]
-            if (self.kind[id(c)] is RECV and id(node) in self.live
-                    and id(c) not in recv_bit):
-                recv_bit[id(c)] = len(self.recvs)
+        for i in range(len(dag.order)):
+            c = canon[i]
+            if kind[c] is RECV and self.live[i] and c not in recv_bit:
+                recv_bit[c] = len(self.recvs)
                 self.recvs.append(c)
-        self.recv_names = {id(r): self.name_gen("_pt_recv") for r in self.recvs}
+        self.recv_names = {c: self.name_gen("_pt_recv") for c in self.recvs}
 
         # which receives each array depends on, as a bit mask
-        mask: dict[int, int] = {}
-        for node in self.order:
-            if self.canon[id(node)] is not node:
+        mask = [0] * len(dag.order)
+        for i in range(len(dag.order)):
+            if canon[i] != i:
                 continue
-            kind = self.kind[id(node)]
-            if kind is RECV:
-                mask[id(node)] = 1 << recv_bit[id(node)]
-            elif kind is FREE:
-                mask[id(node)] = 0
-            else:
+            if kind[i] is RECV:
+                mask[i] = 1 << recv_bit[i] if i in recv_bit else 0
+            elif kind[i] is COMPUTED:
                 m = 0
-                for child in children_of(node):
-                    m |= mask[id(self.canon[id(child)])]
-                mask[id(node)] = m
+                for k in kids[i]:
+                    m |= mask[canon[k]]
+                mask[i] = m
         self.mask = mask
 
     def summary(self) -> tuple[list, list]:
         """``(sends, recvs)`` for the global batch computation: sends as
         ``(dest, tag, [(src, tag) of the receives needed])``, receives as
         ``(src, tag)``."""
+        order = self.dag.order
         sends = []
-        for send in self.sends:
-            m = self.mask[id(self.canon[id(send.data)])]
-            needed = [(r.src_rank, r.comm_tag) for i, r in enumerate(self.recvs)
-                      if m >> i & 1]
+        for send, d in zip(self.sends, self.send_idx, strict=True):
+            m = self.mask[d]
+            needed = [(order[r].src_rank, order[r].comm_tag)
+                      for i, r in enumerate(self.recvs) if m >> i & 1]
             sends.append((send.dest_rank, send.comm_tag, needed))
-        recvs = [(r.src_rank, r.comm_tag) for r in self.recvs]
+        recvs = [(order[r].src_rank, order[r].comm_tag) for r in self.recvs]
         return sends, recvs
 
     def make_partition(self, batches: dict[CommID, int]
                        ) -> DistributedGraphPartition:
-        canon, kind, rank = self.canon, self.kind, self.rank
+        dag, rank, live = self.dag, self.rank, self.live
+        order, kids, canon, kind = dag.order, dag.kids, dag.canon, dag.kind
+        n = len(order)
 
         # {{{ time of every array
 
-        time: dict[int, int] = {}
-        for node in self.order:
-            if canon[id(node)] is not node:
+        time = [0] * n
+        for i in range(n):
+            if canon[i] != i:
                 continue
-            k = kind[id(node)]
-            if k is RECV:
-                time[id(node)] = batches[
-                    (node.src_rank, rank, node.comm_tag)] + 1
-            elif k is FREE:
-                time[id(node)] = 0
-            else:
-                time[id(node)] = max(
-                    (time[id(canon[id(c)])] for c in children_of(node)),
-                    default=0)
+            if kind[i] is RECV:
+                node = order[i]
+                key = (node.src_rank, rank, node.comm_tag)
+                time[i] = batches[key] + 1 if key in batches else 1
+            elif kind[i] is COMPUTED:
+                t = 0
+                for k in kids[i]:
+                    tk = time[canon[k]]
+                    if tk > t:
+                        t = tk
+                time[i] = t
 
         # }}}
 
         # {{{ placement, users before what they use
 
-        stored = {id(canon[id(a)]) for a in self.output_map.values()}
-        earliest_user: dict[int, tuple[int, int]] = {}
-        for send in self.sends:
-            d = canon[id(send.data)]
-            if kind[id(d)] is COMPUTED:
-                earliest_user[id(d)] = (time[id(d)], 0)
+        stored = {canon[k] for k in self.out_idx}
+        earliest_user: list[tuple[int, int] | None] = [None] * n
+        for d in self.send_idx:
+            if kind[d] is COMPUTED:
+                earliest_user[d] = (time[d], 0)
 
-        part_of: dict[int, tuple[int, int]] = {}
-        for node in reversed(self.order):
-            if (canon[id(node)] is not node or kind[id(node)] is not COMPUTED
-                    or id(node) not in self.live):
+        part_of: list[tuple[int, int] | None] = [None] * n
+        for i in range(n - 1, -1, -1):
+            if canon[i] != i or kind[i] is not COMPUTED or not live[i]:
                 continue
-            t = time[id(node)]
-            first_use = earliest_user.get(id(node))
-            if id(node) in stored or any(isinstance(tag, ImplStored)
-                                         for tag in node.tags):
+            t = time[i]
+            first_use = earliest_user[i]
+            if i in stored or any(isinstance(tag, ImplStored)
+                                  for tag in order[i].tags):
                 key = (t, 0) if first_use == (t, 0) else (t, 1)
             else:
                 key = first_use if first_use is not None else (t, 1)
-            part_of[id(node)] = key
-            for child in children_of(node):
-                c = canon[id(child)]
-                if kind[id(c)] is COMPUTED:
-                    prev = earliest_user.get(id(c))
+            part_of[i] = key
+            for k in kids[i]:
+                c = canon[k]
+                if kind[c] is COMPUTED:
+                    prev = earliest_user[c]
                     if prev is None or key < prev:
-                        earliest_user[id(c)] = key
+                        earliest_user[c] = key
 
         # }}}
 
-        builder = PartBuilder(self.order, canon, kind, part_of, self.name_gen,
-                              self.recv_names, live=self.live)
-        for name, ary in self.output_map.items():
-            builder.add_output(name, ary, (time[id(canon[id(ary)])], 1))
+        builder = PartBuilder(dag, part_of, live, self.name_gen, self.recv_names)
+        for name, k in zip(self.output_map, self.out_idx, strict=True):
+            builder.add_output(name, k, (time[canon[k]], 1))
         send_names: dict[tuple[int, int], dict[str, DistributedSend]] = {}
-        for send in self.sends:
-            d = canon[id(send.data)]
-            key = part_of[id(d)] if kind[id(d)] is COMPUTED else (time[id(d)], 0)
+        for send, d in zip(self.sends, self.send_idx, strict=True):
+            key = part_of[d] if kind[d] is COMPUTED else (time[d], 0)
             name = self.name_gen("_pt_send")
-            builder.add_output(name, send.data, key)
+            builder.add_output(name, d, key)
             send_names.setdefault(key, {})[name] = send
 
         keys = sorted(builder.parts)
@@ -285,7 +277,7 @@ class _LocalAnalysis:
             parts[pid_of[key]] = DistributedGraphPart(
                 pid=pid_of[key],
                 needed_pids=frozenset(pid_of[k] for k in build.needed),
-                user_input_names=builder.user_input_names(key),
+                user_input_names=frozenset(build.user_inputs),
                 partition_input_names=frozenset(build.partition_inputs),
                 output_names=frozenset(build.outputs),
                 input_name_to_recv_node=dict(build.recvs),
