@@ -1,0 +1,668 @@
+"""From an array DAG to loopy kernels: the code generation pipeline.
+
+1. **Materialisation** -- :func:`~pytato_like.transform.materialize_cost.decide_storage`
+   says which arrays are stored; all others are inlined into their users.
+2. **Lowering** -- every stored array becomes one loopy assignment of its
+   value (:class:`~pytato_like.target.loopy.lowering.NodeLowerer`) over the
+   inames of its *loop group*.
+3. **Loop groups** -- stored arrays of one shape whose users read them
+   elementwise at the same index share one set of inames (one fused,
+   parallel loop). An array read at another index (a stencil, a
+   transpose, a reduction) goes to the next *level*: levels are separated
+   by global barriers, which loopy turns into separate device kernels of
+   one OpenCL program. A stored array read only inside its own group
+   lives in a private variable (a register); others are global arrays.
+4. **Chunks** -- loopy's cost grows with instructions per kernel, so long
+   programs are cut into chunks of at most ``max_instructions_per_kernel``
+   instructions. Each chunk is written with canonical local names; chunks
+   of identical structure (the body of a time loop, a long elementwise
+   chain) share one compiled kernel that is launched several times.
+5. **Scheduling** -- :mod:`~pytato_like.target.loopy.schedule` maps group
+   inames to work-groups and work-items.
+6. **Code generation** -- loopy emits OpenCL C and a Python launcher per
+   distinct chunk; :mod:`~pytato_like.target.loopy.bound` runs them.
+
+.. autoclass:: ProgramPlan
+.. autofunction:: build_plan
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from typing import Any
+
+import numpy as np
+import pymbolic.primitives as prim
+
+from pytato_like.array import (
+    Array,
+    DataWrapper,
+    InputArgumentBase,
+    NamedArray,
+    Placeholder,
+    SizeParam,
+)
+from pytato_like.target.loopy.lowering import NodeLowerer, storage_dtype
+
+_C_KEYWORDS = frozenset("""auto break case char const continue default do double
+else enum extern float for goto if inline int long register restrict return
+short signed sizeof static struct switch typedef union unsigned void volatile
+while kernel global local private constant half bool uchar ushort uint ulong
+image2d_t image3d_t sampler_t event_t""".split())
+
+
+@dataclasses.dataclass
+class KernelSource:
+    """One distinct compiled chunk."""
+
+    key: str
+    device_code: str
+    host_code: str
+    host_function: str
+    #: canonical argument names of the launcher, in order
+    arg_names: tuple[str, ...]
+
+
+@dataclasses.dataclass
+class Launch:
+    """One call of a :class:`KernelSource`: ``kernel argument -> program
+    buffer or size name``."""
+
+    kernel: int
+    bindings: dict[str, str]
+
+
+@dataclasses.dataclass
+class BufferSpec:
+    """A program-level array: input, output or temporary between chunks."""
+
+    name: str
+    shape: tuple  # ints and size names
+    dtype: np.dtype  # the array's dtype (booleans stored as int8)
+    kind: str  # "placeholder", "data", "output", "temporary"
+
+
+@dataclasses.dataclass
+class ProgramPlan:
+    """Everything needed to run a program, picklable (the disk cache stores
+    it): kernels, launches, buffers, size expressions, output names."""
+
+    kernels: list[KernelSource]
+    launches: list[Launch]
+    buffers: dict[str, BufferSpec]
+    #: derived size name -> pymbolic expression over size parameter names
+    derived_sizes: dict[str, Any]
+    size_params: tuple[str, ...]
+    #: user output name -> buffer name
+    outputs: dict[str, str]
+    #: buffer names of the data wrappers, in DAG order
+    data_wrapper_buffers: tuple[str, ...]
+    phase_times: dict[str, float] = dataclasses.field(default_factory=dict)
+    n_stored: int = 0
+    n_instructions: int = 0
+    materialization_table: str = ""
+
+
+@dataclasses.dataclass
+class _Insn:
+    node: Array | None
+    targets: list[str]  # global buffer names written (outputs / temps)
+    expr: Any
+    canon: tuple[str, ...]
+    shape: tuple
+    refs: list[tuple[int, tuple]]
+    reduction_inames: list
+    helpers: set
+    level: int = 0
+    chunk: int = 0
+    private: str | None = None
+
+
+def _dim_key(d) -> Any:
+    return d if isinstance(d, int) else ("sym", d)
+
+
+class _Builder:
+    def __init__(self, outputs: dict[str, Array], options: dict) -> None:
+        self.outputs = outputs
+        self.options = options
+        self.times: dict[str, float] = {}
+        self._global_args: set[str] = set()
+
+    # {{{ names
+
+    def _names(self, order, inputs):
+        from pytools import UniqueNameGenerator
+        taken = set(inputs.placeholders) | set(inputs.size_params)
+        self.vng = UniqueNameGenerator(forced_prefix="")
+        for n in taken:
+            self.vng.add_name(n)
+        self.array_name: dict[int, str] = {}
+        self.buffers: dict[str, BufferSpec] = {}
+        for name, ph in inputs.placeholders.items():
+            if name in _C_KEYWORDS or name.startswith("_lpy"):
+                raise NotImplementedError  # pragma: no cover
+            self.array_name[id(ph)] = name
+        self.data_wrappers = []
+        for dw in inputs.data_wrappers:
+            if id(dw) in self.array_name:
+                continue
+            name = self.vng(f"_pt_data{len(self.data_wrappers)}")
+            self.array_name[id(dw)] = name
+            self.data_wrappers.append(dw)
+        # symbolic shape components -> size names
+        self.size_name: dict[int, str] = {}
+        self.derived_sizes: dict[str, Any] = {}
+        self._size_by_key: dict[Any, str] = {}
+
+    def dim_expr(self, d):
+        if isinstance(d, int):
+            return d
+        if isinstance(d, SizeParam):
+            return prim.Variable(d.name)
+        name = self.size_name.get(id(d))
+        if name is None:
+            from pytato_like.utils import dim_to_index_lambda_components
+            from pytato_like.scalar_expr import substitute
+            expr, bindings = dim_to_index_lambda_components(d)
+            expr = substitute(expr, {k: prim.Variable(v.name)
+                                     for k, v in bindings.items()})
+            key = str(expr)
+            name = self._size_by_key.get(key)
+            if name is None:
+                name = self.vng("_pt_size")
+                self._size_by_key[key] = name
+                self.derived_sizes[name] = expr
+            self.size_name[id(d)] = name
+        return prim.Variable(name)
+
+    def shape_of(self, ary: Array) -> tuple:
+        return tuple(d if isinstance(d, int) else self.dim_expr(d).name
+                     for d in ary.shape)
+
+    # }}}
+
+    def build(self) -> ProgramPlan:
+        from pytato_like._traversal import topological_order
+        from pytato_like.target import gather_program_inputs
+        from pytato_like.transform.materialize_cost import decide_storage
+
+        t0 = time.perf_counter()
+        out_nodes = {}
+        for name, ary in self.outputs.items():
+            while isinstance(ary, NamedArray):
+                ary = ary.expr
+            out_nodes[name] = ary
+        order = topological_order(list(out_nodes.values()))
+        inputs = gather_program_inputs(order)
+        self.inputs = inputs
+        model = self.options.get("cost_model")
+        costs = decide_storage(list(out_nodes.values()), model, order)
+        self.times["materialize"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        self._names(order, inputs)
+        for name, ph in inputs.placeholders.items():
+            self.buffers[name] = BufferSpec(name, self.shape_of(ph), ph.dtype,
+                                            "placeholder")
+        for dw in self.data_wrappers:
+            name = self.array_name[id(dw)]
+            self.buffers[name] = BufferSpec(name, self.shape_of(dw), dw.dtype,
+                                            "data")
+
+        outputs_of: dict[int, list[str]] = {}
+        out_buffer: dict[str, str] = {}
+        for name, node in out_nodes.items():
+            buf = self.vng(name if name.isidentifier() and name not in
+                           _C_KEYWORDS and name != "_pt_out" else "_pt_out")
+            out_buffer[name] = buf
+            outputs_of.setdefault(id(node), []).append(buf)
+            self.buffers[buf] = BufferSpec(buf, self.shape_of(node), node.dtype,
+                                           "output")
+
+        stored: dict[int, Array] = {}
+        insns: list[_Insn] = []
+        insn_of: dict[int, _Insn] = {}
+        current_refs: list = []
+
+        def stored_ref(node, idx):
+            if isinstance(node, SizeParam):
+                return prim.Variable(node.name)
+            if id(node) not in stored:
+                return None
+            current_refs.append((id(node), idx))
+            name = self.array_name[id(node)]
+            return prim.Subscript(prim.Variable(name), idx if idx else (0,))
+
+        for node in order:
+            if isinstance(node, InputArgumentBase):
+                if not isinstance(node, SizeParam):
+                    stored[id(node)] = node
+                continue
+            c = costs[id(node)]
+            if not c.stored or isinstance(node, NamedArray):
+                continue
+        lowerer = NodeLowerer(stored_ref, self.dim_expr)
+
+        def lower(node, targets):
+            canon = tuple(f"_pt_c{i}" for i in range(node.ndim))
+            idx = tuple(prim.Variable(v) for v in canon)
+            current_refs.clear()
+            lowerer._memo.clear()
+            lowerer.reduction_inames = []
+            lowerer.helpers_used = set()
+            expr = lowerer.value_at(node, idx)
+            insn = _Insn(node, targets, expr, canon, node.shape,
+                         list(current_refs), lowerer.reduction_inames,
+                         lowerer.helpers_used)
+            # reduction inames must be unique across the program
+            return insn
+
+        n_red = 0
+        for node in order:
+            if isinstance(node, (InputArgumentBase, NamedArray)):
+                continue
+            if not costs[id(node)].stored:
+                continue
+            targets = outputs_of.get(id(node), [])
+            if not targets:
+                targets = [self.vng("_pt_tmp")]
+                self.buffers[targets[0]] = BufferSpec(
+                    targets[0], self.shape_of(node), node.dtype, "temporary")
+            lowerer.iname_prefix = f"_pt_r{n_red}_"
+            insn = lower(node, targets)
+            n_red += 1
+            insns.append(insn)
+            insn_of[id(node)] = insn
+            self.array_name[id(node)] = targets[0]
+            stored[id(node)] = node
+        # outputs that are inputs: copies
+        for name, node in out_nodes.items():
+            if isinstance(node, InputArgumentBase):
+                lowerer.iname_prefix = f"_pt_r{n_red}_"
+                n_red += 1
+                if isinstance(node, SizeParam):
+                    insn = _Insn(node, [out_buffer[name]], prim.Variable(node.name),
+                                 (), (), [], [], set())
+                else:
+                    insn = lower(node, [out_buffer[name]])
+                insns.append(insn)
+        self.times["lower"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        plan = self._assemble(insns, insn_of, stored, costs, out_buffer)
+        plan.phase_times.update(self.times)
+        plan.phase_times["assemble"] = time.perf_counter() - t0
+        plan.n_stored = len(insns)
+        return plan
+
+    # {{{ levels, storage classes, chunks
+
+    def _assemble(self, insns, insn_of, stored, costs, out_buffer):
+        max_insns = int(self.options.get("max_instructions_per_kernel", 48))
+
+        def same_shape(a, b):
+            if len(a) != len(b):
+                return False
+            from pytato_like.utils import are_shape_components_equal
+            return all(are_shape_components_equal(x, y) for x, y in zip(a, b))
+
+        def is_identity(insn, ref_node, idx):
+            return (idx == tuple(prim.Variable(v) for v in insn.canon)
+                    and same_shape(ref_node.shape, insn.shape))
+
+        # levels
+        for insn in insns:
+            level = 0
+            for nid, idx in insn.refs:
+                dep = insn_of.get(nid)
+                if dep is None:
+                    continue
+                level = max(level, dep.level
+                            + (0 if is_identity(insn, stored[nid], idx) else 1))
+            insn.level = level
+        # chunks: consecutive instructions, at most max_insns per chunk
+        for i, insn in enumerate(insns):
+            insn.chunk = i // max_insns
+        # storage class: private when all reads are identity reads from
+        # the same loop group of the same chunk
+        needs_global: dict[int, bool] = {}
+        needs_private: dict[int, bool] = {}
+        for insn in insns:
+            for nid, idx in insn.refs:
+                dep = insn_of.get(nid)
+                if dep is None:
+                    continue
+                if (is_identity(insn, stored[nid], idx)
+                        and dep.level == insn.level and dep.chunk == insn.chunk
+                        and same_shape(dep.shape, insn.shape)):
+                    needs_private[nid] = True
+                else:
+                    needs_global[nid] = True
+        n_private = 0
+        for insn in insns:
+            if insn.node is None:
+                continue
+            nid = id(insn.node)
+            if needs_private.get(nid):
+                insn.private = f"_pt_p{n_private}"
+                n_private += 1
+            buf = insn.targets[0]
+            if (not needs_global.get(nid) and self.buffers[buf].kind == "temporary"
+                    and insn.private is not None):
+                del self.buffers[buf]
+                insn.targets = []
+        self.private_of = {id(i.node): i.private for i in insns
+                           if i.node is not None and i.private}
+        self.insn_of = insn_of
+        self.stored = stored
+
+        n_chunks = (len(insns) + max_insns - 1) // max_insns if insns else 0
+        chunks = [insns[k * max_insns:(k + 1) * max_insns] for k in range(n_chunks)]
+        # buffers used across chunks become program buffers (kernel args);
+        # temporaries used within one chunk stay kernel temporaries
+        written_in: dict[str, int] = {}
+        read_in: dict[str, set] = {}
+        for k, chunk in enumerate(chunks):
+            for insn in chunk:
+                for t in insn.targets:
+                    written_in[t] = k
+        for k, chunk in enumerate(chunks):
+            for insn in chunk:
+                for nid, _ in insn.refs:
+                    name = self.array_name.get(nid)
+                    if name is not None:
+                        read_in.setdefault(name, set()).add(k)
+        t_build = 0.0
+        kernels: list[KernelSource] = []
+        kernel_index: dict[str, int] = {}
+        launches: list[Launch] = []
+        canonical = n_chunks > 1
+        for k, chunk in enumerate(chunks):
+            t0 = time.perf_counter()
+            spec = self._chunk_spec(chunk, k, written_in, read_in, canonical)
+            key = spec["key"]
+            t_build += time.perf_counter() - t0
+            if key not in kernel_index:
+                kernel_index[key] = len(kernels)
+                kernels.append(self._make_kernel(spec))
+            launches.append(Launch(kernel_index[key], spec["bindings"]))
+        self.times["loopy"] = t_build + getattr(self, "_loopy_time", 0.0)
+        self.times["codegen"] = getattr(self, "_codegen_time", 0.0)
+        # temporaries local to a chunk are not program buffers
+        program_buffers = {n: b for n, b in self.buffers.items()
+                           if b.kind != "temporary" or n in self._global_args}
+        return ProgramPlan(
+            kernels=kernels, launches=launches, buffers=program_buffers,
+            derived_sizes=dict(self.derived_sizes),
+            size_params=tuple(self.inputs.size_params),
+            outputs=out_buffer,
+            data_wrapper_buffers=tuple(self.array_name[id(dw)]
+                                       for dw in self.data_wrappers),
+            n_instructions=len(insns))
+
+    # }}}
+
+    _global_args: set
+
+    def _chunk_spec(self, chunk, k, written_in, read_in, canonical):
+        """The loopy ingredients of one chunk, with canonical names when
+        *canonical* (so structurally equal chunks compare equal)."""
+        import loopy as lp
+        from loopy.symbolic import IdentityMapper
+
+        rename: dict[str, str] = {}
+        counters = {"a": 0, "s": 0, "p": 0}
+
+        def local(name: str, kind: str) -> str:
+            if name not in rename:
+                if canonical:
+                    rename[name] = f"_pt_{kind}{counters[kind]}"
+                    counters[kind] += 1
+                else:
+                    rename[name] = name
+            return rename[name]
+
+        # loop groups of this chunk
+        groups: dict[tuple, str] = {}
+        group_extents: dict[str, tuple] = {}
+
+        def group_of(insn) -> str:
+            key = (insn.level, tuple(_dim_key(d) for d in insn.shape))
+            g = groups.get(key)
+            if g is None:
+                g = f"_pt_g{len(groups)}"
+                groups[key] = g
+                group_extents[g] = tuple(self.dim_expr(d) for d in insn.shape)
+                for e in group_extents[g]:
+                    if isinstance(e, prim.Variable):
+                        sizes_used.add(e.name)
+            return g
+
+        builder = self
+        sizes_used: set[str] = set()
+
+        class Rewriter(IdentityMapper):
+            """Group inames for canonical ones; private reads for
+            identity reads of private arrays; local names."""
+
+            def __init__(self, insn, inames):
+                super().__init__()
+                self.insn = insn
+                self.subst = dict(zip(insn.canon, inames))
+                self.red = {}
+                for name, _, _ in insn.reduction_inames:
+                    self.red[name] = f"_pt_red{n_red_chunk[0]}"
+                    n_red_chunk[0] += 1
+
+            def map_variable(self, expr, *args):
+                name = expr.name
+                if name in self.subst:
+                    return prim.Variable(self.subst[name])
+                if name in self.red:
+                    return prim.Variable(self.red[name])
+                if name in builder.inputs.size_params or \
+                        name in builder.derived_sizes:
+                    sizes_used.add(name)
+                    return prim.Variable(local(name, "s"))
+                return expr
+
+            def map_reduction(self, expr, *args):
+                return lp.Reduction(expr.operation,
+                                    tuple(self.red.get(i, i) for i in expr.inames),
+                                    self.rec(expr.expr, *args),
+                                    allow_simultaneous=expr.allow_simultaneous)
+
+            def map_subscript(self, expr, *args):
+                name = expr.aggregate.name
+                nid = name_to_node.get(name)
+                if nid is not None:
+                    dep = builder.insn_of.get(nid)
+                    priv = builder.private_of.get(nid)
+                    if (priv is not None and dep is not None
+                            and dep.chunk == self.insn.chunk
+                            and dep.level == self.insn.level
+                            and expr.index == tuple(prim.Variable(v)
+                                                    for v in self.insn.canon)
+                            and len(dep.shape) == len(self.insn.shape)):
+                        return prim.Variable(local(priv, "p"))
+                    arrays_used.add(name)
+                return prim.Subscript(prim.Variable(local(name, "a")),
+                                      tuple(self.rec(i, *args) for i in expr.index))
+
+        name_to_node = {v: n for n, v in self.array_name.items()}
+        arrays_used: set[str] = set()
+        lp_insns = []
+        domains = []
+        temps = {}
+        level_insn_ids: dict[tuple, list[str]] = {}
+        writer_id: dict[int, str] = {}
+        # one phase per (level, loop group): loopy needs all instructions
+        # of a device kernel to use the same hardware axes, and global
+        # barriers between phases make each phase its own device kernel
+        phase_keys = sorted({(insn.level, group_of(insn)) for insn in chunk},
+                            key=lambda lg: (lg[0], int(lg[1][len("_pt_g"):])))
+        levels = phase_keys
+        barrier_of: dict[tuple, str] = {}
+        for pos, lvl in enumerate(levels[:-1]):
+            barrier_of[levels[pos + 1]] = f"_pt_barrier{pos}"
+        n_insn = 0
+        n_red_chunk = [0]
+        for insn in chunk:
+            g = group_of(insn)
+            inames = tuple(f"{g}_{i}" for i in range(len(insn.shape)))
+            rw = Rewriter(insn, inames)
+            expr = rw(insn.expr)
+            for name, lo, hi in insn.reduction_inames:
+                lo_e, hi_e = rw(lo) if not isinstance(lo, int) else lo, \
+                    rw(hi) if not isinstance(hi, int) else hi
+                domains.append((rw.red[name], lo_e, hi_e))
+            deps = set()
+            for nid, _ in insn.refs:
+                if nid in writer_id:
+                    deps.add(writer_id[nid])
+            phase = (insn.level, g)
+            if phase in barrier_of:
+                deps.add(barrier_of[phase])
+            within = frozenset(inames)
+            idx = tuple(prim.Variable(v) for v in inames) or (0,)
+            dtype = storage_dtype(insn.node.dtype) if insn.node is not None \
+                else np.dtype(np.int64)
+            ids = []
+            if insn.private is not None:
+                pname = local(insn.private, "p")
+                temps[pname] = lp.TemporaryVariable(
+                    pname, dtype, shape=(), address_space=lp.AddressSpace.PRIVATE)
+                iid = f"_pt_insn{n_insn}"
+                n_insn += 1
+                lp_insns.append(lp.Assignment(
+                    prim.Variable(pname), expr, id=iid,
+                    depends_on=frozenset(deps), within_inames=within))
+                ids.append(iid)
+                expr = prim.Variable(pname)
+                deps = {iid}
+                writer_id[id(insn.node)] = iid
+            for t in insn.targets:
+                iid = f"_pt_insn{n_insn}"
+                n_insn += 1
+                arrays_used.add(t)
+                lp_insns.append(lp.Assignment(
+                    prim.Subscript(prim.Variable(local(t, "a")), idx), expr,
+                    id=iid, depends_on=frozenset(deps), within_inames=within))
+                ids.append(iid)
+                if insn.node is not None and insn.private is None:
+                    writer_id.setdefault(id(insn.node), iid)
+            level_insn_ids.setdefault(phase, []).extend(ids)
+        barriers = []
+        for pos, lvl in enumerate(levels[:-1]):
+            deps = set(level_insn_ids.get(lvl, ()))
+            if pos:
+                deps.add(f"_pt_barrier{pos - 1}")
+            barriers.append(lp.BarrierInstruction(
+                id=f"_pt_barrier{pos}", synchronization_kind="global",
+                mem_kind="global", depends_on=frozenset(deps)))
+        lp_insns.extend(barriers)
+
+        # arguments: arrays crossing the chunk boundary or program inputs
+        # and outputs; others are kernel temporaries
+        args = []
+        bindings = {}
+        for name in sorted(arrays_used, key=lambda n: rename.get(n, n)):
+            spec = self.buffers[name]
+            shape = tuple(prim.Variable(local(d, "s")) if isinstance(d, str) else d
+                          for d in spec.shape) or (1,)
+            for d in spec.shape:
+                if isinstance(d, str):
+                    sizes_used.add(d)
+            lname = local(name, "a")
+            crosses = spec.kind != "temporary" or (
+                written_in.get(name) != k or read_in.get(name, set()) - {k})
+            if crosses:
+                self._global_args.add(name)
+                args.append(lp.GlobalArg(lname, storage_dtype(spec.dtype),
+                                         shape=shape))
+                bindings[lname] = name
+            else:
+                temps[lname] = lp.TemporaryVariable(
+                    lname, storage_dtype(spec.dtype), shape=shape,
+                    address_space=lp.AddressSpace.GLOBAL)
+        for name in sorted(sizes_used, key=lambda n: local(n, "s")):
+            lname = local(name, "s")
+            args.append(lp.ValueArg(lname, np.int64))
+            bindings[lname] = name
+
+        # domains
+        dom_strs = []
+        params = ",".join(sorted(a.name for a in args if isinstance(a, lp.ValueArg)))
+        for g, extents in group_extents.items():
+            if not extents:
+                continue
+            inames = [f"{g}_{i}" for i in range(len(extents))]
+            conds = " and ".join(
+                f"0 <= {i} < {self._isl(e, local)}" for i, e in zip(inames, extents))
+            dom_strs.append(f"[{params}] -> {{[{','.join(inames)}]: {conds}}}")
+        for name, lo, hi in domains:
+            dom_strs.append(f"[{params}] -> {{[{name}]: {self._isl(lo, local)} <= "
+                            f"{name} < {self._isl(hi, local)}}}")
+        helpers = set()
+        for insn in chunk:
+            helpers |= insn.helpers
+        text = "\n".join([*dom_strs, *(str(i) for i in lp_insns),
+                          *(f"{a.name}:{a.dtype}:{getattr(a, 'shape', '')}"
+                            for a in args),
+                          *(f"{t.name}:{t.dtype}:{t.shape}:{t.address_space}"
+                            for t in temps.values()),
+                          *sorted(helpers)])
+        key = hashlib.sha256(text.encode()).hexdigest()
+        return {"key": key, "domains": dom_strs, "insns": lp_insns,
+                "args": args, "temps": list(temps.values()),
+                "bindings": bindings, "helpers": helpers,
+                "groups": group_extents, "name": self.options.get(
+                    "function_name", "_pt_kernel") + (f"_{k}" if canonical else "")}
+
+    def _isl(self, e, local) -> str:
+        if isinstance(e, prim.Variable):
+            n = e.name
+            if n in self.inputs.size_params or n in self.derived_sizes:
+                return local(n, "s")
+            return n
+        return str(e)
+
+    def _make_kernel(self, spec) -> KernelSource:
+        import loopy as lp
+
+        from pytato_like.target.loopy.functions import register_helpers
+        from pytato_like.target.loopy.schedule import parallelize
+
+        t0 = time.perf_counter()
+        knl = lp.make_kernel(
+            spec["domains"] or "{:}", spec["insns"],
+            [*spec["args"], *spec["temps"]],
+            lang_version=(2018, 2), target=lp.PyOpenCLTarget(),
+            name=spec["name"], seq_dependencies=False,
+            silenced_warnings=["inferred_iname", "unused_inames",
+                               "single_writer_after_creation"])
+        knl = register_helpers(knl, spec["helpers"])
+        knl = parallelize(knl, spec["groups"])
+        t1 = time.perf_counter()
+        from pytato_like.target.loopy import cache as _cache
+        _cache.CODEGEN_CALLS += 1
+        cg = lp.generate_code_v2(knl)
+        device = cg.device_code()
+        host = cg.host_code()
+        t2 = time.perf_counter()
+        self._loopy_time = getattr(self, "_loopy_time", 0.0) + t1 - t0
+        self._codegen_time = getattr(self, "_codegen_time", 0.0) + t2 - t1
+        arg_names = tuple(a.name for a in spec["args"])
+        return KernelSource(spec["key"], device, host,
+                            f"_lpy_host_{spec['name']}", arg_names)
+
+
+def build_plan(outputs: dict[str, Array], options: dict | None = None) -> ProgramPlan:
+    """The :class:`ProgramPlan` computing *outputs* (name -> array)."""
+    return _Builder(outputs, dict(options or {})).build()
+
+
+del Placeholder, DataWrapper, Any

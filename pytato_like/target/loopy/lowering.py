@@ -1,0 +1,702 @@
+"""Lowering of array nodes and scalar expressions to loopy expressions.
+
+:class:`NodeLowerer` answers one question: *what is the value of array
+``node`` at index ``idx``*, as a loopy (pymbolic) expression over inames.
+Stored arrays (inputs and arrays the cost model materialises) are read from
+memory; every other array is inlined by lowering its definition at the
+requested index:
+
+=============================  ===========================================
+node                           value at ``idx``
+=============================  ===========================================
+IndexLambda                    its scalar expression, index variables
+                               replaced by ``idx``, reductions turned into
+                               :class:`loopy.Reduction` over fresh inames
+Einsum                         ``sum`` over fresh inames of the product of
+                               the operands (broadcast axes read index 0)
+Reshape                        operand at the index with the same linear
+                               position (C or F order); unit-axis
+                               insertions and removals map directly
+AxisPermutation                operand at the permuted index
+Roll                           operand at ``idx - shift`` wrapped around
+BasicIndex / advanced index    operand at ``start + step * i``, constants,
+                               and values of the index arrays (negative
+                               entries wrap, out-of-range ones are clamped)
+Concatenate / Stack            ``If`` chain over the pieces
+=============================  ===========================================
+
+Scalar semantics follow NumPy where C differs: integer ``//`` and ``%``
+floor and give 0 for a zero divisor, float ``//`` and ``%`` use NumPy's
+algorithm, integer ``**`` is exact, ``max``/``min`` reductions propagate
+NaN, booleans are 0/1 bytes, and inlined narrow integers are cast back to
+their dtype so intermediate results wrap as in NumPy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import loopy as lp
+import numpy as np
+import pymbolic.primitives as prim
+
+from pytato_like.array import (
+    AdvancedIndexInContiguousAxes,
+    AdvancedIndexInNoncontiguousAxes,
+    Array,
+    AxisPermutation,
+    BasicIndex,
+    Concatenate,
+    Einsum,
+    EinsumElementwiseAxis,
+    IndexLambda,
+    NamedArray,
+    NormalizedSlice,
+    Reshape,
+    Roll,
+    SizeParam,
+    Stack,
+)
+from pytato_like.diagnostic import UnknownIndexLambdaExpr
+from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, Reduce, TypeCast
+
+BOOL = np.dtype(np.bool_)
+
+#: IR math function name -> loopy function name
+_FUNCTION_NAMES = {
+    "abs": "abs", "sqrt": "sqrt", "exp": "exp", "log": "log",
+    "log10": "log10", "sin": "sin", "cos": "cos", "tan": "tan",
+    "asin": "asin", "acos": "acos", "atan": "atan", "atan2": "atan2",
+    "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
+    "conj": "conj", "real": "real", "imag": "imag",
+}
+
+
+def storage_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype an array of *dtype* has in generated code (booleans are
+    bytes: OpenCL has no boolean buffers)."""
+    return np.dtype(np.int8) if dtype == BOOL else dtype
+
+
+def _real_dtype(dtype: np.dtype) -> np.dtype:
+    return np.empty(0, dtype).real.dtype
+
+
+def _const(value: Any) -> Any:
+    """A constant as loopy wants it (booleans as int8)."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.int8(bool(value))
+    return value
+
+
+def _const_dtype(value: Any) -> np.dtype:
+    if isinstance(value, np.generic):
+        return value.dtype
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, int):
+        return np.dtype(np.int64)
+    if isinstance(value, float):
+        return np.dtype(np.float64)
+    if isinstance(value, complex):
+        return np.dtype(np.complex128)
+    raise UnknownIndexLambdaExpr(f"unsupported constant {value!r} of type "
+                                 f"{type(value).__name__}")
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, (int, np.integer)) and int(e) == 0
+
+
+def _add(a, b):
+    if _is_zero(b):
+        return a
+    if _is_zero(a):
+        return b
+    return prim.Sum((a, b))
+
+
+def _mul(a, b):
+    if isinstance(a, (int, np.integer)) and int(a) == 1:
+        return b
+    if isinstance(b, (int, np.integer)) and int(b) == 1:
+        return a
+    return prim.Product((a, b))
+
+
+class NodeLowerer:
+    """Lowers array values at given indices to loopy expressions.
+
+    *stored_ref(node, idx)* returns the expression reading a stored array
+    (or None when *node* is not stored); *dim_expr(d)* turns a shape
+    component into an expression; new reduction inames and their bounds
+    are appended to :attr:`reduction_inames`.
+    """
+
+    def __init__(self, stored_ref: Callable[[Array, tuple], Any],
+                 dim_expr: Callable[[Any], Any],
+                 iname_prefix: str = "_pt_r") -> None:
+        self.stored_ref = stored_ref
+        self.dim_expr = dim_expr
+        self.iname_prefix = iname_prefix
+        #: (iname, lower bound, upper bound) of every reduction iname made
+        self.reduction_inames: list[tuple[str, Any, Any]] = []
+        #: names of the helper functions used (see :mod:`.functions`)
+        self.helpers_used: set[str] = set()
+        self._memo: dict[tuple[int, tuple], Any] = {}
+
+    def new_iname(self, lo, hi) -> prim.Variable:
+        name = f"{self.iname_prefix}{len(self.reduction_inames)}"
+        self.reduction_inames.append((name, lo, hi))
+        return prim.Variable(name)
+
+    # {{{ array values
+
+    def value_at(self, node: Array, idx: tuple) -> Any:
+        ref = self.stored_ref(node, idx)
+        if ref is not None:
+            return ref
+        key = (id(node), idx)
+        try:
+            return self._memo[key]
+        except (KeyError, TypeError):
+            pass
+        value = getattr(self, "lower_" + node._mapper_method[4:])(node, idx)
+        if (node.dtype.kind in "iu" and node.dtype.itemsize < 4
+                and isinstance(node, (IndexLambda, Einsum))):
+            # C computes in int: cast back so the result wraps as in NumPy
+            value = lp.TypeCast(node.dtype, value)
+        try:
+            self._memo[key] = value
+        except TypeError:
+            pass
+        return value
+
+    def lower_size_param(self, node: SizeParam, idx):
+        return prim.Variable(node.name)
+
+    def lower_named_array(self, node: NamedArray, idx):
+        return self.value_at(node.expr, idx)
+
+    def lower_index_lambda(self, node: IndexLambda, idx):
+        expr, _ = ScalarLowerer(self, node, idx).rec(node.expr)
+        return expr
+
+    def lower_einsum(self, node: Einsum, idx):
+        extents = node._get_reduction_extents()
+        red_vars = {descr: self.new_iname(0, self.dim_expr(ext))
+                    for descr, ext in sorted(extents.items(),
+                                             key=lambda kv: kv[0].dim)}
+        factors = []
+        for acc, arg in zip(node.access_descriptors, node.args, strict=True):
+            index = []
+            for descr, dim in zip(acc, arg.shape, strict=True):
+                if isinstance(descr, EinsumElementwiseAxis):
+                    out_dim = node.shape[descr.dim]
+                    broadcast = (isinstance(dim, int) and dim == 1
+                                 and not (isinstance(out_dim, int) and out_dim == 1))
+                    index.append(0 if broadcast else idx[descr.dim])
+                else:
+                    ext = extents[descr]
+                    broadcast = (isinstance(dim, int) and dim == 1
+                                 and not (isinstance(ext, int) and ext == 1))
+                    index.append(0 if broadcast else red_vars[descr])
+            value = self.value_at(arg, tuple(index))
+            factors.append(self.cast(value, arg.dtype, node.dtype))
+        product = factors[0] if len(factors) == 1 else prim.Product(tuple(factors))
+        if not red_vars:
+            return product
+        return lp.Reduction("sum", tuple(v.name for v in red_vars.values()),
+                            product)
+
+    def lower_reshape(self, node: Reshape, idx):
+        old_shape = node.array.shape
+        new_shape = node.shape
+        old_non1 = [i for i, d in enumerate(old_shape) if not _is_one(d)]
+        new_non1 = [i for i, d in enumerate(new_shape) if not _is_one(d)]
+        if (len(old_non1) == len(new_non1)
+                and all(_same_dim(old_shape[i], new_shape[j])
+                        for i, j in zip(old_non1, new_non1, strict=True))):
+            # only unit axes inserted or removed
+            index = [0] * len(old_shape)
+            for i, j in zip(old_non1, new_non1, strict=True):
+                index[i] = idx[j]
+            return self.value_at(node.array, tuple(index))
+        order = range(len(new_shape)) if node.order == "C" \
+            else range(len(new_shape) - 1, -1, -1)
+        linear = 0
+        for i in order:
+            linear = _add(_mul(linear, self.dim_expr(new_shape[i])), idx[i])
+        old_order = list(range(len(old_shape)))
+        if node.order == "C":
+            old_order.reverse()  # last axis varies fastest
+        index = [0] * len(old_shape)
+        stride = 1
+        for n, i in enumerate(old_order):
+            dim = self.dim_expr(old_shape[i])
+            q = linear if stride == 1 else prim.FloorDiv(linear, stride)
+            index[i] = q if n == len(old_order) - 1 else prim.Remainder(q, dim)
+            stride = _mul(stride, dim)
+        return self.value_at(node.array, tuple(index))
+
+    def lower_axis_permutation(self, node: AxisPermutation, idx):
+        index = [None] * node.ndim
+        for i, src in enumerate(node.axis_permutation):
+            index[src] = idx[i]
+        return self.value_at(node.array, tuple(index))
+
+    def lower_roll(self, node: Roll, idx):
+        dim = node.array.shape[node.axis]
+        i = idx[node.axis]
+        if isinstance(dim, int):
+            shift = node.shift % dim if dim else 0
+            if shift == 0:
+                src = i
+            else:
+                # a comparison instead of a modulo: cheaper in inner loops
+                src = prim.If(prim.Comparison(i, "<", shift),
+                              _add(i, dim - shift), _add(i, -shift))
+        else:
+            src = prim.Remainder(_add(i, -node.shift), self.dim_expr(dim))
+        index = (*idx[:node.axis], src, *idx[node.axis + 1:])
+        return self.value_at(node.array, index)
+
+    def _slice_index(self, s: NormalizedSlice, i):
+        if s.stop is None:
+            return i
+        return _add(s.start, _mul(s.step, i))
+
+    def lower_basic_index(self, node: BasicIndex, idx):
+        index = []
+        k = 0
+        for s in node.indices:
+            if isinstance(s, NormalizedSlice):
+                index.append(self._slice_index(s, idx[k]))
+                k += 1
+            else:
+                index.append(int(s))
+        return self.value_at(node.array, tuple(index))
+
+    def _advanced(self, node, idx, adv_first: int):
+        from pytato_like.utils import get_shape_after_broadcasting
+        arrays = [i for i in node.indices if isinstance(i, Array)]
+        adv_shape = get_shape_after_broadcasting(arrays)
+        n_adv = len(adv_shape)
+        adv_idx = idx[adv_first:adv_first + n_adv]
+        rest = list(idx[:adv_first]) + list(idx[adv_first + n_adv:])
+        index = []
+        k = 0
+        for s, dim in zip(node.indices, node.array.shape, strict=True):
+            if isinstance(s, NormalizedSlice):
+                index.append(self._slice_index(s, rest[k]))
+                k += 1
+            elif isinstance(s, Array):
+                off = n_adv - s.ndim
+                sub = tuple(0 if _is_one(d) and not _is_one(adv_shape[off + j])
+                            else adv_idx[off + j] for j, d in enumerate(s.shape))
+                v = self.value_at(s, sub)
+                d = self.dim_expr(dim)
+                if s.dtype.kind == "i":
+                    v = prim.If(prim.Comparison(v, "<", 0), _add(v, d), v)
+                # clamp: never read outside the array
+                v = prim.Max((0, prim.Min((v, _add(d, -1)))))
+                index.append(v)
+            else:
+                index.append(int(s))
+        return self.value_at(node.array, tuple(index))
+
+    def lower_contiguous_advanced_index(self, node: AdvancedIndexInContiguousAxes,
+                                        idx):
+        first = next(i for i, s in enumerate(node.indices)
+                     if not isinstance(s, NormalizedSlice))
+        n_slices_before = sum(1 for s in node.indices[:first]
+                              if isinstance(s, NormalizedSlice))
+        return self._advanced(node, idx, n_slices_before)
+
+    def lower_non_contiguous_advanced_index(
+            self, node: AdvancedIndexInNoncontiguousAxes, idx):
+        return self._advanced(node, idx, 0)
+
+    def lower_concatenate(self, node: Concatenate, idx):
+        ax = node.axis
+        i = idx[ax]
+        offsets = []
+        off = 0
+        for a in node.arrays:
+            offsets.append(off)
+            off = _add(off, self.dim_expr(a.shape[ax]))
+        result = None
+        for a, start in reversed(list(zip(node.arrays, offsets, strict=True))):
+            index = (*idx[:ax], _add(i, prim.Product((-1, start)))
+                     if not _is_zero(start) else i, *idx[ax + 1:])
+            value = self.cast(self.value_at(a, index), a.dtype, node.dtype)
+            if result is None:
+                result = value
+            else:
+                end = _add(start, self.dim_expr(a.shape[ax]))
+                result = prim.If(prim.Comparison(i, ">=", end), result, value)
+        return result
+
+    def lower_stack(self, node: Stack, idx):
+        ax = node.axis
+        i = idx[ax]
+        rest = (*idx[:ax], *idx[ax + 1:])
+        result = None
+        for k in range(len(node.arrays) - 1, -1, -1):
+            a = node.arrays[k]
+            value = self.cast(self.value_at(a, rest), a.dtype, node.dtype)
+            result = value if result is None else prim.If(
+                prim.Comparison(i, "==", k), value, result)
+        return result
+
+    def handle_unsupported(self, node, idx):
+        raise UnknownIndexLambdaExpr(
+            f"the loopy target cannot lower a {type(node).__name__} of shape "
+            f"{node.shape}")
+
+    def __getattr__(self, name):
+        if name.startswith("lower_"):
+            return self.handle_unsupported
+        raise AttributeError(name)
+
+    # }}}
+
+    def cast(self, value, from_dtype: np.dtype, to_dtype: np.dtype):
+        if from_dtype == to_dtype:
+            return value
+        return cast_expr(value, from_dtype, to_dtype)
+
+
+def cast_expr(value, from_dtype: np.dtype, to_dtype: np.dtype):
+    """*value* converted from *from_dtype* to *to_dtype* with NumPy's
+    ``astype`` semantics."""
+    if from_dtype == to_dtype:
+        return value
+    if to_dtype == BOOL:
+        if from_dtype.kind == "c":
+            return prim.LogicalOr((
+                prim.Comparison(prim.Call(prim.Variable("real"), (value,)), "!=", 0),
+                prim.Comparison(prim.Call(prim.Variable("imag"), (value,)), "!=", 0)))
+        return prim.Comparison(value, "!=", 0)
+    if from_dtype.kind == "c" and to_dtype.kind != "c":
+        value = prim.Call(prim.Variable("real"), (value,))
+        from_dtype = _real_dtype(from_dtype)
+        if from_dtype == to_dtype:
+            return value
+    if from_dtype == BOOL:
+        from_dtype = np.dtype(np.int8)
+    return lp.TypeCast(to_dtype, value)
+
+
+def _is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
+
+
+def _same_dim(a, b) -> bool:
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    return a == b
+
+
+# {{{ scalar expressions
+
+class ScalarLowerer:
+    """Translates the scalar expression of one index lambda, evaluated at
+    index *idx*, into a loopy expression. ``rec`` returns ``(expression,
+    dtype)``; dtypes drive the NumPy-specific translations. Recursion
+    depth is that of one index lambda's own expression."""
+
+    def __init__(self, nodes: NodeLowerer, node: IndexLambda, idx: tuple) -> None:
+        self.nodes = nodes
+        self.node = node
+        self.env: dict[str, Any] = {f"_{i}": v for i, v in enumerate(idx)}
+
+    def rec(self, e) -> tuple[Any, np.dtype]:
+        if isinstance(e, prim.ExpressionNode):
+            method = getattr(self, e.mapper_method, None)
+            if method is None:
+                raise UnknownIndexLambdaExpr(
+                    f"the loopy target cannot lower {type(e).__name__} "
+                    f"in an index lambda of shape {self.node.shape}")
+            return method(e)
+        if isinstance(e, (np.generic, int, float, complex, bool)):
+            return _const(e), _const_dtype(e)
+        raise UnknownIndexLambdaExpr(
+            f"cannot lower {e!r} of type {type(e).__name__} in an index "
+            f"lambda of shape {self.node.shape}")
+
+    def recs(self, children):
+        return [self.rec(c) for c in children]
+
+    # {{{ leaves
+
+    def map_variable(self, e: prim.Variable):
+        name = e.name
+        if name in self.env:
+            return self.env[name], np.dtype(np.int64)
+        binding = self.node.bindings.get(name)
+        if binding is None:
+            raise UnknownIndexLambdaExpr(
+                f"index lambda of shape {self.node.shape} refers to unknown "
+                f"variable '{name}'")
+        return self.nodes.value_at(binding, ()), binding.dtype
+
+    def map_subscript(self, e: prim.Subscript):
+        name = e.aggregate.name
+        binding = self.node.bindings.get(name)
+        if binding is None:
+            raise UnknownIndexLambdaExpr(
+                f"index lambda of shape {self.node.shape} subscripts unknown "
+                f"array '{name}'")
+        index = e.index if isinstance(e.index, tuple) else (e.index,)
+        if len(index) != binding.ndim:
+            raise UnknownIndexLambdaExpr(
+                f"subscript {name}{list(index)} has {len(index)} indices for a "
+                f"binding of shape {binding.shape}")
+        lowered = tuple(self.rec(i)[0] for i in index)
+        return self.nodes.value_at(binding, lowered), binding.dtype
+
+    def map_nan(self, e):
+        return np.float64(np.nan), np.dtype(np.float64)
+
+    # }}}
+
+    # {{{ arithmetic
+
+    def map_sum(self, e):
+        parts = self.recs(e.children)
+        dtype = _result_dtype(parts)
+        if dtype == BOOL:  # NumPy's add on booleans is "or"
+            return prim.LogicalOr(tuple(p for p, _ in parts)), BOOL
+        return prim.Sum(tuple(p for p, _ in parts)), dtype
+
+    def map_product(self, e):
+        parts = self.recs(e.children)
+        dtype = _result_dtype(parts)
+        if dtype == BOOL:
+            return prim.LogicalAnd(tuple(p for p, _ in parts)), BOOL
+        return prim.Product(tuple(p for p, _ in parts)), dtype
+
+    def map_quotient(self, e):
+        (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
+        dtype = _result_dtype([(a, da), (b, db)])
+        return prim.Quotient(a, b), dtype
+
+    def _helper(self, name: str, dtype: np.dtype, args):
+        self.nodes.helpers_used.add(name)
+        return prim.Call(prim.Variable(name), tuple(args))
+
+    def map_floor_div(self, e):
+        (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
+        dtype = _result_dtype([(a, da), (b, db)])
+        if dtype.kind in "iu":
+            return self._helper("pt_floordiv", dtype, (a, b)), dtype
+        if dtype.kind == "f":
+            return self._helper("pt_floordiv", dtype, (a, b)), dtype
+        raise UnknownIndexLambdaExpr(f"floor division of {dtype} values")
+
+    def map_remainder(self, e):
+        (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
+        dtype = _result_dtype([(a, da), (b, db)])
+        if dtype.kind in "iuf":
+            return self._helper("pt_mod", dtype, (a, b)), dtype
+        raise UnknownIndexLambdaExpr(f"remainder of {dtype} values")
+
+    def map_power(self, e):
+        (a, da), (b, db) = self.rec(e.base), self.rec(e.exponent)
+        dtype = _result_dtype([(a, da), (b, db)])
+        if dtype.kind in "iu":
+            return self._helper("pt_ipow", dtype, (a, b)), dtype
+        return prim.Power(a, b), dtype
+
+    def map_left_shift(self, e):
+        (a, da), (b, _) = self.rec(e.shiftee), self.rec(e.shift)
+        return self._helper("pt_lshift", da, (a, b)), da
+
+    def map_right_shift(self, e):
+        (a, da), (b, _) = self.rec(e.shiftee), self.rec(e.shift)
+        return self._helper("pt_rshift", da, (a, b)), da
+
+    def map_bitwise_not(self, e):
+        a, da = self.rec(e.child)
+        if da == BOOL:
+            return prim.LogicalNot(a), BOOL
+        return prim.BitwiseNot(a), da
+
+    def _bitwise(self, cls, e):
+        parts = self.recs(e.children)
+        return cls(tuple(p for p, _ in parts)), _result_dtype(parts)
+
+    def map_bitwise_and(self, e):
+        return self._bitwise(prim.BitwiseAnd, e)
+
+    def map_bitwise_or(self, e):
+        return self._bitwise(prim.BitwiseOr, e)
+
+    def map_bitwise_xor(self, e):
+        return self._bitwise(prim.BitwiseXor, e)
+
+    def map_comparison(self, e):
+        (a, da), (b, db) = self.rec(e.left), self.rec(e.right)
+        if da.kind == "c" or db.kind == "c":
+            if e.operator not in ("==", "!="):
+                raise UnknownIndexLambdaExpr(
+                    f"ordering comparison '{e.operator}' of complex values")
+            re = prim.Call(prim.Variable("real"), (a,)), \
+                prim.Call(prim.Variable("real"), (b,))
+            im = prim.Call(prim.Variable("imag"), (a,)), \
+                prim.Call(prim.Variable("imag"), (b,))
+            if da.kind != "c" or db.kind != "c":
+                raise UnknownIndexLambdaExpr("comparison of complex and real")
+            if e.operator == "==":
+                return prim.LogicalAnd((prim.Comparison(*re, "=="),
+                                        prim.Comparison(*im, "=="))), BOOL
+            return prim.LogicalOr((prim.Comparison(re[0], "!=", re[1]),
+                                   prim.Comparison(im[0], "!=", im[1]))), BOOL
+        return prim.Comparison(a, e.operator, b), BOOL
+
+    def map_logical_not(self, e):
+        a, _ = self.rec(e.child)
+        return prim.LogicalNot(a), BOOL
+
+    def map_logical_and(self, e):
+        return prim.LogicalAnd(tuple(p for p, _ in self.recs(e.children))), BOOL
+
+    def map_logical_or(self, e):
+        return prim.LogicalOr(tuple(p for p, _ in self.recs(e.children))), BOOL
+
+    def map_if(self, e):
+        c, _ = self.rec(e.condition)
+        (t, dt), (f, df) = self.rec(e.then), self.rec(e.else_)
+        return prim.If(c, t, f), _result_dtype([(t, dt), (f, df)])
+
+    def map_min(self, e):
+        parts = self.recs(e.children)
+        return prim.Min(tuple(p for p, _ in parts)), _result_dtype(parts)
+
+    def map_max(self, e):
+        parts = self.recs(e.children)
+        return prim.Max(tuple(p for p, _ in parts)), _result_dtype(parts)
+
+    def map_call(self, e):
+        name = getattr(e.function, "name", "")
+        if not name.startswith(C99_FUNCTION_PREFIX):
+            raise UnknownIndexLambdaExpr(f"unknown function '{name}' in index "
+                                         f"lambda of shape {self.node.shape}")
+        fname = name[len(C99_FUNCTION_PREFIX):]
+        args = self.recs(e.parameters)
+        dtype = _result_dtype(args)
+        (a0, d0) = args[0]
+        if fname == "isnan":
+            if d0.kind == "c":
+                re = prim.Call(prim.Variable("real"), (a0,))
+                im = prim.Call(prim.Variable("imag"), (a0,))
+                return prim.LogicalOr((prim.Comparison(re, "!=", re),
+                                       prim.Comparison(im, "!=", im))), BOOL
+            if d0.kind != "f":
+                return np.int8(0), BOOL
+            return prim.Comparison(a0, "!=", a0), BOOL
+        if fname in ("real", "imag", "conj") and d0.kind != "c":
+            if fname == "imag":
+                return d0.type(0), d0
+            return a0, d0
+        if fname == "abs":
+            if d0 == BOOL:
+                return a0, d0
+            if d0.kind == "u":
+                return a0, d0
+            if d0.kind == "i":
+                # NumPy's abs wraps for the most negative value
+                return prim.If(prim.Comparison(a0, "<", 0),
+                               prim.Product((d0.type(-1), a0)), a0), d0
+        lname = _FUNCTION_NAMES.get(fname)
+        if lname is None:
+            raise UnknownIndexLambdaExpr(f"unknown function '{fname}' in index "
+                                         f"lambda of shape {self.node.shape}")
+        if fname in ("abs", "real", "imag") and d0.kind == "c":
+            dtype = _real_dtype(d0)
+        return prim.Call(prim.Variable(lname), tuple(a for a, _ in args)), dtype
+
+    def map_type_cast(self, e: TypeCast):
+        value, dtype = self.rec(e.inner_expr)
+        return cast_expr(value, dtype, np.dtype(e.dtype)), np.dtype(e.dtype)
+
+    def map_reduce(self, e: Reduce):
+        saved = {}
+        inames = []
+        for name, (lo, hi) in e.bounds.items():
+            lo_e = self._bound(lo)
+            hi_e = self._bound(hi)
+            var = self.nodes.new_iname(lo_e, hi_e)
+            saved[name] = self.env.get(name)
+            self.env[name] = var
+            inames.append(var.name)
+        try:
+            inner, dtype = self.rec(e.inner_expr)
+        finally:
+            for name, old in saved.items():
+                if old is None:
+                    del self.env[name]
+                else:
+                    self.env[name] = old
+        op = e.op.name
+        if op in ("sum", "product"):
+            if dtype == BOOL:
+                dtype = np.dtype(np.int64)
+                inner = lp.TypeCast(dtype, inner)
+            return lp.Reduction(op, tuple(inames), inner), dtype
+        if op in ("any", "all"):
+            flag = prim.If(inner, np.int32(1), np.int32(0))
+            red = lp.Reduction("max" if op == "any" else "min",
+                               tuple(inames), flag)
+            return prim.Comparison(red, ">", 0), BOOL
+        if op in ("max", "min"):
+            if dtype == BOOL:
+                flag = prim.If(inner, np.int32(1), np.int32(0))
+                return prim.Comparison(lp.Reduction(op, tuple(inames), flag),
+                                       ">", 0), BOOL
+            red = lp.Reduction(op, tuple(inames), inner)
+            if dtype.kind == "f":
+                # loopy's max/min are fmax/fmin, which drop NaN; NumPy
+                # propagates it. A second pass over the same range finds
+                # NaNs (its inames are fresh copies of the first ones).
+                nan_inames = []
+                subst = {}
+                for (name, lo, hi) in list(self.nodes.reduction_inames):
+                    if name in inames:
+                        v = self.nodes.new_iname(lo, hi)
+                        subst[name] = v
+                        nan_inames.append(v.name)
+                from pymbolic.mapper.substitutor import make_subst_func
+
+                from loopy.symbolic import SubstitutionMapper
+                inner2 = SubstitutionMapper(make_subst_func(subst))(inner)
+                is_nan = prim.If(prim.Comparison(inner2, "!=", inner2),
+                                 np.int32(1), np.int32(0))
+                any_nan = lp.Reduction("max", tuple(nan_inames), is_nan)
+                return prim.If(prim.Comparison(any_nan, ">", 0),
+                               dtype.type(np.nan), red), dtype
+            if dtype.kind == "c":
+                raise UnknownIndexLambdaExpr(f"{op} reduction of complex values")
+            return red, dtype
+        raise UnknownIndexLambdaExpr(f"unknown reduction '{op}'")
+
+    def _bound(self, b):
+        if isinstance(b, Array):
+            return self.nodes.dim_expr(b)
+        if isinstance(b, (int, np.integer)):
+            return int(b)
+        return self.rec(b)[0]
+
+    # }}}
+
+
+def _result_dtype(parts) -> np.dtype:
+    dtypes = [d for _, d in parts]
+    first = dtypes[0]
+    if all(d == first for d in dtypes):
+        return first
+    return np.result_type(*dtypes)
+
+# }}}

@@ -1,0 +1,58 @@
+"""Default parallel schedule: loop-group inames to OpenCL work-groups and
+work-items, without user transformations.
+
+For a loop group with inames ``(i_0, ..., i_{d-1})`` (``i_{d-1}`` the
+contiguous axis):
+
+* ``i_{d-1}`` is split by :data:`WORK_GROUP_SIZE`: the inner part becomes
+  ``l.0`` (consecutive work-items touch consecutive addresses; PoCL's
+  work-group compiler turns the ``l.0`` loop into a vectorisable inner
+  loop) and the outer part ``g.0``;
+* ``i_{d-2}`` becomes ``g.1`` and ``i_{d-3}`` ``g.2``; further outer axes
+  stay sequential loops inside each work-item;
+* reduction inames stay sequential loops (each work-item reduces its own
+  output element: no atomics, no local-memory trees).
+
+PoCL's pthread device runs work-groups on all cores, so any program with
+at least a few work-groups per core keeps both cores busy. Why this
+mapping and this size: see :doc:`/codegen` (measured in
+``bench/bench_execution.py``).
+
+.. autodata:: WORK_GROUP_SIZE
+.. autofunction:: parallelize
+"""
+
+from __future__ import annotations
+
+import os
+
+#: work-items per work-group along the contiguous axis
+WORK_GROUP_SIZE = int(os.environ.get("PYTATO_LIKE_WORK_GROUP_SIZE", "64"))
+
+
+def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = None):
+    """*knl* with the inames of each loop group (``name -> extents``;
+    inames are ``f"{name}_{axis}"``) tagged as described above."""
+    import loopy as lp
+    if work_group_size is None:
+        work_group_size = WORK_GROUP_SIZE
+    tags = {}
+    for g, extents in groups.items():
+        d = len(extents)
+        if d == 0:
+            continue
+        last = f"{g}_{d - 1}"
+        extent = extents[-1]
+        size = work_group_size
+        if isinstance(extent, int):
+            size = max(1, min(size, extent))
+        if size > 1:
+            knl = lp.split_iname(knl, last, size, outer_tag="g.0",
+                                 inner_tag="l.0")
+        else:
+            tags[last] = "g.0"
+        for axis, hw in zip(range(d - 2, -1, -1), ("g.1", "g.2")):
+            tags[f"{g}_{axis}"] = hw
+    if tags:
+        knl = lp.tag_inames(knl, tags)
+    return knl

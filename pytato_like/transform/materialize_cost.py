@@ -1,0 +1,417 @@
+"""Which arrays code generation stores, decided by a cost model.
+
+Every array of a DAG is either *stored* (computed once, kept in memory --
+a register of the fused loop when all its users read it at the same index,
+a global array otherwise) or *inlined* (its expression is substituted into
+each user). Inlining saves memory traffic but repeats work once per use;
+storing costs a write and reads. :func:`decide_storage` walks the DAG once,
+children before users (linear time, no recursion), and stores an array when
+
+========================  =============================================
+reason                    rule
+========================  =============================================
+``input``                 placeholders, data wrappers, size parameters
+``output``                a result of the program
+``tag``                   tagged :class:`~pytato_like.tags.ImplStored`
+``reuse``                 users evaluate it ``F`` times per element and
+                          ``(F - 1) * work > duplication_threshold``
+                          (a lower threshold applies when every user reads
+                          it elementwise at the same index: storing is
+                          then a register, not memory)
+``depth``                 its inlined expression would nest deeper than
+                          ``max_inline_depth`` (keeps generated
+                          expressions, and loopy's recursion, bounded)
+``size``                  its inlined expression would exceed
+                          ``max_inline_work`` operations per element
+========================  =============================================
+
+Arrays tagged :class:`~pytato_like.tags.ImplInlined` are never stored unless
+they are inputs or outputs. ``work`` is the number of scalar operations per
+element of the inlined expression (reductions count their extent, symbolic
+extents count as :attr:`CostModel.unknown_extent`).
+
+:func:`explain_materialization` prints the decisions as a table;
+:func:`materialize_with_cost_model` returns the DAG with
+:class:`~pytato_like.tags.ImplStored` tags added where the model stores.
+
+.. autoclass:: CostModel
+.. autoclass:: NodeCost
+.. autofunction:: decide_storage
+.. autofunction:: materialize_with_cost_model
+.. autofunction:: explain_materialization
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pymbolic.primitives as prim
+
+from pytato_like.array import (
+    AdvancedIndexInContiguousAxes,
+    AdvancedIndexInNoncontiguousAxes,
+    Array,
+    AxisPermutation,
+    BasicIndex,
+    Concatenate,
+    DictOfNamedArrays,
+    Einsum,
+    EinsumReductionAxis,
+    IndexLambda,
+    InputArgumentBase,
+    NamedArray,
+    Reshape,
+    Roll,
+    Stack,
+    children_of,
+    map_arrays_in_field,
+)
+from pytato_like.tags import ImplInlined, ImplStored
+
+
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """Knobs of the storage decision (operations are per array element)."""
+
+    #: store when ``(F - 1) * work`` exceeds this and some user reads the
+    #: array at another index or shape (storing means global memory)
+    duplication_threshold: float = 16.0
+    #: the same, when every user reads it elementwise at the same index
+    #: (storing means a register of the fused loop)
+    register_duplication_threshold: float = 1.0
+    #: pymbolic nesting depth an inlined expression may reach
+    max_inline_depth: int = 40
+    #: scalar operations per element an inlined expression may reach
+    max_inline_work: float = 400.0
+    #: assumed extent of reductions over symbolic lengths
+    unknown_extent: int = 16
+
+
+DEFAULT_COST_MODEL = CostModel()
+
+
+@dataclasses.dataclass
+class NodeCost:
+    """What the model computed for one array."""
+
+    kind: str
+    #: operations per element of the node's own definition
+    ops: float
+    #: operations per element when everything not stored below is inlined
+    work: float
+    #: nesting depth of the inlined expression
+    depth: int
+    #: evaluations per element requested by all users (``F``)
+    uses: float = 0.0
+    #: whether every use reads it elementwise at the user's own index
+    elementwise_uses: bool = True
+    stored: bool = False
+    reason: str = ""
+
+
+# {{{ per-expression facts
+
+@dataclasses.dataclass(frozen=True)
+class _ExprFacts:
+    ops: float
+    depth: int
+    #: binding name -> evaluations per output element
+    uses: dict[str, float]
+    #: binding names read only at the identity index outside reductions
+    identity_names: frozenset[str]
+
+
+def _extent(bound: Any, unknown: int) -> int:
+    return bound if isinstance(bound, int) else unknown
+
+
+@lru_cache(maxsize=4096)
+def _expr_facts(expr: Any, ndim: int, unknown: int,
+                names: frozenset[str]) -> _ExprFacts:
+    """Operation count, depth and binding uses of one index-lambda
+    expression. Single expressions are shallow (the front end builds one
+    operation per index lambda), so recursion here is bounded."""
+    from pytato_like.scalar_expr import Reduce, TypeCast
+
+    uses: dict[str, float] = {}
+    non_identity: set[str] = set()
+    identity = tuple(prim.Variable(f"_{i}") for i in range(ndim))
+
+    def walk(e, mult: float, in_reduce: bool) -> tuple[float, int]:
+        if isinstance(e, prim.Variable):
+            if e.name not in names:
+                return 0.0, 0
+            uses[e.name] = uses.get(e.name, 0.0) + mult
+            if in_reduce or ndim != 0:
+                non_identity.add(e.name)
+            return 0.0, 1
+        if isinstance(e, prim.Subscript):
+            name = e.aggregate.name
+            uses[name] = uses.get(name, 0.0) + mult
+            index = e.index if isinstance(e.index, tuple) else (e.index,)
+            if in_reduce or tuple(index) != identity:
+                non_identity.add(name)
+            ops = 0.0
+            depth = 1
+            for i in index:
+                o, d = walk(i, mult, in_reduce)
+                ops += o
+                depth = max(depth, d + 1)
+            return ops, depth
+        if isinstance(e, Reduce):
+            extent = 1
+            for lo, hi in e.bounds.values():
+                if isinstance(lo, int) and isinstance(hi, int):
+                    extent *= max(hi - lo, 1)
+                else:
+                    extent *= unknown
+            o, d = walk(e.inner_expr, mult * extent, True)
+            return (o + 1) * extent, d + 1
+        if isinstance(e, TypeCast):
+            o, d = walk(e.inner_expr, mult, in_reduce)
+            return o + 1, d + 1
+        if isinstance(e, prim.ExpressionNode):
+            ops = 0.0
+            depth = 0
+            for child in _expression_children(e):
+                o, d = walk(child, mult, in_reduce)
+                ops += o
+                depth = max(depth, d)
+            return ops + 1, depth + 1
+        return 0.0, 0
+
+    ops, depth = walk(expr, 1.0, False)
+    return _ExprFacts(ops, depth, uses, frozenset(set(uses) - non_identity))
+
+
+def _expression_children(e) -> tuple:
+    if isinstance(e, prim.Call):
+        return tuple(e.parameters)
+    if isinstance(e, prim.If):
+        return (e.condition, e.then, e.else_)
+    if isinstance(e, prim.Comparison):
+        return (e.left, e.right)
+    if isinstance(e, (prim.Quotient, prim.FloorDiv, prim.Remainder)):
+        return (e.numerator, e.denominator)
+    if isinstance(e, prim.Power):
+        return (e.base, e.exponent)
+    if isinstance(e, (prim.LeftShift, prim.RightShift)):
+        return (e.shiftee, e.shift)
+    if hasattr(e, "children"):
+        return tuple(e.children)
+    if hasattr(e, "child"):
+        return (e.child,)
+    return ()
+
+# }}}
+
+
+def _size(ary: Array) -> int | None:
+    total = 1
+    for d in ary.shape:
+        if not isinstance(d, int):
+            return None
+        total *= d
+    return total
+
+
+def _own_cost(node: Array, model: CostModel
+              ) -> tuple[float, int, list[tuple[Array, float, bool]]]:
+    """``(ops, depth, [(child, evaluations per element, elementwise)])`` of
+    *node*'s own definition."""
+    unknown = model.unknown_extent
+    if isinstance(node, IndexLambda):
+        facts = _expr_facts(node.expr, node.ndim, unknown,
+                            frozenset(node.bindings))
+        uses = []
+        for name, child in node.bindings.items():
+            n = facts.uses.get(name, 0.0)
+            elementwise = (name in facts.identity_names
+                           and child.shape == node.shape)
+            uses.append((child, n, elementwise))
+        return facts.ops, facts.depth, uses
+    if isinstance(node, Einsum):
+        extents = node._get_reduction_extents()
+        n_red = 1
+        for ext in extents.values():
+            n_red *= _extent(ext, unknown)
+        uses = [(arg, float(n_red), False) for arg in node.args]
+        return float(len(node.args) * n_red), 3, uses
+    if isinstance(node, NamedArray):
+        return 0.0, 0, [(node.expr, 1.0, True)]
+    own = {Reshape: 4.0, Roll: 2.0, BasicIndex: 1.0, AxisPermutation: 0.0,
+           AdvancedIndexInContiguousAxes: 3.0,
+           AdvancedIndexInNoncontiguousAxes: 3.0}
+    if isinstance(node, (Concatenate, Stack)):
+        ops = float(len(node.arrays))
+    else:
+        ops = own.get(type(node), 2.0)
+    uses = []
+    for child in children_of(node):
+        # index arrays and shape expressions are read once per element
+        uses.append((child, 1.0, False))
+    return ops, 3, uses
+
+
+def decide_storage(outputs: list[Array], model: CostModel | None = None,
+                   order: list[Array] | None = None) -> dict[int, NodeCost]:
+    """The cost model's verdict for every array reachable from *outputs*,
+    keyed by ``id(array)``. *order* may pass a precomputed topological
+    order of *outputs*."""
+    if model is None:
+        model = DEFAULT_COST_MODEL
+    if order is None:
+        from pytato_like._traversal import topological_order
+        order = topological_order(outputs)
+    output_ids = set()
+    for out in outputs:
+        output_ids.add(id(out))
+        while isinstance(out, NamedArray):
+            out = out.expr
+            output_ids.add(id(out))
+
+    # total evaluations per element requested by users, and whether all
+    # of them are elementwise at the same index
+    uses: dict[int, float] = {}
+    elementwise: dict[int, bool] = {}
+    own: dict[int, tuple] = {}
+    for node in order:
+        info = _own_cost(node, model)
+        own[id(node)] = info
+        node_size = _size(node)
+        for child, n, elw in info[2]:
+            child_size = _size(child)
+            if node_size is not None and child_size:
+                # broadcasts and reductions evaluate the child more often
+                # than it has elements; slicing less often
+                n = n * node_size / child_size
+            uses[id(child)] = uses.get(id(child), 0.0) + n
+            elementwise[id(child)] = elementwise.get(id(child), True) and elw
+
+    costs: dict[int, NodeCost] = {}
+    for node in order:
+        ops, own_depth, child_uses = own[id(node)]
+        if isinstance(node, InputArgumentBase):
+            costs[id(node)] = NodeCost(
+                type(node).__name__, 0.0, 0.0, 1, uses.get(id(node), 0.0),
+                elementwise.get(id(node), True), True, "input")
+            continue
+        work = ops
+        depth = 0
+        for child, n, _ in child_uses:
+            c = costs[id(child)]
+            if not c.stored:
+                work += n * c.work
+                depth = max(depth, c.depth)
+        depth += own_depth
+        cost = NodeCost(type(node).__name__, ops, work, depth,
+                        uses.get(id(node), 0.0), elementwise.get(id(node), True))
+        costs[id(node)] = cost
+        if isinstance(node, NamedArray):
+            continue  # the named expression is what gets stored
+        strategy = [t for t in node.tags if isinstance(t, (ImplStored,
+                                                            ImplInlined))]
+        if id(node) in output_ids:
+            cost.stored, cost.reason = True, "output"
+        elif strategy and isinstance(strategy[0], ImplStored):
+            cost.stored, cost.reason = True, "tag"
+        elif strategy:
+            cost.reason = "tag"
+        else:
+            threshold = (model.register_duplication_threshold
+                         if cost.elementwise_uses
+                         else model.duplication_threshold)
+            if (cost.uses - 1) * work > threshold and cost.uses > 1.0001:
+                cost.stored, cost.reason = True, "reuse"
+            elif depth > model.max_inline_depth:
+                cost.stored, cost.reason = True, "depth"
+            elif work > model.max_inline_work:
+                cost.stored, cost.reason = True, "size"
+        if cost.stored:
+            cost.work = ops  # users read it: per-use cost is one load
+            cost.depth = 1
+    return costs
+
+
+def _outputs_of(result) -> list[Array]:
+    if isinstance(result, DictOfNamedArrays):
+        return list(result._data.values())
+    if isinstance(result, Array):
+        return [result]
+    return list(result.values())
+
+
+def materialize_with_cost_model(result, model: CostModel | None = None):
+    """*result* (an :class:`~pytato_like.array.Array` or a
+    :class:`~pytato_like.array.DictOfNamedArrays`) with
+    :class:`~pytato_like.tags.ImplStored` added to every non-input array the
+    cost model stores. Linear time, iterative."""
+    from pytato_like._traversal import topological_order
+    outputs = _outputs_of(result)
+    order = topological_order(outputs)
+    costs = decide_storage(outputs, model, order)
+    new: dict[int, Array] = {}
+
+    def mapped(a: Array) -> Array:
+        return new[id(a)]
+
+    for node in order:
+        if isinstance(node, NamedArray):
+            new[id(node)] = node  # containers are rebuilt below
+            continue
+        changes = {}
+        for name, kind in node._fields:
+            value = getattr(node, name)
+            new_value = map_arrays_in_field(value, kind, mapped)
+            if new_value is not value:
+                changes[name] = new_value
+        copy = node.copy(**changes) if changes else node
+        c = costs[id(node)]
+        if (c.stored and c.reason not in ("input", "tag")
+                and not isinstance(node, InputArgumentBase)):
+            copy = copy.tagged(ImplStored())
+        new[id(node)] = copy
+    if isinstance(result, DictOfNamedArrays):
+        return DictOfNamedArrays({name: new[id(ary)]
+                                  for name, ary in result._data.items()},
+                                 tags=result.tags)
+    return new[id(result)]
+
+
+def explain_materialization(result, model: CostModel | None = None,
+                            max_rows: int = 50) -> str:
+    """A table of the cost model's decisions for the non-input arrays of
+    *result*: kind, shape, own ops, inlined work, depth, uses, verdict."""
+    from pytato_like._traversal import topological_order
+    outputs = _outputs_of(result)
+    order = topological_order(outputs)
+    costs = decide_storage(outputs, model, order)
+    rows = []
+    n_stored = 0
+    for i, node in enumerate(order):
+        c = costs[id(node)]
+        if isinstance(node, InputArgumentBase):
+            continue
+        n_stored += c.stored
+        rows.append((str(i), c.kind, str(tuple(node.shape)), f"{c.ops:g}",
+                     f"{c.work:g}", str(c.depth), f"{c.uses:g}",
+                     "stored" if c.stored else "inlined", c.reason))
+    header = ("node", "kind", "shape", "ops", "work", "depth", "uses",
+              "decision", "reason")
+    shown = rows if len(rows) <= max_rows else rows[:max_rows // 2] + [
+        ("...",) * len(header)] + rows[-max_rows // 2:]
+    widths = [max(len(r[k]) for r in [header, *shown]) for k in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True))
+              for r in shown]
+    lines.append(f"{n_stored} of {len(rows)} computed arrays stored")
+    return "\n".join(lines)
+
+
+__all__ = ["CostModel", "NodeCost", "decide_storage",
+           "explain_materialization", "materialize_with_cost_model"]
+
+del np, EinsumReductionAxis
