@@ -1,4 +1,5 @@
-"""Runtime pieces the executors use: halo packing, buffer pools, Bufferizer."""
+"""Runtime pieces the executors use: halo packing, buffer pools, Bufferizer,
+traces, handles, registered receive buffers."""
 
 from pytato_like.runtime.bufferizer import Bufferizer
 from pytato_like.runtime.halo import (
@@ -6,6 +7,19 @@ from pytato_like.runtime.halo import (
     HaloExchangeSpec,
     QuantityHaloSpec,
 )
+from pytato_like.runtime.handles import Handle, barrier, wait_all
+from pytato_like.runtime.pool import BufferPool, get_buffer_pool
+from pytato_like.runtime.recv_buffers import ReceiveBufferRegistry
+from pytato_like.runtime.trace import (
+    Trace,
+    TraceRecord,
+    TraceRecorder,
+    gather_traces,
+    merge_traces,
+)
 
-__all__ = ["Bufferizer", "HaloDataTransformer", "HaloExchangeSpec",
-           "QuantityHaloSpec"]
+__all__ = ["BufferPool", "Bufferizer", "HaloDataTransformer",
+           "HaloExchangeSpec", "Handle", "QuantityHaloSpec",
+           "ReceiveBufferRegistry", "Trace", "TraceRecord", "TraceRecorder",
+           "barrier", "gather_traces", "get_buffer_pool", "merge_traces",
+           "wait_all"]

@@ -1,0 +1,189 @@
+"""Waitable handles for asynchronous work, and barriers.
+
+Nonblocking communication and background work both end in the same
+question: *is it done, and wait for it*. A :class:`Handle` answers it for
+
+* work run in a background thread (:meth:`Handle.run_in_thread`): packing
+  a buffer, running a part, a host-side copy;
+* MPI requests (:meth:`Handle.from_requests`): ``Isend``/``Irecv``/
+  ``Ibarrier`` from :mod:`mpi4py`.
+
+:meth:`~Handle.wait` blocks and returns the result (or re-raises the
+thread's exception), :meth:`~Handle.done` polls without blocking, and
+:meth:`~Handle.fetch_trace` returns the handle's
+:class:`~pytato_like.runtime.trace.TraceRecord` list: its own record
+(posted when the handle was made, started when the work began, completed
+when completion was observed) plus a ``wait`` record for each blocking
+wait. If a :class:`~pytato_like.runtime.trace.TraceRecorder` is given, the
+records are also kept there, so a rank's whole timeline can be exported.
+
+.. autoclass:: Handle
+    :members:
+.. autofunction:: wait_all
+.. autofunction:: barrier
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future
+from typing import Any
+
+from pytato_like.runtime.trace import TraceRecord, TraceRecorder, now_ns
+
+
+class Handle:
+    """A waitable piece of asynchronous work. Make one with
+    :meth:`run_in_thread` or :meth:`from_requests`."""
+
+    def __init__(self, record: TraceRecord,
+                 recorder: TraceRecorder | None = None) -> None:
+        self.record = record
+        self._recorder = recorder
+        self._extra: list[TraceRecord] = []
+        self._lock = threading.Lock()
+        self._future: Future | None = None
+        self._requests: list[Any] | None = None
+
+    # {{{ constructors
+
+    @classmethod
+    def run_in_thread(cls, fn: Callable[..., Any], *args: Any,
+                      name: str | None = None,
+                      recorder: TraceRecorder | None = None,
+                      executor: Executor | None = None,
+                      **kwargs: Any) -> Handle:
+        """Run ``fn(*args, **kwargs)`` in a background thread (a new daemon
+        thread, or *executor*'s). :meth:`wait` returns its result."""
+        record = _new_record(recorder, "task", name or getattr(
+            fn, "__name__", "task"))
+        handle = cls(record, recorder)
+
+        def run() -> Any:
+            record.start()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                record.complete()
+
+        if executor is not None:
+            handle._future = executor.submit(run)
+        else:
+            future: Future = Future()
+            future.set_running_or_notify_cancel()
+
+            def thread_main() -> None:
+                try:
+                    future.set_result(run())
+                except BaseException as exc:  # noqa: BLE001 -- re-raised by wait
+                    future.set_exception(exc)
+
+            threading.Thread(target=thread_main, daemon=True,
+                             name=record.name).start()
+            handle._future = future
+        return handle
+
+    @classmethod
+    def from_requests(cls, requests: Sequence[Any] | Any, *,
+                      kind: str = "task", name: str | None = None,
+                      recorder: TraceRecorder | None = None,
+                      **record_fields: Any) -> Handle:
+        """Wrap mpi4py request(s) posted just before. *kind* is the record
+        kind (``"send"``, ``"recv"``, ...); *record_fields* may give
+        ``peer``, ``tag``, ``nbytes``, ``part_id``."""
+        if not isinstance(requests, (list, tuple)):
+            requests = [requests]
+        record = _new_record(recorder, kind, name or kind, **record_fields)
+        record.start(record.posted_ns)
+        handle = cls(record, recorder)
+        handle._requests = list(requests)
+        return handle
+
+    # }}}
+
+    def done(self) -> bool:
+        """Whether the work has finished (never blocks)."""
+        if self._future is not None:
+            return self._future.done()
+        if self.record.done:
+            return True
+        from mpi4py import MPI
+        with self._lock:
+            if MPI.Request.Testall(self._requests):
+                self.record.complete()
+        return self.record.done
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the work is done; return its result (threads) or
+        ``None`` (requests). Re-raises the thread's exception. Raises
+        :class:`TimeoutError` after *timeout* seconds (threads only)."""
+        wait_rec = TraceRecord("wait", f"wait {self.record.name}",
+                               self.record.rank, now_ns()).start()
+        try:
+            if self._future is not None:
+                return self._future.result(timeout)
+            if not self.record.done:
+                from mpi4py import MPI
+                with self._lock:
+                    MPI.Request.Waitall(self._requests)
+                    self.record.complete()
+            return None
+        finally:
+            wait_rec.complete()
+            self._add(wait_rec)
+
+    def fetch_trace(self) -> list[TraceRecord]:
+        """The handle's own record followed by its wait records."""
+        with self._lock:
+            return [self.record, *self._extra]
+
+    @property
+    def timestamps(self) -> tuple[int | None, int | None, int | None]:
+        """``(posted, started, completed)`` in nanoseconds (StepMesh's
+        ``fetch_trace`` shape)."""
+        r = self.record
+        return (r.posted_ns, r.started_ns, r.completed_ns)
+
+    def _add(self, rec: TraceRecord) -> None:
+        with self._lock:
+            self._extra.append(rec)
+        if self._recorder is not None and self._recorder.enabled:
+            with self._recorder._lock:
+                self._recorder._records.append(rec)
+
+    def __repr__(self) -> str:
+        state = "done" if self.record.done else "pending"
+        return f"<Handle {self.record.name!r} {state}>"
+
+
+def _new_record(recorder: TraceRecorder | None, kind: str, name: str,
+                **fields: Any) -> TraceRecord:
+    if recorder is not None:
+        return recorder.record(kind, name, **fields)
+    return TraceRecord(kind=kind, name=name, rank=0, posted_ns=now_ns(),
+                       **fields)
+
+
+def wait_all(handles: Iterable[Handle], timeout: float | None = None
+             ) -> list[Any]:
+    """Wait for every handle; their results in order."""
+    return [h.wait(timeout) for h in handles]
+
+
+def barrier(comm: Any, *, blocking: bool = True,
+            recorder: TraceRecorder | None = None) -> Handle | None:
+    """Synchronize all ranks of *comm*. Blocking: ``comm.Barrier()``
+    (recorded as a wait if *recorder* is given). Nonblocking: a
+    :class:`Handle` around ``comm.Ibarrier()``."""
+    if not blocking:
+        return Handle.from_requests(comm.Ibarrier(), kind="barrier",
+                                    name="barrier", recorder=recorder)
+    if recorder is None:
+        comm.Barrier()
+        return None
+    with recorder.wait("barrier"):
+        comm.Barrier()
+    return None
+
+# vim: foldmethod=marker

@@ -1,0 +1,363 @@
+"""Traces: when each message and each part ran, viewable in Perfetto.
+
+A :class:`TraceRecorder` is what an executor calls as work happens. Each
+message, part execution or wait gets a :class:`TraceRecord` with three
+timestamps:
+
+``posted``
+    the work was handed over: a send/receive was posted (``Isend`` /
+    ``Irecv``), a part became runnable, a thread was submitted;
+``started``
+    it began: a part started computing, a thread started running (for an
+    MPI message the transfer's start is not observable, so it defaults to
+    ``posted``);
+``completed``
+    its completion was observed.
+
+and what it moved: ``peer`` rank, ``tag``, ``nbytes``, ``part_id``. The
+recorder's ``rank`` says where it ran. ``posted <= started <= completed``
+always holds (the record enforces it).
+
+A :class:`Trace` (from :meth:`TraceRecorder.trace`) exports Chrome/Perfetto
+trace JSON (``{"traceEvents": [...]}``, one complete ``"X"`` event per
+record spanning *started* to *completed*, ``pid`` = rank, one ``tid`` per
+kind of work: compute, send, recv, wait, other) -- load it at
+https://ui.perfetto.dev or ``chrome://tracing``. :func:`gather_traces`
+collects every rank's trace on one rank (``comm.gather``) and merges them
+into one timeline; clocks are aligned at a barrier, which all ranks leave
+within microseconds of each other. :meth:`Trace.summary` tabulates
+messages, bytes, and time in compute versus waiting.
+
+Typical use in an executor::
+
+    tracer = TraceRecorder(rank=comm.rank)
+    rec = tracer.message("send", peer=1, tag=7, nbytes=buf.nbytes)  # posted
+    req = comm.Isend(buf, dest=1, tag=7)
+    with tracer.part(part_id):                 # started .. completed
+        run_part()
+    with tracer.wait("sends"):
+        req.Wait()
+    rec.complete()
+    merged = gather_traces(comm, tracer.trace())   # Trace on rank 0
+    if merged is not None:
+        merged.write_json("trace.json")
+        print(merged.format_summary())
+
+.. autoclass:: TraceRecord
+    :members: start, complete, duration_ns
+.. autoclass:: TraceRecorder
+    :members:
+.. autoclass:: Trace
+    :members:
+.. autofunction:: merge_traces
+.. autofunction:: gather_traces
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+#: Kinds of records and the track (Chrome ``tid``) each is drawn on.
+TRACKS = {"part": 0, "send": 1, "recv": 2, "wait": 3, "task": 4}
+TRACK_NAMES = {0: "compute", 1: "send", 2: "recv", 3: "wait", 4: "tasks",
+               5: "other"}
+
+
+def now_ns() -> int:
+    """The clock of every trace: a monotonic, system-wide nanosecond clock
+    (same rate on every process; offsets are aligned at merge time)."""
+    return time.perf_counter_ns()
+
+
+@dataclasses.dataclass
+class TraceRecord:
+    """One message, part execution, wait or task. Times in nanoseconds of
+    :func:`now_ns`; ``None`` until they happen."""
+
+    kind: str
+    name: str
+    rank: int
+    posted_ns: int
+    started_ns: int | None = None
+    completed_ns: int | None = None
+    peer: int | None = None
+    tag: int | None = None
+    nbytes: int | None = None
+    part_id: Hashable | None = None
+    args: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def start(self, t_ns: int | None = None) -> TraceRecord:
+        """Mark the start (now, or at *t_ns*; never before posted)."""
+        t = now_ns() if t_ns is None else t_ns
+        self.started_ns = max(t, self.posted_ns)
+        return self
+
+    def complete(self, t_ns: int | None = None) -> TraceRecord:
+        """Mark completion (now, or at *t_ns*). A record never started is
+        taken to have started when it was posted."""
+        if self.started_ns is None:
+            self.started_ns = self.posted_ns
+        if self.completed_ns is None:
+            t = now_ns() if t_ns is None else t_ns
+            self.completed_ns = max(t, self.started_ns)
+        return self
+
+    @property
+    def done(self) -> bool:
+        return self.completed_ns is not None
+
+    @property
+    def duration_ns(self) -> int:
+        """``completed - started`` (0 if not completed)."""
+        if self.completed_ns is None:
+            return 0
+        return self.completed_ns - self.started_ns
+
+    def __enter__(self) -> TraceRecord:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.complete()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["part_id"] = None if self.part_id is None else str(self.part_id)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TraceRecord:
+        return cls(**d)
+
+
+class TraceRecorder:
+    """Collects :class:`TraceRecord` objects for one rank (thread-safe).
+
+    :arg rank: the rank this recorder runs on (``pid`` in the export).
+    :arg enabled: if false, the recording methods still return records
+        (so calling code needs no branches) but keep none.
+    """
+
+    def __init__(self, rank: int = 0, enabled: bool = True) -> None:
+        self.rank = int(rank)
+        self.enabled = enabled
+        self._records: list[TraceRecord] = []
+        self._lock = threading.Lock()
+
+    def record(self, kind: str, name: str | None = None, *,
+               peer: int | None = None, tag: int | None = None,
+               nbytes: int | None = None, part_id: Hashable | None = None,
+               **args: Any) -> TraceRecord:
+        """A new record of *kind*, posted now."""
+        rec = TraceRecord(kind=kind, name=name or kind, rank=self.rank,
+                          posted_ns=now_ns(), peer=peer, tag=tag,
+                          nbytes=None if nbytes is None else int(nbytes),
+                          part_id=part_id, args=args)
+        if self.enabled:
+            with self._lock:
+                self._records.append(rec)
+        return rec
+
+    def message(self, direction: str, peer: int, tag: int | None = None,
+                nbytes: int | None = None, part_id: Hashable | None = None,
+                name: str | None = None, **args: Any) -> TraceRecord:
+        """A message to (``direction="send"``) or from (``"recv"``) *peer*,
+        posted now. (Other directions are recorded as their own kind and
+        drawn on the "other" track.)"""
+        return self.record(direction, name or f"{direction} {peer}",
+                           peer=peer, tag=tag, nbytes=nbytes, part_id=part_id,
+                           **args)
+
+    def part(self, part_id: Hashable, name: str | None = None, **args: Any
+             ) -> TraceRecord:
+        """A part execution, posted (runnable) now; use it as a context
+        manager around the execution, or call ``start``/``complete``."""
+        return self.record("part", name or f"part {part_id}", part_id=part_id,
+                           **args)
+
+    def wait(self, name: str = "wait", **args: Any) -> TraceRecord:
+        """Time spent blocked (a ``with`` block around ``Wait``/``Barrier``)."""
+        return self.record("wait", name, **args)
+
+    @property
+    def records(self) -> list[TraceRecord]:
+        with self._lock:
+            return list(self._records)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
+
+    def trace(self, origin_ns: int | None = None) -> Trace:
+        """A :class:`Trace` of the records so far, times relative to
+        *origin_ns* (default: the earliest posted time)."""
+        records = self.records
+        if origin_ns is None:
+            origin_ns = min((r.posted_ns for r in records), default=0)
+        return Trace([dataclasses.replace(r, args=dict(r.args))
+                      for r in records], origin_ns)
+
+
+class Trace:
+    """Records of one or more ranks, exportable and summarizable.
+
+    :arg records: the records.
+    :arg origin_ns: the time shown as 0.
+    """
+
+    def __init__(self, records: Iterable[TraceRecord], origin_ns: int = 0
+                 ) -> None:
+        self.records = list(records)
+        self.origin_ns = int(origin_ns)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({r.rank for r in self.records})
+
+    # {{{ Chrome / Perfetto export
+
+    def to_chrome(self) -> dict[str, Any]:
+        """Chrome trace-event JSON object: one ``"X"`` event per completed
+        record (microseconds), plus ``"M"`` metadata naming each rank's
+        process and tracks."""
+        events: list[dict[str, Any]] = []
+        used_tracks: set[tuple[int, int]] = set()
+        for rec in sorted(self.records, key=lambda r: (r.rank, r.posted_ns)):
+            if not rec.done:
+                continue
+            tid = TRACKS.get(rec.kind, 5)
+            used_tracks.add((rec.rank, tid))
+            args = {"posted_us": self._us(rec.posted_ns)}
+            for key in ("peer", "tag", "nbytes"):
+                if getattr(rec, key) is not None:
+                    args[key] = getattr(rec, key)
+            if rec.part_id is not None:
+                args["part_id"] = str(rec.part_id)
+            args.update({k: _jsonable(v) for k, v in rec.args.items()})
+            events.append({
+                "name": rec.name, "cat": rec.kind, "ph": "X",
+                "ts": self._us(rec.started_ns),
+                "dur": (rec.completed_ns - rec.started_ns) / 1e3,
+                "pid": rec.rank, "tid": tid, "args": args})
+        meta = []
+        for rank in sorted({rank for rank, _ in used_tracks}):
+            meta.append({"name": "process_name", "ph": "M", "pid": rank,
+                         "tid": 0, "args": {"name": f"rank {rank}"}})
+            meta.append({"name": "process_sort_index", "ph": "M", "pid": rank,
+                         "tid": 0, "args": {"sort_index": rank}})
+        for rank, tid in sorted(used_tracks):
+            meta.append({"name": "thread_name", "ph": "M", "pid": rank,
+                         "tid": tid, "args": {"name": TRACK_NAMES[tid]}})
+        return {"traceEvents": meta + events, "displayTimeUnit": "ms"}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_chrome())
+
+    def write_json(self, path: str) -> None:
+        """Write :meth:`to_chrome` to *path* (open it in ui.perfetto.dev)."""
+        with open(path, "w") as f:
+            json.dump(self.to_chrome(), f)
+
+    def _us(self, t_ns: int) -> float:
+        return (t_ns - self.origin_ns) / 1e3
+
+    # }}}
+
+    # {{{ summary
+
+    def summary(self) -> dict[int, dict[str, float]]:
+        """Per rank: ``n_parts``, ``compute_s`` (time in parts), ``wait_s``
+        (time in wait records), ``n_sent``/``bytes_sent``,
+        ``n_received``/``bytes_received``, ``span_s`` (first posted to last
+        completed)."""
+        table: dict[int, dict[str, float]] = {}
+        for rank in self.ranks:
+            recs = [r for r in self.records if r.rank == rank and r.done]
+            row = dict.fromkeys(("n_parts", "compute_s", "wait_s", "n_sent",
+                                 "bytes_sent", "n_received", "bytes_received",
+                                 "span_s"), 0)
+            for r in recs:
+                if r.kind == "part":
+                    row["n_parts"] += 1
+                    row["compute_s"] += r.duration_ns / 1e9
+                elif r.kind == "wait":
+                    row["wait_s"] += r.duration_ns / 1e9
+                elif r.kind == "send":
+                    row["n_sent"] += 1
+                    row["bytes_sent"] += r.nbytes or 0
+                elif r.kind == "recv":
+                    row["n_received"] += 1
+                    row["bytes_received"] += r.nbytes or 0
+            if recs:
+                row["span_s"] = (max(r.completed_ns for r in recs)
+                                 - min(r.posted_ns for r in recs)) / 1e9
+            table[rank] = row
+        return table
+
+    def format_summary(self) -> str:
+        """:meth:`summary` as a text table."""
+        head = (f"{'rank':>4} {'parts':>5} {'compute ms':>10} {'wait ms':>8} "
+                f"{'sent':>5} {'bytes sent':>11} {'recv':>5} {'bytes recv':>11} "
+                f"{'span ms':>8}")
+        lines = [head, "-" * len(head)]
+        for rank, row in self.summary().items():
+            lines.append(
+                f"{rank:>4} {row['n_parts']:>5} {row['compute_s'] * 1e3:>10.3f} "
+                f"{row['wait_s'] * 1e3:>8.3f} {row['n_sent']:>5} "
+                f"{row['bytes_sent']:>11} {row['n_received']:>5} "
+                f"{row['bytes_received']:>11} {row['span_s'] * 1e3:>8.3f}")
+        return "\n".join(lines)
+
+    # }}}
+
+
+def merge_traces(traces: Iterable[Trace]) -> Trace:
+    """One :class:`Trace` holding every record of *traces*, each trace's
+    times shifted so that their origins coincide, then all shifted so the
+    earliest record starts at 0."""
+    shifted: list[TraceRecord] = []
+    for tr in traces:
+        for r in tr.records:
+            shift = -tr.origin_ns
+            shifted.append(dataclasses.replace(
+                r, args=dict(r.args), posted_ns=r.posted_ns + shift,
+                started_ns=None if r.started_ns is None else r.started_ns + shift,
+                completed_ns=(None if r.completed_ns is None
+                              else r.completed_ns + shift)))
+    origin = min((r.posted_ns for r in shifted), default=0)
+    return Trace(shifted, origin)
+
+
+def gather_traces(comm: Any, recorder_or_trace: TraceRecorder | Trace,
+                  root: int = 0, clock: Callable[[], int] = now_ns
+                  ) -> Trace | None:
+    """Collective: gather every rank's records on *root* and merge them
+    (``None`` on the other ranks). Each rank reads its clock right after a
+    barrier; that reading becomes the common origin, which cancels
+    per-process clock offsets."""
+    trace = (recorder_or_trace.trace() if isinstance(recorder_or_trace,
+                                                     TraceRecorder)
+             else recorder_or_trace)
+    comm.Barrier()
+    sync_ns = clock()
+    payload = (sync_ns, [r.to_dict() for r in trace.records])
+    gathered = comm.gather(payload, root=root)
+    if gathered is None:
+        return None
+    return merge_traces(Trace([TraceRecord.from_dict(d) for d in recs], sync)
+                        for sync, recs in gathered)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+# vim: foldmethod=marker

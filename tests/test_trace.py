@@ -1,0 +1,165 @@
+"""Trace recording and Chrome/Perfetto export (pytato_like.runtime.trace)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytato_like.runtime.trace import (
+    Trace,
+    TraceRecord,
+    TraceRecorder,
+    gather_traces,
+    merge_traces,
+)
+
+
+def x_events(doc):
+    return [e for e in doc["traceEvents"] if e["ph"] == "X"]
+
+
+def test_record_timestamps_are_ordered():
+    tracer = TraceRecorder(rank=3)
+    rec = tracer.message("send", peer=1, tag=5, nbytes=80)
+    assert rec.started_ns is None and not rec.done
+    rec.start()
+    rec.complete()
+    assert rec.posted_ns <= rec.started_ns <= rec.completed_ns
+    assert rec.rank == 3 and rec.peer == 1 and rec.tag == 5 and rec.nbytes == 80
+
+
+def test_never_started_record_starts_when_posted():
+    rec = TraceRecorder().message("recv", peer=0)
+    rec.complete()
+    assert rec.started_ns == rec.posted_ns
+
+
+def test_times_before_posted_are_clamped():
+    rec = TraceRecorder().part("p")
+    rec.start(rec.posted_ns - 1000)
+    rec.complete(rec.posted_ns - 2000)
+    assert rec.posted_ns == rec.started_ns == rec.completed_ns
+
+
+def test_part_as_context_manager_spans_the_block():
+    tracer = TraceRecorder()
+    with tracer.part("p0") as rec:
+        inside = rec.started_ns
+        assert not rec.done
+    assert rec.started_ns == inside and rec.done
+    assert tracer.records == [rec]
+    assert rec.kind == "part" and rec.part_id == "p0"
+
+
+def test_complete_is_idempotent():
+    rec = TraceRecorder().wait()
+    rec.complete(rec.posted_ns + 10)
+    rec.complete(rec.posted_ns + 99)
+    assert rec.completed_ns == rec.posted_ns + 10
+
+
+def test_disabled_recorder_keeps_nothing():
+    tracer = TraceRecorder(enabled=False)
+    with tracer.part(1):
+        pass
+    assert tracer.records == []
+
+
+def fixed_trace(rank=0, base=1_000_000):
+    """Records with hand-chosen timestamps (ns)."""
+    def rec(kind, posted, started, completed, **kw):
+        return TraceRecord(kind, f"{kind}", rank, base + posted,
+                           base + started, base + completed, **kw)
+    return Trace([
+        rec("part", 0, 1_000, 5_000, part_id="a"),
+        rec("send", 2_000, 2_000, 9_000, peer=1, tag=3, nbytes=800),
+        rec("recv", 500, 500, 7_000, peer=1, tag=4, nbytes=1600),
+        rec("wait", 5_000, 5_000, 7_000),
+        rec("part", 7_000, 7_500, 10_000, part_id="b"),
+    ], origin_ns=base)
+
+
+def test_chrome_json_has_one_event_per_record_with_consistent_times():
+    trace = fixed_trace()
+    doc = json.loads(trace.to_json())
+    events = x_events(doc)
+    assert len(events) == len(trace.records)
+    by_cat = {}
+    for e in events:
+        by_cat.setdefault(e["cat"], []).append(e)
+        assert e["dur"] >= 0 and e["ts"] >= 0
+        assert e["args"]["posted_us"] <= e["ts"]
+        assert e["pid"] == 0
+    assert {k: len(v) for k, v in by_cat.items()} == {
+        "part": 2, "send": 1, "recv": 1, "wait": 1}
+    part_a = next(e for e in by_cat["part"] if e["args"]["part_id"] == "a")
+    assert part_a["ts"] == 1.0 and part_a["dur"] == 4.0     # microseconds
+    send = by_cat["send"][0]
+    assert send["args"]["peer"] == 1 and send["args"]["nbytes"] == 800
+    # every kind is on its own track of the rank's process
+    assert len({e["tid"] for e in events}) == 4
+    names = {(m["name"], m["tid"]): m["args"]
+             for m in doc["traceEvents"] if m["ph"] == "M"}
+    assert names[("process_name", 0)] == {"name": "rank 0"}
+    assert names[("thread_name", 0)] == {"name": "compute"}
+
+
+def test_incomplete_records_are_not_exported():
+    tracer = TraceRecorder()
+    tracer.message("send", peer=1)
+    with tracer.part(0):
+        pass
+    assert len(x_events(tracer.trace().to_chrome())) == 1
+
+
+def test_summary_by_hand():
+    row = fixed_trace().summary()[0]
+    assert row["n_parts"] == 2
+    assert row["compute_s"] == pytest.approx((4_000 + 2_500) / 1e9)
+    assert row["wait_s"] == pytest.approx(2_000 / 1e9)
+    assert (row["n_sent"], row["bytes_sent"]) == (1, 800)
+    assert (row["n_received"], row["bytes_received"]) == (1, 1600)
+    assert row["span_s"] == pytest.approx(10_000 / 1e9)
+    table = fixed_trace().format_summary()
+    assert "bytes sent" in table and "1600" in table
+
+
+def test_merge_aligns_origins_and_keeps_one_track_per_rank(tmp_path):
+    # rank 1's clock runs 5 ms ahead; its origin (barrier reading) says so
+    t0 = fixed_trace(rank=0, base=1_000_000)
+    t1 = fixed_trace(rank=1, base=6_000_000)
+    merged = merge_traces([t0, t1])
+    assert len(merged) == 10 and merged.ranks == [0, 1]
+    path = tmp_path / "trace.json"
+    merged.write_json(str(path))
+    events = x_events(json.loads(path.read_text()))
+    assert len(events) == 10
+    assert {e["pid"] for e in events} == {0, 1}
+    # aligned: the same record of each rank lands at the same time
+    for cat in ("send", "recv", "wait"):
+        ts = {e["pid"]: e["ts"] for e in events if e["cat"] == cat}
+        assert ts[0] == ts[1]
+    assert min(e["args"]["posted_us"] for e in events) == 0.0
+
+
+class OneRankComm:
+    """The two collectives gather_traces uses, for a single process."""
+    def Barrier(self):
+        pass
+
+    def gather(self, obj, root=0):
+        return [obj]
+
+
+def test_gather_traces_on_one_rank_round_trips_records():
+    tracer = TraceRecorder()
+    with tracer.part(("part", 1)):
+        pass
+    tracer.message("recv", peer=0, nbytes=8).complete()
+    merged = gather_traces(OneRankComm(), tracer)
+    assert len(merged) == 2
+    events = x_events(merged.to_chrome())
+    assert sorted(e["cat"] for e in events) == ["part", "recv"]
+    part = next(e for e in events if e["cat"] == "part")
+    assert part["args"]["part_id"] == "('part', 1)"
