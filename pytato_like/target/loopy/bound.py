@@ -182,9 +182,9 @@ class LoopyBoundProgram(BoundProgram):
         buffers: dict[str, Any] = {}
         for name, ph in self.inputs.placeholders.items():
             value = values[name]
-            spec = plan.buffers[name]
-            check_input_value(value, ph, concrete(spec.shape))
-            buffers[name] = _to_device(queue, value, ph.dtype, name)
+            buf = plan.placeholder_buffers[name]
+            check_input_value(value, ph, concrete(plan.buffers[buf].shape))
+            buffers[buf] = _to_device(queue, value, ph.dtype, name)
         buffers.update(self._data_buffers(queue))
         results = {}
         for out_name, buf_name in plan.outputs.items():

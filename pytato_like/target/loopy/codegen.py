@@ -53,6 +53,13 @@ while kernel global local private constant half bool uchar ushort uint ulong
 image2d_t image3d_t sampler_t event_t""".split())
 
 
+_CL_FUNCTIONS = frozenset("""abs fabs sqrt exp log log10 log2 sin cos tan asin
+acos atan atan2 sinh cosh tanh pow floor ceil fmod copysign fmin fmax min max
+real imag conj isnan select mad clamp sign round trunc exp2 expm1 log1p cbrt
+hypot dot cross length normalize get_global_id get_local_id get_group_id
+barrier lid gid""".split())
+
+
 @dataclasses.dataclass
 class KernelSource:
     """One distinct compiled chunk."""
@@ -99,6 +106,8 @@ class ProgramPlan:
     outputs: dict[str, str]
     #: buffer names of the data wrappers, in DAG order
     data_wrapper_buffers: tuple[str, ...]
+    #: placeholder name -> buffer name
+    placeholder_buffers: dict[str, str] = dataclasses.field(default_factory=dict)
     phase_times: dict[str, float] = dataclasses.field(default_factory=dict)
     n_stored: int = 0
     n_instructions: int = 0
@@ -142,9 +151,7 @@ class _Builder:
         self.array_name: dict[int, str] = {}
         self.buffers: dict[str, BufferSpec] = {}
         for name, ph in inputs.placeholders.items():
-            if name in _C_KEYWORDS or name.startswith("_lpy"):
-                raise NotImplementedError  # pragma: no cover
-            self.array_name[id(ph)] = name
+            self.array_name[id(ph)] = self._safe(name)
         self.data_wrappers = []
         for dw in inputs.data_wrappers:
             if id(dw) in self.array_name:
@@ -156,6 +163,12 @@ class _Builder:
         self.size_name: dict[int, str] = {}
         self.derived_sizes: dict[str, Any] = {}
         self._size_by_key: dict[Any, str] = {}
+
+    def _safe(self, name: str) -> str:
+        """*name*, unless it would clash with C or OpenCL names."""
+        if name in _C_KEYWORDS or name in _CL_FUNCTIONS or name.startswith("_lpy"):
+            return self.vng(f"{name}_in")
+        return name
 
     def dim_expr(self, d):
         if isinstance(d, int):
@@ -205,8 +218,9 @@ class _Builder:
         t0 = time.perf_counter()
         self._names(order, inputs)
         for name, ph in inputs.placeholders.items():
-            self.buffers[name] = BufferSpec(name, self.shape_of(ph), ph.dtype,
-                                            "placeholder")
+            buf = self.array_name[id(ph)]
+            self.buffers[buf] = BufferSpec(buf, self.shape_of(ph), ph.dtype,
+                                           "placeholder")
         for dw in self.data_wrappers:
             name = self.array_name[id(dw)]
             self.buffers[name] = BufferSpec(name, self.shape_of(dw), dw.dtype,
@@ -215,8 +229,8 @@ class _Builder:
         outputs_of: dict[int, list[str]] = {}
         out_buffer: dict[str, str] = {}
         for name, node in out_nodes.items():
-            buf = self.vng(name if name.isidentifier() and name not in
-                           _C_KEYWORDS and name != "_pt_out" else "_pt_out")
+            # suffixed: output names like "exp" would shadow C functions
+            buf = self.vng(f"{name}_out" if name.isidentifier() else "_pt_out")
             out_buffer[name] = buf
             outputs_of.setdefault(id(node), []).append(buf)
             self.buffers[buf] = BufferSpec(buf, self.shape_of(node), node.dtype,
@@ -401,6 +415,8 @@ class _Builder:
             outputs=out_buffer,
             data_wrapper_buffers=tuple(self.array_name[id(dw)]
                                        for dw in self.data_wrappers),
+            placeholder_buffers={name: self.array_name[id(ph)] for name, ph
+                                 in self.inputs.placeholders.items()},
             n_instructions=len(insns))
 
     # }}}
@@ -642,6 +658,10 @@ class _Builder:
             [*spec["args"], *spec["temps"]],
             lang_version=(2018, 2), target=lp.PyOpenCLTarget(),
             name=spec["name"], seq_dependencies=False,
+            # index expressions are guarded by Ifs (concatenate, padding)
+            # and sizes may be derived: loopy cannot prove bounds there
+            options=lp.Options(enforce_array_accesses_within_bounds="no_check",
+                               return_dict=True),
             silenced_warnings=["inferred_iname", "unused_inames",
                                "single_writer_after_creation"])
         knl = register_helpers(knl, spec["helpers"])

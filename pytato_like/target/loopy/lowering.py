@@ -300,7 +300,8 @@ class NodeLowerer:
                 if s.dtype.kind == "i":
                     v = prim.If(prim.Comparison(v, "<", 0), _add(v, d), v)
                 # clamp: never read outside the array
-                v = prim.Max((0, prim.Min((v, _add(d, -1)))))
+                v = prim.If(prim.Comparison(v, "<", 0), 0,
+                            prim.If(prim.Comparison(v, ">=", d), _add(d, -1), v))
                 index.append(v)
             else:
                 index.append(int(s))
@@ -508,6 +509,11 @@ class ScalarLowerer:
         dtype = _result_dtype([(a, da), (b, db)])
         if dtype.kind in "iu":
             return self._helper("pt_ipow", dtype, (a, b)), dtype
+        if (dtype.kind == "c" and isinstance(b, np.generic) and b.imag == 0
+                and b.real in (2, 3, 4)):
+            # loopy expands small integer powers of complex values itself,
+            # but only when the exponent is a Python int
+            b = int(b.real)
         return prim.Power(a, b), dtype
 
     def map_left_shift(self, e):
@@ -550,8 +556,8 @@ class ScalarLowerer:
             if da.kind != "c" or db.kind != "c":
                 raise UnknownIndexLambdaExpr("comparison of complex and real")
             if e.operator == "==":
-                return prim.LogicalAnd((prim.Comparison(*re, "=="),
-                                        prim.Comparison(*im, "=="))), BOOL
+                return prim.LogicalAnd((prim.Comparison(re[0], "==", re[1]),
+                                        prim.Comparison(im[0], "==", im[1]))), BOOL
             return prim.LogicalOr((prim.Comparison(re[0], "!=", re[1]),
                                    prim.Comparison(im[0], "!=", im[1]))), BOOL
         return prim.Comparison(a, e.operator, b), BOOL
@@ -679,6 +685,11 @@ class ScalarLowerer:
                                dtype.type(np.nan), red), dtype
             if dtype.kind == "c":
                 raise UnknownIndexLambdaExpr(f"{op} reduction of complex values")
+            if dtype.kind in "iu" and dtype.itemsize < 4:
+                # loopy has no neutral element for narrow integers
+                red = lp.Reduction(op, tuple(inames),
+                                   lp.TypeCast(np.dtype(np.int32), inner))
+                return lp.TypeCast(dtype, red), dtype
             return red, dtype
         raise UnknownIndexLambdaExpr(f"unknown reduction '{op}'")
 
