@@ -2,6 +2,7 @@
 traces, handles, registered receive buffers."""
 
 from pytato_like.runtime.bufferizer import Bufferizer
+from pytato_like.runtime.devices import DeviceGroup, DeviceSpec, Transfer, to_device
 from pytato_like.runtime.halo import (
     HaloDataTransformer,
     HaloExchangeSpec,
@@ -18,8 +19,9 @@ from pytato_like.runtime.trace import (
     merge_traces,
 )
 
-__all__ = ["BufferPool", "Bufferizer", "HaloDataTransformer",
+__all__ = ["BufferPool", "Bufferizer", "DeviceGroup", "DeviceSpec",
+           "HaloDataTransformer",
            "HaloExchangeSpec", "Handle", "QuantityHaloSpec",
            "ReceiveBufferRegistry", "Trace", "TraceRecord", "TraceRecorder",
-           "barrier", "gather_traces", "get_buffer_pool", "merge_traces",
-           "wait_all"]
+           "Transfer", "barrier", "gather_traces", "get_buffer_pool",
+           "merge_traces", "to_device", "wait_all"]
