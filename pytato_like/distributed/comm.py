@@ -123,9 +123,10 @@ class MessageLayer:
             indices = MPI.Request.Testsome(requests, statuses)
         n_recvs = len(self._recv_requests)
         self._recv_requests = requests[:n_recvs]
-        for i in indices or ():
+        # statuses are filled in completion order, not by request index
+        for i, status in zip(indices or (), statuses, strict=False):
             if i == n_recvs:
-                self._remote_failure(statuses[i])
+                self._remote_failure(status)
             result.append((self._recv_names[i], self._recv_buffers[i]))
             self._recv_names[i] = None
             self._recv_buffers[i] = None
