@@ -62,9 +62,9 @@ class Bufferizer:
 
     :arg queue: a :class:`pyopencl.CommandQueue` for a device buffer, or
         ``None`` for a host (NumPy) buffer.
-    :arg flush_hook, allocate_hook, append_one_hook, append_multiple_hook,
-        buffer_full_hook: see the module docs; each can also be set later
-        with the method of the same name.
+
+    The five ``*_hook`` arguments are described in the module docs; each can
+    also be set later with the method of the same name.
     """
 
     def __init__(self, shape: tuple[int, ...], buffer_size: int, dtype: Any,
