@@ -299,7 +299,12 @@ def _index_key(indices, values: dict[int, Any]):
     key = []
     for idx in indices:
         if isinstance(idx, NormalizedSlice):
-            key.append(idx.to_slice())
+            if idx.stop is not None and idx.length == 0:
+                # NormalizedSlice.to_slice() maps the empty (-1, -1, -1)
+                # to slice(-1, None, -1), i.e. the last element
+                key.append(slice(0, 0))
+            else:
+                key.append(idx.to_slice())
         elif isinstance(idx, Array):
             key.append(np.asarray(values[id(idx)]))
         else:
