@@ -112,6 +112,19 @@ from pytato_like.visualization import (
     show_ascii_graph,
     show_dot_graph,
 )
+from pytato_like import runtime
+from pytato_like.runtime import (
+    Bufferizer,
+    DeviceGroup,
+    DeviceSpec,
+    HaloDataTransformer,
+    HaloExchangeSpec,
+    Handle,
+    QuantityHaloSpec,
+    ReceiveBufferRegistry,
+    TraceRecorder,
+    Transfer,
+)
 
 __version__ = "0.1.0"
 
@@ -137,4 +150,7 @@ __all__ = [
     "utils", "vdot", "where", "zeros", "zeros_like",
     "get_ascii_graph", "get_dot_graph", "get_dot_graph_from_partition",
     "show_ascii_graph", "show_dot_graph",
+    "Bufferizer", "DeviceGroup", "DeviceSpec", "HaloDataTransformer",
+    "HaloExchangeSpec", "Handle", "QuantityHaloSpec", "ReceiveBufferRegistry",
+    "TraceRecorder", "Transfer", "runtime",
 ]
