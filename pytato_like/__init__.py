@@ -125,6 +125,23 @@ from pytato_like.runtime import (
     TraceRecorder,
     Transfer,
 )
+from pytato_like import partition
+from pytato_like.distributed import (
+    DistributedGraphPart,
+    DistributedGraphPartition,
+    DistributedRecv,
+    DistributedSend,
+    DistributedSendRefHolder,
+    execute_distributed_partition,
+    find_distributed_partition,
+    make_distributed_recv,
+    make_distributed_send,
+    make_distributed_send_ref_holder,
+    number_distributed_tags,
+    staple_distributed_send,
+    verify_distributed_partition,
+)
+from pytato_like.partition import generate_code_for_partition
 
 __version__ = "0.1.0"
 
@@ -153,4 +170,11 @@ __all__ = [
     "Bufferizer", "DeviceGroup", "DeviceSpec", "HaloDataTransformer",
     "HaloExchangeSpec", "Handle", "QuantityHaloSpec", "ReceiveBufferRegistry",
     "TraceRecorder", "Transfer", "runtime",
+    "DistributedGraphPart", "DistributedGraphPartition", "DistributedRecv",
+    "DistributedSend", "DistributedSendRefHolder",
+    "execute_distributed_partition", "find_distributed_partition",
+    "generate_code_for_partition", "make_distributed_recv",
+    "make_distributed_send", "make_distributed_send_ref_holder",
+    "number_distributed_tags", "partition", "staple_distributed_send",
+    "verify_distributed_partition",
 ]
