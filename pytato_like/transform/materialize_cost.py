@@ -27,7 +27,7 @@ reason                    rule
 
 Arrays tagged :class:`~pytato_like.tags.ImplInlined` are never stored unless
 they are inputs or outputs. ``work`` is the number of scalar operations per
-element of the inlined expression (reductions count their extent, symbolic
+element of the inlined expression (math functions count 8, divisions 4-6) (reductions count their extent, symbolic
 extents count as :attr:`CostModel.unknown_extent`).
 
 :func:`explain_materialization` prints the decisions as a table;
@@ -180,11 +180,16 @@ def _expr_facts(expr: Any, ndim: int, unknown: int,
                 o, d = walk(child, mult, in_reduce)
                 ops += o
                 depth = max(depth, d)
-            return ops + 1, depth + 1
+            return ops + _OP_WEIGHTS.get(type(e), 1.0), depth + 1
         return 0.0, 0
 
     ops, depth = walk(expr, 1.0, False)
     return _ExprFacts(ops, depth, uses, frozenset(set(uses) - non_identity))
+
+
+#: rough cost of one scalar operation, in additions
+_OP_WEIGHTS = {prim.Call: 8.0, prim.Quotient: 4.0, prim.FloorDiv: 6.0,
+               prim.Remainder: 6.0, prim.Power: 8.0}
 
 
 def _expression_children(e) -> tuple:
