@@ -93,3 +93,27 @@ def test_failure_in_partitioning_ends_every_rank():
     assert ("[rank 1] pytato_like.diagnostic.NotAnArrayError" in proc.stderr
             or "[rank 0] pytato_like.diagnostic.RemoteRankError: rank 1 failed "
             "during partitioning: NotAnArrayError" in proc.stderr), proc.stderr
+
+
+def test_heat_example_matches_serial_numpy_on_three_ranks():
+    proc = launch(3, ROOT / "examples" / "distributed_heat.py",
+                  "--cells", "200", "--steps", "6", "--fields", "3",
+                  "--target", "numpy")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "-> OK" in proc.stdout
+    assert "heat equation on 3 ranks: 600 cells, 3 fields, 6 steps" in proc.stdout
+
+
+def test_demo_relaunches_itself_on_two_ranks():
+    env = dict(os.environ)
+    for name in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"):
+        env.pop(name, None)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "demo.py"), "--cells", "500",
+         "--steps", "4"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
+        stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "mpiexec -n 2" in proc.stdout
+    assert "heat equation on 2 ranks" in proc.stdout
+    assert "demo: PASSED" in proc.stdout
