@@ -1,0 +1,83 @@
+"""Transforming array DAGs: the mapper family and the rewrites built on it.
+
+Mappers (pytato's names and calling conventions; subclass them and override
+``map_*`` methods, calling ``self.rec(child)``):
+
+==============================  =============================================
+:class:`Mapper`                 dispatch on ``_mapper_method``; no cache
+:class:`CachedMapper`           each node mapped once
+:class:`TransformMapper`        base of the mappers returning arrays
+:class:`CopyMapper`             rebuild the DAG (identity when unchanged)
+:class:`CopyMapperWithExtraArgs`  same, with extra arguments passed down
+:class:`EdgeCachedMapper`       rebuild through ``handle_edge(expr, child)``
+:class:`CachedMapAndCopyMapper` rebuild after a ``map_fn`` per node
+:class:`CombineMapper`          ``combine`` the children's results
+:class:`DependencyMapper`       every array a result depends on
+:class:`SubsetDependencyMapper` the same, within a universe
+:class:`InputGatherer`          the inputs a result depends on
+:class:`SizeParamGatherer`      the size parameters a result depends on
+:class:`WalkMapper`             ``visit`` / ``post_visit`` every path
+:class:`CachedWalkMapper`       ``visit`` / ``post_visit`` every node once
+:class:`TopoSortMapper`         the nodes in topological order
+:class:`UsersCollector`         node -> the nodes using it
+==============================  =============================================
+
+All of them work on DAGs of any depth at Python's default recursion limit,
+including user subclasses of the caching mappers whose methods recurse with
+``self.rec`` (see :mod:`pytato_like.transform.mapper`).
+
+Rewrites: :func:`materialize_with_mpms`, :func:`deduplicate_data_wrappers`,
+:func:`map_and_copy`, :func:`copy_dict_of_named_arrays`,
+:func:`~pytato_like.transform.lower_to_index_lambda.to_index_lambda`,
+:func:`~pytato_like.transform.remove_broadcasts_einsum.rewrite_einsums_with_no_broadcasts`,
+:func:`~pytato_like.transform.dead_code_elimination.eliminate_dead_code`.
+Graph queries: :func:`get_dependencies`, :func:`tag_user_nodes`,
+:func:`rec_get_user_nodes`.
+"""
+
+from __future__ import annotations
+
+from pytato_like.transform.combine import (
+    CombineMapper,
+    DependencyMapper,
+    InputGatherer,
+    SizeParamGatherer,
+    SubsetDependencyMapper,
+    get_dependencies,
+)
+from pytato_like.transform.copy import (
+    CachedMapAndCopyMapper,
+    CopyMapper,
+    CopyMapperWithExtraArgs,
+    EdgeCachedMapper,
+    copy_dict_of_named_arrays,
+    map_and_copy,
+)
+from pytato_like.transform.mapper import CachedMapper, Mapper, TransformMapper
+from pytato_like.transform.users import (
+    UsersCollector,
+    rec_get_user_nodes,
+    tag_user_nodes,
+)
+from pytato_like.transform.walk import CachedWalkMapper, TopoSortMapper, WalkMapper
+
+# the rewrites import the mappers above, so they come last
+from pytato_like.transform import (  # noqa: I001
+    dead_code_elimination,
+    lower_to_index_lambda,
+    remove_broadcasts_einsum,
+)
+from pytato_like.transform.deduplicate import deduplicate_data_wrappers
+from pytato_like.transform.materialize import materialize_with_mpms
+
+__all__ = [
+    "CachedMapAndCopyMapper", "CachedMapper", "CachedWalkMapper",
+    "CombineMapper", "CopyMapper", "CopyMapperWithExtraArgs",
+    "DependencyMapper", "EdgeCachedMapper", "InputGatherer", "Mapper",
+    "SizeParamGatherer", "SubsetDependencyMapper", "TopoSortMapper",
+    "TransformMapper", "UsersCollector", "WalkMapper",
+    "copy_dict_of_named_arrays", "dead_code_elimination",
+    "deduplicate_data_wrappers", "get_dependencies", "lower_to_index_lambda",
+    "map_and_copy", "materialize_with_mpms", "rec_get_user_nodes",
+    "remove_broadcasts_einsum", "tag_user_nodes",
+]

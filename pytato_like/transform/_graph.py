@@ -1,0 +1,194 @@
+"""Graph helpers shared by the transforms and analyses (private).
+
+* :func:`walk_children` -- what a mapper descends into from a node;
+* :func:`data_operands` -- the arrays whose *values* a node reads (no shape
+  expressions), used by materialization;
+* :func:`toposort` -- children-first order for any children function;
+* :func:`structural_representatives` -- for each node, the first node of
+  the DAG that is structurally equal (``==``) to it, found in linear time;
+* :func:`with_stack_headroom` -- run a long loop where CPython's frame stack
+  has room.
+
+All of them are iterative, so DAG depth never reaches Python's recursion
+limit.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pytato_like.array import (
+    ARRAY,
+    ARRAY_TUPLE,
+    BINDINGS,
+    IDENTITY,
+    INDICES,
+    SHAPE,
+    VALUE,
+    AbstractResultWithNamedArrays,
+    Array,
+    NamedArray,
+    children_of,
+)
+
+_EMPTY: tuple = ()
+
+
+def walk_children(expr: Any) -> tuple:
+    """What the built-in mappers visit below *expr*: for an array every array
+    it refers to (:func:`~pytato_like.array.children_of`: operands, shape
+    expressions, index arrays; a :class:`~pytato_like.array.NamedArray`
+    refers to the array it names); for a
+    :class:`~pytato_like.array.DictOfNamedArrays` its arrays."""
+    if isinstance(expr, Array):
+        return children_of(expr)
+    if isinstance(expr, AbstractResultWithNamedArrays):
+        return tuple(expr._data.values())
+    return _EMPTY
+
+
+def data_operands(expr: Array) -> tuple[Array, ...]:
+    """The arrays whose values *expr* reads: operands and index arrays, but
+    not the size expressions in shapes."""
+    if type(expr) is NamedArray:
+        return (expr.expr,)
+    result: list[Array] = []
+    for name, kind in expr._fields:
+        if kind is VALUE or kind is IDENTITY or kind is SHAPE:
+            continue
+        value = getattr(expr, name)
+        if kind is ARRAY:
+            result.append(value)
+        elif kind is ARRAY_TUPLE:
+            result.extend(value)
+        elif kind is BINDINGS:
+            result.extend(value.values())
+        elif kind is INDICES:
+            result.extend(v for v in value if isinstance(v, Array))
+    return tuple(result)
+
+
+def toposort(roots: Iterable[Any], children: Callable[[Any], Iterable[Any]]
+             ) -> list[Any]:
+    """Every node reachable from *roots* through *children*, once each
+    (by identity), children before their users."""
+    order: list[Any] = []
+    visited: set[int] = set()
+    for root in roots:
+        if id(root) in visited:
+            continue
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in visited:
+                continue
+            visited.add(id(node))
+            stack.append((node, True))
+            for child in children(node):
+                if id(child) not in visited:
+                    stack.append((child, False))
+    return order
+
+
+class _ArrayRef(tuple):
+    """Marks "the structural class number of an array" inside a key, so it
+    can never be confused with an int shape component."""
+
+    __slots__ = ()
+
+
+def _field_key(value: Any, kind: str, cls_of: dict[int, int]) -> Any:
+    if kind is VALUE:
+        return value
+    if kind is IDENTITY:
+        return id(value)
+    if kind is ARRAY:
+        return cls_of[id(value)]
+    if kind is ARRAY_TUPLE:
+        return tuple(cls_of[id(a)] for a in value)
+    if kind is BINDINGS:
+        # constantdict equality ignores insertion order; so does the key
+        return tuple(sorted((k, cls_of[id(a)]) for k, a in value.items()))
+    return tuple(_ArrayRef((cls_of[id(v)],)) if isinstance(v, Array) else v
+                 for v in value)
+
+
+def structural_representatives(order: list[Array]) -> list[Array]:
+    """For each node of *order* (children before users, as returned by
+    :func:`~pytato_like._traversal.topological_order`), the first node of
+    *order* that is structurally equal to it.
+
+    Why: comparing two distinct-but-equal deep DAGs with ``==`` is linear,
+    so putting many such nodes into one ``dict``/``set`` could be quadratic.
+    Here each node gets a key made of its type, hash, metadata, non-array
+    field values and the class numbers of its children (already known, as
+    children come first): equal keys exactly when the nodes are equal, one
+    dictionary lookup per node, linear overall.
+    """
+    cls_of: dict[int, int] = {}
+    key_to_cls: dict[Any, int] = {}
+    reps: list[Array] = []
+    result: list[Array] = []
+    for node in order:
+        t = type(node)
+        if t is NamedArray:
+            # NamedArray equality: same name and structurally equal target;
+            # the container takes part through the hash.
+            key: Any = (t, node._hash, node.axes, node.tags, node.name,
+                        cls_of[id(node.expr)])
+        else:
+            key = (t, node._hash, node.axes, node.tags,
+                   *(_field_key(getattr(node, name), kind, cls_of)
+                     for name, kind in t._fields))
+        cls = key_to_cls.get(key)
+        if cls is None:
+            cls = key_to_cls[key] = len(reps)
+            reps.append(node)
+        cls_of[id(node)] = cls
+        result.append(reps[cls])
+    return result
+
+
+# {{{ interpreter stack headroom for long loops
+
+# CPython 3.11+ keeps Python frames in a chunked "data stack" and frees a
+# chunk as soon as the frame at its base returns. A loop that runs just
+# below a chunk boundary and calls a few frames per iteration therefore
+# maps and unmaps a chunk (two system calls) on *every* iteration: measured
+# here, a 4x slowdown of a whole-DAG walk, depending only on how deep the
+# caller's stack happened to be. Calling the loop through two frames that
+# are each larger than half a chunk guarantees it starts with more than
+# 14 KB of free chunk: either one of them lands at the base of a fresh
+# chunk (of at least 32 KB) or both fit in the current one.
+
+_SPACER_LOCALS = 1100  # slots of 8 bytes; a default chunk has 2048
+
+_spacer_namespace: dict[str, Any] = {}
+exec(  # noqa: S102 -- builds a function with a large frame, no user input
+    "def _spacer(fn, *args):\n"
+    "    return fn(*args)\n"
+    "    " + " = ".join(f"_slot{i}" for i in range(_SPACER_LOCALS)) + " = None\n",
+    _spacer_namespace)
+_spacer = _spacer_namespace["_spacer"]
+
+
+def with_stack_headroom(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, called where the interpreter's frame stack has room
+    for the frames *fn*'s loop creates (costs a few microseconds: use it
+    for loops over a whole DAG, not per node)."""
+    return _spacer(_spacer, fn, *args)
+
+
+def stack_headroom(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: run *func* through :func:`with_stack_headroom`."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return _spacer(_spacer, lambda: func(*args, **kwargs))
+    return wrapper
+
+# }}}

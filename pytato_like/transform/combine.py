@@ -1,0 +1,168 @@
+"""Mappers that combine the results of a node's children.
+
+:class:`CombineMapper` maps each node to ``combine(*results of its
+children)``; its subclasses here collect sets of nodes (dependencies,
+inputs, size parameters).
+
+Why the collectors are linear: mapping each node of a chain of *N* nodes to
+the frozenset of everything below it costs ``1 + 2 + ... + N`` -- quadratic.
+Called on a root (``mapper(expr)``), the collectors below therefore compute
+the root's answer with one traversal of the DAG instead. This fast path is
+taken only when the class does not override any mapping method, so user
+subclasses keep pytato's per-node semantics (and cost).
+
+Sets of nodes are built from one representative per structurally-equal class
+(see :func:`~pytato_like.transform._graph.structural_representatives`):
+a set containing two distinct-but-equal deep sub-DAGs would otherwise compare
+them with ``==``, a linear walk per insertion.
+
+.. autoclass:: CombineMapper
+    :members: combine
+.. autoclass:: DependencyMapper
+.. autoclass:: SubsetDependencyMapper
+.. autoclass:: InputGatherer
+.. autoclass:: SizeParamGatherer
+.. autofunction:: get_dependencies
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Any
+
+from pytato_like._traversal import topological_order
+from pytato_like.array import (
+    AbstractResultWithNamedArrays,
+    Array,
+    DictOfNamedArrays,
+    InputArgumentBase,
+    SizeParam,
+)
+from pytato_like.transform._graph import (
+    stack_headroom,
+    structural_representatives,
+    walk_children,
+)
+from pytato_like.transform.mapper import (
+    CachedMapper,
+    overrides_map_methods,
+    with_default_map_methods,
+)
+
+
+@with_default_map_methods
+class CombineMapper(CachedMapper):
+    """Maps a node to :meth:`combine` of the results of its children (the
+    arrays in its fields, including shape expressions and index arrays; a
+    :class:`~pytato_like.array.NamedArray` has the array it names as its
+    child, a :class:`~pytato_like.array.DictOfNamedArrays` its arrays).
+    Leaves map to ``combine()``."""
+
+    def combine(self, *args: Any) -> Any:
+        """Combine the results of the children of one node."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must define combine(*args)")
+
+    def _map_default(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
+            return self.map_foreign(expr, *args, **kwargs)
+        return self.combine(*(self.rec(child, *args, **kwargs)
+                              for child in walk_children(expr)))
+
+
+def _union(*args: frozenset) -> frozenset:
+    if not args:
+        return frozenset()
+    if len(args) == 1:
+        return args[0]
+    return reduce(frozenset.union, args)
+
+
+def _roots(expr: Any) -> list:
+    if isinstance(expr, DictOfNamedArrays):
+        return list(expr._data.values())
+    return [expr]
+
+
+class _NodeCollector(CombineMapper):
+    """A combine mapper whose result is the frozenset of the nodes of the
+    DAG (the node itself included) for which :meth:`_collects` holds."""
+
+    def _collects(self, expr: Any) -> bool:
+        raise NotImplementedError
+
+    def combine(self, *args: frozenset) -> frozenset:
+        return _union(*args)
+
+    def _map_default(self, expr: Any) -> frozenset:
+        below = super()._map_default(expr)
+        if isinstance(expr, Array) and self._collects(expr):
+            return below | {expr}
+        return below
+
+    def __call__(self, expr: Any) -> frozenset:
+        if overrides_map_methods(type(self), _NodeCollector) \
+                or not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
+            return self.rec(expr)
+        key = self.get_cache_key(expr)
+        if key not in self._cache:
+            self._cache[key] = self._collect_by_traversal(expr)
+            self._cached_nodes.append(expr)
+        return self._cache[key]
+
+    @stack_headroom
+    def _collect_by_traversal(self, expr: Any) -> frozenset:
+        order = topological_order(_roots(expr))
+        return frozenset(
+            rep for node, rep in zip(order, structural_representatives(order))
+            if node is rep and self._collects(node))
+
+
+class DependencyMapper(_NodeCollector):
+    """Maps an array to the frozenset of every array it depends on,
+    itself included (for a :class:`~pytato_like.array.DictOfNamedArrays`:
+    every array its results depend on).
+
+    .. warning:: This returns every node of the DAG. A
+       :class:`SubsetDependencyMapper` or a custom :class:`CombineMapper`
+       is often what is wanted.
+    """
+
+    def _collects(self, expr: Any) -> bool:
+        return True
+
+
+class SubsetDependencyMapper(_NodeCollector):
+    """Like :class:`DependencyMapper`, restricted to the arrays in
+    *universe*."""
+
+    def __init__(self, universe: frozenset) -> None:
+        super().__init__()
+        self.universe = universe
+
+    def _collects(self, expr: Any) -> bool:
+        return expr in self.universe
+
+
+class InputGatherer(_NodeCollector):
+    """Maps an array to the frozenset of the inputs
+    (:class:`~pytato_like.array.InputArgumentBase`: placeholders, data
+    wrappers, size parameters) it depends on."""
+
+    def _collects(self, expr: Any) -> bool:
+        return isinstance(expr, InputArgumentBase)
+
+
+class SizeParamGatherer(_NodeCollector):
+    """Maps an array to the frozenset of the
+    :class:`~pytato_like.array.SizeParam` it depends on."""
+
+    def _collects(self, expr: Any) -> bool:
+        return isinstance(expr, SizeParam)
+
+
+def get_dependencies(expr: DictOfNamedArrays) -> dict[str, frozenset]:
+    """For each name of *expr*, the arrays its result depends on (see
+    :class:`DependencyMapper`)."""
+    mapper = DependencyMapper()
+    return {name: mapper(ary) for name, ary in expr._data.items()}

@@ -1,0 +1,158 @@
+"""Mappers that rebuild a DAG: copies and rewrites.
+
+:class:`CopyMapper` rebuilds every node from its mapped children, generically
+over each node class's ``_fields`` table, so it handles every node class
+(also ones added later, such as the distributed nodes). A node whose
+children all map to themselves is returned as is (``replace_if_different``
+semantics), so an unmodified copy *is* the input DAG, object for object.
+Subclass it and override ``map_*`` methods to rewrite a DAG.
+
+.. autoclass:: CopyMapper
+.. autoclass:: CopyMapperWithExtraArgs
+.. autoclass:: EdgeCachedMapper
+    :members: handle_edge
+.. autoclass:: CachedMapAndCopyMapper
+.. autofunction:: copy_dict_of_named_arrays
+.. autofunction:: map_and_copy
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pytato_like.array import (
+    IDENTITY,
+    VALUE,
+    AbstractResultWithNamedArrays,
+    Array,
+    DictOfNamedArrays,
+    NamedArray,
+    map_arrays_in_field,
+)
+from pytato_like.transform.mapper import (
+    TransformMapper,
+    with_default_map_methods,
+)
+
+
+def rebuild_with(expr: Any, map_child: Callable[[Any], Any]) -> Any:
+    """*expr* with every child replaced by ``map_child(child)``; *expr*
+    itself when nothing changed.
+
+    Children are the arrays in the node's fields, for a
+    :class:`~pytato_like.array.NamedArray` its container, and for a
+    :class:`~pytato_like.array.DictOfNamedArrays` its arrays."""
+    t = type(expr)
+    if t is NamedArray:
+        container = map_child(expr._container)
+        if container is expr._container:
+            return expr
+        return NamedArray(container, expr.name, axes=expr.axes, tags=expr.tags)
+    if isinstance(expr, Array):
+        changes = None
+        for name, kind in t._fields:
+            if kind is VALUE or kind is IDENTITY:
+                continue
+            old = getattr(expr, name)
+            new = map_arrays_in_field(old, kind, map_child)
+            if new is not old:
+                if changes is None:
+                    changes = {}
+                changes[name] = new
+        return expr if changes is None else expr.copy(**changes)
+    if isinstance(expr, DictOfNamedArrays):
+        data = {name: map_child(ary) for name, ary in expr._data.items()}
+        if all(data[name] is ary for name, ary in expr._data.items()):
+            return expr
+        return DictOfNamedArrays(data, tags=expr.tags)
+    raise TypeError(f"cannot rebuild a {t.__name__}")
+
+
+@with_default_map_methods
+class CopyMapper(TransformMapper):
+    """Rebuilds a DAG; every ``map_*`` method maps the children with
+    :meth:`rec` and rebuilds the node if any child changed.
+
+    .. note:: This does not copy the data of a
+       :class:`~pytato_like.array.DataWrapper`.
+    """
+
+    def _map_default(self, expr: Any) -> Any:
+        if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
+            return self.map_foreign(expr)
+        return rebuild_with(expr, self.rec)
+
+
+@with_default_map_methods
+class CopyMapperWithExtraArgs(TransformMapper):
+    """Like :class:`CopyMapper`, but every method takes extra ``*args,
+    **kwargs``, which the default methods pass on unchanged to the
+    children. Results are cached per node and arguments (which must be
+    hashable)."""
+
+    def _map_default(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
+            return self.map_foreign(expr, *args, **kwargs)
+        return rebuild_with(expr, lambda child: self.rec(child, *args, **kwargs))
+
+
+@with_default_map_methods
+class EdgeCachedMapper(TransformMapper):
+    """Rebuilds a DAG calling :meth:`handle_edge` on every edge (user,
+    child); the value it returns replaces the child. Results are cached per
+    node."""
+
+    def handle_edge(self, expr: Any, child: Any) -> Any:
+        """What replaces *child* in the rebuilt *expr*; typically
+        ``self.rec(child)`` or something built from it."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must define handle_edge(expr, child)")
+
+    def _map_default(self, expr: Any) -> Any:
+        if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
+            return self.map_foreign(expr)
+        return rebuild_with(expr, lambda child: self.handle_edge(expr, child))
+
+
+class CachedMapAndCopyMapper(CopyMapper):
+    """Applies *map_fn* to each node, then copies what *map_fn* returned,
+    mapping its children the same way. Each node goes through *map_fn*
+    exactly once."""
+
+    def __init__(self, map_fn: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.map_fn = map_fn
+        self._fn_results: dict[int, Any] = {}
+
+    def _apply_map_fn(self, expr: Any) -> Any:
+        try:
+            return self._fn_results[id(expr)]
+        except KeyError:
+            result = self._fn_results[id(expr)] = self.map_fn(expr)
+            return result
+
+    def _descendants_to_premap(self, expr: Any) -> tuple:
+        # what gets mapped below a node are the children of map_fn's result
+        return super()._descendants_to_premap(self._apply_map_fn(expr))
+
+    def _map_uncached(self, expr: Any) -> Any:
+        mapped = self._apply_map_fn(expr)
+        del self._fn_results[id(expr)]
+        return super()._map_uncached(mapped)
+
+
+def copy_dict_of_named_arrays(source_dict: DictOfNamedArrays,
+                              copy_mapper: CopyMapper) -> DictOfNamedArrays:
+    """A :class:`~pytato_like.array.DictOfNamedArrays` of the arrays of
+    *source_dict* mapped by *copy_mapper*."""
+    if not source_dict:
+        return DictOfNamedArrays({}, tags=source_dict.tags)
+    data = {name: copy_mapper(ary) for name, ary in source_dict._data.items()}
+    return DictOfNamedArrays(data, tags=source_dict.tags)
+
+
+def map_and_copy(expr: Any, map_fn: Callable[[Any], Any]) -> Any:
+    """A copy of *expr* with every node reachable from it mapped through
+    *map_fn* (once per node; see :class:`CachedMapAndCopyMapper`)."""
+    return CachedMapAndCopyMapper(map_fn)(expr)

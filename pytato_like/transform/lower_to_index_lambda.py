@@ -1,0 +1,342 @@
+"""Lowering one array node to an equivalent
+:class:`~pytato_like.array.IndexLambda`.
+
+Every node that computes something from its operands can be written as a
+scalar expression of its output indices. The lowered lambda reads the same
+operands (bound as ``_in0``, ``_in1``, ...; size parameters in symbolic
+extents get their own bindings), has the node's shape, dtype, axes and tags,
+and evaluates to the same values:
+
+==============================  ==========================================
+node                            value at output index ``(_0, _1, ...)``
+==============================  ==========================================
+Einsum                          sum over ``_r0, ...`` of the product of the
+                                operands (broadcast axes read index 0),
+                                each cast to the result dtype
+Reshape                         the operand at the index with the same
+                                position in C (or F) order
+AxisPermutation                 the operand at the permuted index
+Roll                            ``(i - shift) mod n`` along the axis
+BasicIndex                      ``start + step * i`` per slice, the integer
+                                per integer index
+AdvancedIndexIn...Axes          the index arrays read at the broadcast
+                                index axes (negative entries wrap, as in
+                                NumPy)
+Concatenate                     an ``If`` chain on the position along the
+                                axis, the operand shifted by its offset
+Stack                           an ``If`` chain on the stacking index
+NamedArray                      the array it names
+==============================  ==========================================
+
+Inputs (placeholders, data wrappers, size parameters), receives and
+send-reference holders have no expression to lower and raise
+:class:`~pytato_like.diagnostic.CannotBeLoweredToIndexLambda`.
+
+.. autofunction:: to_index_lambda
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pymbolic.primitives as prim
+from pytools import UniqueNameGenerator
+
+from pytato_like.array import (
+    Array,
+    EinsumElementwiseAxis,
+    IndexLambda,
+    NormalizedSlice,
+)
+from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
+from pytato_like.reductions import AnyReductionOperation, SumReductionOperation
+from pytato_like.scalar_expr import (
+    TypeCast,
+    index_var,
+    index_vars,
+    make_reduce,
+    reduction_var,
+)
+from pytato_like.utils import (
+    _is_one,
+    dim_to_index_lambda_components,
+    get_shape_after_broadcasting,
+)
+
+# {{{ index arithmetic that stays readable for static extents
+
+
+def _add(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if isinstance(b, int) and b == 0:
+        return a
+    if isinstance(a, int) and a == 0:
+        return b
+    return prim.Sum((a, b))
+
+
+def _mul(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if isinstance(a, int) and a == 1:
+        return b
+    if isinstance(b, int) and b == 1:
+        return a
+    if (isinstance(a, int) and a == 0) or (isinstance(b, int) and b == 0):
+        return 0
+    return prim.Product((a, b))
+
+
+def _neg(a: Any) -> Any:
+    return -a if isinstance(a, int) else prim.Product((-1, a))
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    if isinstance(b, int) and b == 1:
+        return a
+    return prim.FloorDiv(a, b)
+
+
+def _mod(a: Any, b: Any) -> Any:
+    return prim.Remainder(a, b)
+
+# }}}
+
+
+class _LambdaBuilder:
+    """Collects the bindings of one lambda: arrays (each once) as
+    ``_in<k>``, size parameters of symbolic extents under fresh names."""
+
+    def __init__(self) -> None:
+        self.bindings: dict[str, Array] = {}
+        self._name_of: dict[int, str] = {}
+        self._vng = UniqueNameGenerator()
+
+    def read(self, ary: Array, index: list | tuple, dtype=None) -> Any:
+        name = self._name_of.get(id(ary))
+        if name is None:
+            name = self._vng(f"_in{len(self.bindings)}")
+            self._name_of[id(ary)] = name
+            self.bindings[name] = ary
+        access = (prim.Subscript(prim.Variable(name), tuple(index))
+                  if ary.ndim else prim.Variable(name))
+        if dtype is not None and ary.dtype != dtype:
+            access = TypeCast(dtype, access)
+        return access
+
+    def dim(self, d: Any) -> Any:
+        """A scalar expression for the extent *d* (int or size expression)."""
+        if not isinstance(d, Array):
+            return int(d)
+        expr, bindings = dim_to_index_lambda_components(d, self._vng)
+        self.bindings.update(bindings)
+        return expr
+
+    def build(self, node: Array, expr: Any, var_to_reduction_descr=None
+              ) -> IndexLambda:
+        return IndexLambda(expr, node.shape, node.dtype, self.bindings,
+                           var_to_reduction_descr, axes=node.axes,
+                           tags=node.tags)
+
+
+# {{{ one function per node class
+
+def _lower_einsum(expr) -> IndexLambda:
+    b = _LambdaBuilder()
+    extents = expr._get_reduction_extents()
+    factors = []
+    for acc, arg in zip(expr.access_descriptors, expr.args, strict=True):
+        index = []
+        for descr, dim in zip(acc, arg.shape, strict=True):
+            if isinstance(descr, EinsumElementwiseAxis):
+                full, var = expr.shape[descr.dim], index_var(descr.dim)
+            else:
+                full, var = extents[descr], reduction_var(descr.dim)
+            # a unit axis against a longer one broadcasts, as in NumPy
+            index.append(0 if _is_one(dim) and not _is_one(full) else var)
+        factors.append(b.read(arg, index, expr.dtype))
+    body = factors[0] if len(factors) == 1 else prim.Product(tuple(factors))
+    if not extents:
+        return b.build(expr, body)
+    op = AnyReductionOperation if expr.dtype.kind == "b" else SumReductionOperation
+    if op is AnyReductionOperation and len(factors) > 1:
+        body = prim.LogicalAnd(tuple(factors))
+    descrs = sorted(extents, key=lambda d: d.dim)
+    bounds = {reduction_var(d.dim).name: (0, b.dim(extents[d])) for d in descrs}
+    var_to_descr = {reduction_var(d.dim).name: expr.redn_axis_to_redn_descr[d]
+                    for d in descrs}
+    return b.build(expr, make_reduce(body, op, bounds), var_to_descr)
+
+
+def _flat_index(shape_exprs: list, vars_: list, order: str) -> Any:
+    """Position of the index *vars_* in an array of extents *shape_exprs*
+    laid out in *order*."""
+    axes = range(len(shape_exprs))
+    if order == "F":
+        axes = reversed(axes)
+    flat: Any = 0
+    for i in axes:
+        flat = _add(_mul(flat, shape_exprs[i]), vars_[i])
+    return flat
+
+
+def _lower_reshape(expr) -> IndexLambda:
+    b = _LambdaBuilder()
+    ary = expr.array
+    out_dims = [b.dim(d) for d in expr.shape]
+    out_vars = [0 if _is_one(d) else index_var(i) for i, d in enumerate(expr.shape)]
+    flat = _flat_index(out_dims, out_vars, expr.order)
+    in_dims = [b.dim(d) for d in ary.shape]
+    n = len(in_dims)
+    axes = list(range(n)) if expr.order == "C" else list(range(n))[::-1]
+    # axes[0] varies slowest; stride of axes[k] = product of later extents
+    index: list[Any] = [0] * n
+    stride: Any = 1
+    for k in reversed(range(n)):
+        ax = axes[k]
+        if _is_one(ary.shape[ax]):
+            index[ax] = 0
+        else:
+            pos = _floordiv(flat, stride)
+            index[ax] = pos if k == 0 else _mod(pos, in_dims[ax])
+        stride = _mul(stride, in_dims[ax])
+    return b.build(expr, b.read(ary, index))
+
+
+def _lower_axis_permutation(expr) -> IndexLambda:
+    b = _LambdaBuilder()
+    index: list[Any] = [None] * expr.ndim
+    for out_axis, in_axis in enumerate(expr.axis_permutation):
+        index[in_axis] = index_var(out_axis)
+    return b.build(expr, b.read(expr.array, index))
+
+
+def _lower_roll(expr) -> IndexLambda:
+    b = _LambdaBuilder()
+    index: list[Any] = list(index_vars(expr.ndim))
+    dim = expr.array.shape[expr.axis]
+    var = index_var(expr.axis)
+    if isinstance(dim, Array):
+        n = b.dim(dim)
+        # (i - shift) mod n, kept non-negative for C-style remainders too
+        index[expr.axis] = _mod(_add(_add(var, n), _neg(_mod(expr.shift, n))), n)
+    elif dim > 0 and expr.shift % dim:
+        index[expr.axis] = _mod(_add(var, dim - expr.shift % dim), dim)
+    return b.build(expr, b.read(expr.array, index))
+
+
+def _lower_basic_index(expr) -> IndexLambda:
+    b = _LambdaBuilder()
+    index: list[Any] = []
+    out_axis = 0
+    for idx in expr.indices:
+        if isinstance(idx, NormalizedSlice):
+            index.append(_add(idx.start, _mul(idx.step, index_var(out_axis))))
+            out_axis += 1
+        else:
+            index.append(idx)
+    return b.build(expr, b.read(expr.array, index))
+
+
+def _lower_advanced_index(expr) -> IndexLambda:
+    b = _LambdaBuilder()
+    indices = expr.indices
+    ary = expr.array
+    adv_shape = get_shape_after_broadcasting(
+        [i for i in indices if isinstance(i, Array)])
+    n_adv = len(adv_shape)
+    contiguous = expr._mapper_method == "map_contiguous_advanced_index"
+    first_adv = next(i for i, idx in enumerate(indices)
+                     if not isinstance(idx, NormalizedSlice))
+    adv_start = first_adv if contiguous else 0
+    slice_axis = 0 if contiguous else n_adv  # next output axis of a slice
+    index: list[Any] = []
+    for pos, (idx, dim) in enumerate(zip(indices, ary.shape, strict=True)):
+        if isinstance(idx, NormalizedSlice):
+            if contiguous and pos > first_adv and slice_axis < adv_start + n_adv:
+                slice_axis = adv_start + n_adv
+            index.append(_add(idx.start, _mul(idx.step, index_var(slice_axis))))
+            slice_axis += 1
+        elif isinstance(idx, Array):
+            offset = adv_start + n_adv - idx.ndim
+            sub = [0 if _is_one(d) and not _is_one(adv_shape[n_adv - idx.ndim + k])
+                   else index_var(offset + k) for k, d in enumerate(idx.shape)]
+            value = b.read(idx, sub)
+            # negative entries count from the end, as in NumPy
+            index.append(prim.If(prim.Comparison(value, "<", 0),
+                                 _add(value, b.dim(dim)), value))
+        else:
+            index.append(idx)
+    return b.build(expr, b.read(ary, index))
+
+
+def _lower_concatenate(expr) -> IndexLambda:
+    b = _LambdaBuilder()
+    axis = expr.axis
+    var = index_var(axis)
+    offsets: list[Any] = []
+    offset: Any = 0
+    for ary in expr.arrays:
+        offsets.append(offset)
+        offset = _add(offset, b.dim(ary.shape[axis]))
+
+    def piece(k: int) -> Any:
+        index: list[Any] = list(index_vars(expr.ndim))
+        index[axis] = _add(var, _neg(offsets[k]))
+        return b.read(expr.arrays[k], index, expr.dtype)
+
+    result = piece(len(expr.arrays) - 1)
+    for k in reversed(range(len(expr.arrays) - 1)):
+        result = prim.If(prim.Comparison(var, "<", offsets[k + 1]), piece(k), result)
+    return b.build(expr, result)
+
+
+def _lower_stack(expr) -> IndexLambda:
+    b = _LambdaBuilder()
+    axis = expr.axis
+    out_vars = index_vars(expr.ndim)
+    index = [*out_vars[:axis], *out_vars[axis + 1:]]
+    pieces = [b.read(ary, index, expr.dtype) for ary in expr.arrays]
+    result = pieces[-1]
+    for k in reversed(range(len(pieces) - 1)):
+        result = prim.If(prim.Comparison(out_vars[axis], "==", k), pieces[k], result)
+    return b.build(expr, result)
+
+
+def _lower_named_array(expr) -> IndexLambda:
+    b = _LambdaBuilder()
+    return b.build(expr, b.read(expr.expr, index_vars(expr.ndim)))
+
+
+_LOWERINGS = {
+    "map_einsum": _lower_einsum,
+    "map_reshape": _lower_reshape,
+    "map_axis_permutation": _lower_axis_permutation,
+    "map_roll": _lower_roll,
+    "map_basic_index": _lower_basic_index,
+    "map_contiguous_advanced_index": _lower_advanced_index,
+    "map_non_contiguous_advanced_index": _lower_advanced_index,
+    "map_concatenate": _lower_concatenate,
+    "map_stack": _lower_stack,
+    "map_named_array": _lower_named_array,
+}
+
+# }}}
+
+
+def to_index_lambda(expr: Array) -> IndexLambda:
+    """*expr* as an :class:`~pytato_like.array.IndexLambda` computing the
+    same values (the node itself if it is one); raises
+    :class:`~pytato_like.diagnostic.CannotBeLoweredToIndexLambda` for nodes
+    without an expression (inputs, receives, send-reference holders)."""
+    if isinstance(expr, IndexLambda):
+        return expr
+    lower = _LOWERINGS.get(getattr(expr, "_mapper_method", None))
+    if lower is None:
+        what = (f"{type(expr).__name__} of shape {expr.shape}, dtype "
+                f"{expr.dtype}" if isinstance(expr, Array)
+                else f"object of type {type(expr).__name__}")
+        raise CannotBeLoweredToIndexLambda(
+            f"a {what} cannot be lowered to an IndexLambda")
+    return lower(expr)

@@ -1,0 +1,127 @@
+"""Materialization by the MPMS rule (multiple predecessors, multiple
+successors).
+
+:func:`materialize_with_mpms` tags with :class:`~pytato_like.tags.ImplStored`
+every array that has more than one *materialized predecessor* and more than
+one *successor*, deciding greedily from the inputs towards the outputs:
+
+* A node's **successors** are its uses as a data operand (one per binding,
+  einsum argument, indexed array, index array, concatenated array, ...;
+  using an array twice counts twice), plus one per entry of the result
+  :class:`~pytato_like.array.DictOfNamedArrays` that names it (an
+  :class:`~pytato_like.array.Array` passed alone is one result).
+* The **materialized** nodes are the inputs
+  (:class:`~pytato_like.array.InputArgumentBase`) and receives, the nodes
+  already tagged :class:`~pytato_like.tags.ImplStored`, and the nodes this
+  rule selects.
+* A node's **materialized predecessors** are the distinct materialized
+  nodes reachable from it through non-materialized data operands only: the
+  operand itself if it is materialized, otherwise that operand's
+  materialized predecessors.
+
+Shape expressions are neither operands nor tagged. The rule only needs to
+know whether a node has zero, one, or more than one materialized
+predecessors, so each node carries at most one of them (or "many") and the
+pass is linear in the size of the DAG.
+
+.. autofunction:: materialize_with_mpms
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytato_like.array import Array, DictOfNamedArrays, InputArgumentBase
+from pytato_like.diagnostic import NotAnArrayError
+from pytato_like.tags import ImplStored
+from pytato_like.transform._graph import data_operands, stack_headroom, toposort
+from pytato_like.transform.copy import CopyMapper
+
+_MANY = object()  # "more than one materialized predecessor"
+
+
+def _is_materialized_leaf(expr: Array) -> bool:
+    return (isinstance(expr, InputArgumentBase)
+            or expr._mapper_method == "map_distributed_recv")
+
+
+@stack_headroom
+def mpms_selection(roots: list[Array], output_uses: dict[int, int]
+                   ) -> set[int]:
+    """The ids of the nodes below *roots* that the MPMS rule materializes;
+    *output_uses* counts result entries per node id."""
+    order = toposort(roots, data_operands)
+    nsuccessors = dict(output_uses)
+    for node in order:
+        for operand in data_operands(node):
+            nsuccessors[id(operand)] = nsuccessors.get(id(operand), 0) + 1
+
+    # id -> None (no materialized predecessor), a node id (exactly one) or
+    # _MANY; for a materialized node: its own id, which is what users see
+    frontier: dict[int, Any] = {}
+    selected: set[int] = set()
+    for node in order:
+        if _is_materialized_leaf(node):
+            frontier[id(node)] = id(node)
+            continue
+        preds: Any = None
+        for operand in data_operands(node):
+            f = frontier[id(operand)]
+            if f is None or f == preds:
+                continue
+            if preds is None:
+                preds = f
+            else:
+                preds = _MANY
+                break
+        if (preds is _MANY and nsuccessors.get(id(node), 0) > 1) \
+                or node.tags_of_type(ImplStored):
+            if preds is _MANY and nsuccessors.get(id(node), 0) > 1:
+                selected.add(id(node))
+            frontier[id(node)] = id(node)
+        else:
+            frontier[id(node)] = preds
+    return selected
+
+
+class _Tagger(CopyMapper):
+    """Copies a DAG, adding :class:`~pytato_like.tags.ImplStored` to the
+    nodes whose ids are given."""
+
+    def __init__(self, ids: set[int]) -> None:
+        super().__init__()
+        self.ids = ids
+
+    def _map_default(self, expr: Any) -> Any:
+        result = super()._map_default(expr)
+        if id(expr) in self.ids:
+            result = result.tagged(ImplStored())
+        return result
+
+
+def materialize_with_mpms(expr: DictOfNamedArrays | Array) -> DictOfNamedArrays | Array:
+    """*expr* with :class:`~pytato_like.tags.ImplStored` added to the nodes
+    the MPMS rule selects (see the module documentation).
+
+    .. warning::
+
+        The rule is greedy and can be too eager: with inputs ``I1``, ``I2``
+        feeding ``T`` whose two users are the outputs ``O1``, ``O2``,
+        storing ``T`` costs one write more than recomputing it in each
+        output (4 reads and 3 writes instead of 4 reads and 2 writes).
+    """
+    if isinstance(expr, DictOfNamedArrays):
+        roots = list(expr._data.values())
+    elif isinstance(expr, Array):
+        roots = [expr]
+    else:
+        raise NotAnArrayError(
+            f"materialize_with_mpms expects a DictOfNamedArrays or an Array, "
+            f"got a {type(expr).__name__}")
+    output_uses: dict[int, int] = {}
+    for ary in roots:  # an Array passed alone is one result
+        output_uses[id(ary)] = output_uses.get(id(ary), 0) + 1
+    selected = mpms_selection(roots, output_uses)
+    if not selected:
+        return expr
+    return _Tagger(selected)(expr)

@@ -1,0 +1,91 @@
+"""The DAG as a mapping from each node to its users.
+
+.. autoclass:: UsersCollector
+.. autofunction:: tag_user_nodes
+.. autofunction:: rec_get_user_nodes
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytato_like._traversal import topological_order
+from pytato_like.array import Array, DictOfNamedArrays
+from pytato_like.transform._graph import (
+    stack_headroom,
+    structural_representatives,
+    walk_children,
+)
+
+
+class UsersCollector:
+    """Maps a DAG to :attr:`node_to_users`: each node that is used to the
+    set of nodes using its value (the arrays referring to it in their
+    fields, including shape expressions and index arrays; a
+    :class:`~pytato_like.array.DictOfNamedArrays` passed as root uses its
+    arrays). Nodes are keys up to structural equality, as in pytato.
+
+    .. attribute:: node_to_users
+    """
+
+    def __init__(self) -> None:
+        self.node_to_users: dict[Any, set[Any]] = {}
+
+    @stack_headroom
+    def __call__(self, expr: Array | DictOfNamedArrays) -> None:
+        roots = (list(expr._data.values()) if isinstance(expr, DictOfNamedArrays)
+                 else [expr])
+        order = topological_order(roots)
+        # keys and set members are one representative per equal class, so
+        # building the mapping never compares distinct-but-equal sub-DAGs
+        rep_of = {id(node): rep for node, rep
+                  in zip(order, structural_representatives(order))}
+        node_to_users = self.node_to_users
+        for node in order:
+            user = rep_of[id(node)]
+            for child in walk_children(node):
+                node_to_users.setdefault(rep_of[id(child)], set()).add(user)
+        if isinstance(expr, DictOfNamedArrays):
+            for ary in roots:
+                node_to_users.setdefault(rep_of[id(ary)], set()).add(expr)
+
+    rec = __call__
+
+
+def tag_user_nodes(graph: Mapping[Any, set[Any]], tag: Any, starting_point: Any,
+                   node_to_tags: dict[Any, set[Any]] | None = None
+                   ) -> dict[Any, set[Any]]:
+    """Add *tag* to the tag set of *starting_point* and of every node
+    reachable from it in *graph* (a mapping from a node to the nodes its
+    edges lead to, e.g. :attr:`UsersCollector.node_to_users`). Returns
+    *node_to_tags* (a new dict when None)."""
+    if node_to_tags is None:
+        node_to_tags = {}
+    seen: set[int] = set()
+    stack = [starting_point]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        node_to_tags.setdefault(node, set()).add(tag)
+        stack.extend(graph.get(node, ()))
+    return node_to_tags
+
+
+def rec_get_user_nodes(expr: Array | DictOfNamedArrays, node: Any) -> frozenset:
+    """Every node of *expr* that uses the value of *node*, directly or
+    indirectly (*node* itself excluded)."""
+    collector = UsersCollector()
+    collector(expr)
+    users = collector.node_to_users
+    result: set[Any] = set()
+    stack = list(users.get(node, ()))
+    while stack:
+        user = stack.pop()
+        if user in result:
+            continue
+        result.add(user)
+        stack.extend(users.get(user, ()))
+    return frozenset(result)

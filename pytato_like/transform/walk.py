@@ -1,0 +1,199 @@
+"""Mappers that walk a DAG for their side effects.
+
+A walk calls :meth:`WalkMapper.visit` on a node (pre-order; returning False
+skips the node's children), walks the children, then calls
+:meth:`WalkMapper.post_visit`. :class:`WalkMapper` visits a node once per
+path reaching it, as pytato does; :class:`CachedWalkMapper` once overall.
+
+The built-in walk runs on an explicit stack, so any depth works. A subclass
+that overrides a ``map_*`` method gets that method called for the nodes of
+that class; when such methods call :meth:`~WalkMapper.rec` on nested chains
+more than :data:`~pytato_like.transform.mapper.MAX_REC_NESTING` deep, the
+deeper walks are deferred until the current one finishes (a walk returns
+nothing, so only the order of visits changes, never which visits happen).
+
+.. autoclass:: WalkMapper
+    :members: visit, post_visit, rec
+.. autoclass:: CachedWalkMapper
+.. autoclass:: TopoSortMapper
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytato_like.transform._graph import walk_children, with_stack_headroom
+from pytato_like.transform.mapper import (
+    MAX_REC_NESTING,
+    Mapper,
+    is_default_map_method,
+    with_default_map_methods,
+)
+
+
+_STEPS_BEFORE_HEADROOM = 1024
+
+
+class _PostVisit:
+    __slots__ = ("node",)
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+
+@with_default_map_methods
+class WalkMapper(Mapper):
+    """Walks the DAG, calling :meth:`visit` before and :meth:`post_visit`
+    after the children of each node, once per path reaching the node."""
+
+    # class-level defaults: subclasses often skip ``super().__init__()``
+    _walk_depth = 0
+    _deferred: list | None = None
+
+    def visit(self, expr: Any, *args: Any, **kwargs: Any) -> bool:
+        """Called before the children of *expr* are walked; return False to
+        skip them (and :meth:`post_visit`)."""
+        return True
+
+    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        """Called after the children of *expr* were walked."""
+
+    def _map_default(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        # Only runs when a subclass calls e.g. ``super().map_einsum(expr)``:
+        # the walk itself inlines this behaviour on its explicit stack.
+        if not self.visit(expr, *args, **kwargs):
+            return
+        for child in walk_children(expr):
+            self.rec(child, *args, **kwargs)
+        self.post_visit(expr, *args, **kwargs)
+
+    # {{{ the walk
+
+    def _already_walked(self, expr: Any, args: tuple, kwargs: dict) -> bool:
+        return False
+
+    def _mark_walked(self, expr: Any, args: tuple, kwargs: dict) -> None:
+        pass
+
+    def _overriding_method(self, expr: Any):
+        """The subclass's method for *expr*, or None where the built-in walk
+        applies."""
+        name = getattr(expr, "_mapper_method", None)
+        if name is None:
+            return self.map_foreign
+        func = getattr(type(self), name, None)
+        if func is None:
+            func = type(self).handle_unsupported_array
+            name = "handle_unsupported_array"
+        if is_default_map_method(func):
+            return None
+        return getattr(self, name)
+
+    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        """Walk the DAG below *expr* (inclusive)."""
+        depth = self._walk_depth
+        if depth > MAX_REC_NESTING:
+            # reached through a deep chain of overridden map_* methods
+            self._deferred.append((expr, args, kwargs))
+            return
+        # the outermost walk owns the list of deferred walks and runs them
+        owner = self._deferred is None
+        if owner:
+            self._deferred = []
+        try:
+            self._walk(expr, args, kwargs)
+            if owner:
+                deferred = self._deferred
+                while deferred:
+                    node, node_args, node_kwargs = deferred.pop()
+                    self._walk(node, node_args, node_kwargs)
+        finally:
+            if owner:
+                self._deferred = None
+
+    def _walk(self, root: Any, args: tuple, kwargs: dict) -> None:
+        stack: list[Any] = [root]
+        # small walks run right here; long ones continue where the frame
+        # stack has room (see _graph.with_stack_headroom)
+        if not self._walk_steps(stack, args, kwargs, _STEPS_BEFORE_HEADROOM):
+            with_stack_headroom(self._walk_steps, stack, args, kwargs, None)
+
+    def _walk_steps(self, stack: list, args: tuple, kwargs: dict,
+                    budget: int | None) -> bool:
+        """Process *stack* (nodes and post-visit markers); with a *budget*,
+        stop after that many items and return False if unfinished."""
+        visit = self.visit
+        post_visit = self.post_visit
+        while stack:
+            if budget is not None:
+                budget -= 1
+                if budget < 0:
+                    return False
+            item = stack.pop()
+            if type(item) is _PostVisit:
+                post_visit(item.node, *args, **kwargs)
+                continue
+            if self._already_walked(item, args, kwargs):
+                continue
+            self._mark_walked(item, args, kwargs)
+            method = self._overriding_method(item)
+            if method is not None:
+                self._walk_depth += 1
+                try:
+                    method(item, *args, **kwargs)
+                finally:
+                    self._walk_depth -= 1
+                continue
+            if not visit(item, *args, **kwargs):
+                continue
+            stack.append(_PostVisit(item))
+            children = walk_children(item)
+            # reversed: the first child is walked first, as in a recursion
+            stack.extend(children[::-1])
+        return True
+
+    # }}}
+
+
+class CachedWalkMapper(WalkMapper):
+    """A :class:`WalkMapper` that walks each node (per distinct extra
+    arguments) only once, also across calls."""
+
+    def __init__(self) -> None:
+        self._visited: set[Any] = set()
+        # keeps visited nodes alive, so that their ids stay unique
+        self._visited_nodes: list[Any] = []
+
+    def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs:
+            return (id(expr), args, tuple(sorted(kwargs.items())))
+        return id(expr)
+
+    def _already_walked(self, expr: Any, args: tuple, kwargs: dict) -> bool:
+        return self.get_cache_key(expr, *args, **kwargs) in self._visited
+
+    def _mark_walked(self, expr: Any, args: tuple, kwargs: dict) -> None:
+        self._visited.add(self.get_cache_key(expr, *args, **kwargs))
+        self._visited_nodes.append(expr)
+
+    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        if self.get_cache_key(expr, *args, **kwargs) in self._visited:
+            return
+        super().rec(expr, *args, **kwargs)
+
+
+class TopoSortMapper(CachedWalkMapper):
+    """Collects the nodes in :attr:`topological_order`: every node after
+    all the nodes it refers to (a
+    :class:`~pytato_like.array.DictOfNamedArrays` walked as root comes
+    last).
+
+    .. attribute:: topological_order
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.topological_order: list[Any] = []
+
+    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        self.topological_order.append(expr)
