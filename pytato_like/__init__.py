@@ -105,6 +105,7 @@ from pytato_like.pad import pad
 from pytato_like.reductions import all, amax, amin, any, mean, prod, sum  # noqa: A004
 from pytato_like.target import BoundProgram, Target
 from pytato_like.target.numpy import NumpyTarget, generate_numpy, generate_numpy_like
+from pytato_like.target.loopy import LoopyPyOpenCLTarget, generate_loopy
 from pytato_like.visualization import (
     get_ascii_graph,
     get_dot_graph,
@@ -152,12 +153,12 @@ __all__ = [
     "DictOfNamedArrays", "Einsum", "EinsumAxisDescriptor",
     "EinsumElementwiseAxis", "EinsumReductionAxis", "IndexBase", "IndexLambda",
     "IndexRemappingBase", "InputArgumentBase", "NamedArray", "NormalizedSlice",
-    "NumpyTarget", "Placeholder", "ReductionDescriptor", "Reshape", "Roll",
+    "LoopyPyOpenCLTarget", "NumpyTarget", "Placeholder", "ReductionDescriptor", "Reshape", "Roll",
     "SizeParam", "Stack", "Target",
     "abs", "all", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan",
     "arctan2", "broadcast_to", "concatenate", "conj", "cos", "cosh",
     "diagnostic", "dot", "einsum", "equal", "exp", "expand_dims", "eye", "full",
-    "full_like", "generate_numpy", "generate_numpy_like", "greater",
+    "full_like", "generate_loopy", "generate_numpy", "generate_numpy_like", "greater",
     "greater_equal", "imag", "isnan", "less", "less_equal", "log", "log10",
     "logical_and", "logical_not", "logical_or", "make_data_wrapper",
     "make_dict_of_named_arrays", "make_placeholder", "make_size_param",

@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from pytato_like.target import BoundProgram, check_input_value
-from pytato_like.target.loopy.codegen import KernelSource, ProgramPlan
-from pytato_like.target.loopy.lowering import storage_dtype
+from pytato_like.target.loopy.codegen import KernelSource, ProgramPlan, storage_dtype
 
 # context -> memory pool (one per context, shared by all programs)
 _POOLS: dict[Any, Any] = {}

@@ -44,7 +44,12 @@ from pytato_like.array import (
     Placeholder,
     SizeParam,
 )
-from pytato_like.target.loopy.lowering import NodeLowerer, storage_dtype
+
+
+def storage_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype an array of *dtype* has in generated code (booleans are
+    bytes: OpenCL has no boolean buffers)."""
+    return np.dtype(np.int8) if dtype == np.bool_ else dtype
 
 _C_KEYWORDS = frozenset("""auto break case char const continue default do double
 else enum extern float for goto if inline int long register restrict return
@@ -200,6 +205,7 @@ class _Builder:
     def build(self) -> ProgramPlan:
         from pytato_like._traversal import topological_order
         from pytato_like.target import gather_program_inputs
+        from pytato_like.target.loopy.lowering import NodeLowerer
         from pytato_like.transform.materialize_cost import decide_storage
 
         t0 = time.perf_counter()

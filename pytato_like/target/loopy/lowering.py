@@ -73,10 +73,7 @@ _FUNCTION_NAMES = {
 }
 
 
-def storage_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype an array of *dtype* has in generated code (booleans are
-    bytes: OpenCL has no boolean buffers)."""
-    return np.dtype(np.int8) if dtype == BOOL else dtype
+from pytato_like.target.loopy.codegen import storage_dtype  # noqa: E402, F401
 
 
 def _real_dtype(dtype: np.dtype) -> np.dtype:
