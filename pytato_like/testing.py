@@ -246,6 +246,9 @@ class _DrawnChoices(_Choices):
     def integer(self, lo: int, hi: int) -> int:
         return self._draw(self._st.integers(lo, hi))
 
+    def choice(self, options: Sequence[Any]) -> Any:
+        return self._draw(self._st.sampled_from(options))
+
 
 @dataclasses.dataclass
 class _Value:
