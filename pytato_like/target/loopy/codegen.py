@@ -321,7 +321,7 @@ class _Builder:
     # {{{ levels, storage classes, chunks
 
     def _assemble(self, insns, insn_of, stored, costs, out_buffer):
-        max_insns = int(self.options.get("max_instructions_per_kernel", 48))
+        max_insns = int(self.options.get("max_instructions_per_kernel", 128))
 
         def same_shape(a, b):
             if len(a) != len(b):

@@ -1,0 +1,261 @@
+"""Execution speed of the loopy/OpenCL target against NumPy eager and the
+memory-bandwidth floor.
+
+Programs (all float64):
+
+(a) ``fields``: 4 fields of 2*10^6 elements, each updated 20 times from the
+    others -- memory bound; fused into one kernel with the intermediates in
+    registers, it should move only 4 reads + 4 writes.
+(b) ``dg``: ``u <- u + dt * einsum("ij,ej->ei", D, u)`` with a 35x35 ``D``
+    and 5*10^4 elements, 3 steps.
+(c) ``heat``: 10 explicit steps of the 2-D heat equation on 1024^2 written
+    with ``roll``.
+
+For each: time per run of NumPy eager and of the compiled program (median
+of several runs after a warm-up), their ratio, the bandwidth floor (minimal
+bytes moved / measured ``np.copyto`` bandwidth) and the fraction of it
+reached, the cold compile time (empty cache, includes the OpenCL build) and
+the warm start (a new process with the cache filled: ``generate_loopy`` to
+the end of the first launch).
+
+Run: ``python -m bench.bench_execution [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def _median_time(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def copy_bandwidth(nbytes: int = 64 * 2**20, repeat: int = 7) -> float:
+    """Bytes per second moved by ``np.copyto`` (read + write)."""
+    src = np.ones(nbytes // 8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    t = _median_time(lambda: np.copyto(dst, src), repeat)
+    return 2 * src.nbytes / t
+
+
+# {{{ programs: (lazy builder, numpy eager, inputs, minimal bytes)
+
+def program_fields(n: int = 2_000_000, steps: int = 20):
+    def step(u, v, w, p, mod):
+        return (u + 0.1 * (v - w), v + 0.1 * (w - p), w + 0.1 * (p - u),
+                p + 0.1 * (u - v))
+
+    def lazy():
+        import pytato_like as pt
+        fs = [pt.make_placeholder(name, (n,), np.float64) for name in "uvwp"]
+        for _ in range(steps):
+            fs = step(*fs, pt)
+        return pt.make_dict_of_named_arrays(dict(zip("uvwp", fs, strict=True)))
+
+    def eager(u, v, w, p):
+        fs = (u, v, w, p)
+        for _ in range(steps):
+            fs = step(*fs, np)
+        return fs
+
+    rng = np.random.default_rng(0)
+    inputs = {name: rng.standard_normal(n) for name in "uvwp"}
+    return lazy, eager, inputs, 8 * n * 8
+
+
+def program_dg(n_el: int = 50_000, n_dof: int = 35, steps: int = 3):
+    rng = np.random.default_rng(1)
+    d_mat = rng.standard_normal((n_dof, n_dof)) / n_dof
+    dt = 0.01
+
+    def lazy():
+        import pytato_like as pt
+        u = pt.make_placeholder("u", (n_el, n_dof), np.float64)
+        d = pt.make_data_wrapper(d_mat)
+        for _ in range(steps):
+            u = u + dt * pt.einsum("ij,ej->ei", d, u)
+        return u
+
+    def eager(u):
+        for _ in range(steps):
+            u = u + dt * np.einsum("ij,ej->ei", d_mat, u)
+        return u
+
+    return lazy, eager, {"u": rng.standard_normal((n_el, n_dof))}, \
+        2 * n_el * n_dof * 8
+
+
+def program_heat(n: int = 1024, steps: int = 10):
+    c = 0.1
+
+    def step(u, m):
+        return u + c * (m.roll(u, 1, axis=0) + m.roll(u, -1, axis=0)
+                        + m.roll(u, 1, axis=1) + m.roll(u, -1, axis=1) - 4 * u)
+
+    def lazy():
+        import pytato_like as pt
+        u = pt.make_placeholder("u", (n, n), np.float64)
+        for _ in range(steps):
+            u = step(u, pt)
+        return u
+
+    def eager(u):
+        for _ in range(steps):
+            u = step(u, np)
+        return u
+
+    rng = np.random.default_rng(2)
+    return lazy, eager, {"u": rng.standard_normal((n, n))}, 2 * n * n * 8
+
+
+PROGRAMS = {"fields": program_fields, "dg": program_dg, "heat": program_heat}
+
+# }}}
+
+
+_WARM_SCRIPT = """
+import json, sys, time
+t_import = time.perf_counter()
+import numpy as np, pyopencl as cl, pyopencl.array, pytato_like as pt
+from bench.bench_execution import PROGRAMS
+t_import = time.perf_counter() - t_import
+name, quick = sys.argv[1], sys.argv[2] == "1"
+lazy, eager, inputs, _ = PROGRAMS[name](**QUICK[name]) if quick else PROGRAMS[name]()
+q = cl.CommandQueue(cl.create_some_context(interactive=False))
+devin = {k: cl.array.to_device(q, v) for k, v in inputs.items()}
+q.finish()
+t0 = time.perf_counter()
+result = lazy()
+t1 = time.perf_counter()
+prg = pt.generate_loopy(result)
+evt, out = prg(q, **devin)
+evt.wait()
+t2 = time.perf_counter()
+print(json.dumps({"build_dag": t1 - t0, "warm_start": t2 - t1,
+                  "cache": prg.stats.cache, "import": t_import}))
+"""
+
+QUICK = {"fields": {"n": 200_000}, "dg": {"n_el": 5_000},
+         "heat": {"n": 256}}
+
+
+def _warm_start(name: str, quick: bool, cache_dir: str) -> dict:
+    env = dict(os.environ, PYTATO_LIKE_CACHE_DIR=cache_dir,
+               PYTATO_LIKE_PROGRESS="0")
+    script = "QUICK = " + repr(QUICK) + "\n" + _WARM_SCRIPT
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", script, name, "1" if quick else "0"],
+                          env=env, capture_output=True, text=True, cwd=here,
+                          timeout=600)
+    if proc.returncode:
+        return {"error": proc.stderr[-500:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_program(name: str, queue, bandwidth: float, quick: bool, repeat: int,
+                cache_dir: str) -> dict:
+    import pyopencl.array as cla
+
+    import pytato_like as pt
+    from pytato_like.testing import assert_results_close
+
+    lazy, eager, inputs, min_bytes = (PROGRAMS[name](**QUICK[name]) if quick
+                                      else PROGRAMS[name]())
+    devin = {k: cla.to_device(queue, v) for k, v in inputs.items()}
+    queue.finish()
+
+    t0 = time.perf_counter()
+    result = lazy()
+    t_dag = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    prg = pt.generate_loopy(result)
+    evt, out = prg(queue, **devin)
+    queue.finish()
+    t_cold = time.perf_counter() - t0
+
+    ref = eager(**inputs)
+    if isinstance(out, dict):
+        got = [out[k].get() for k in "uvwp"]
+        for g, r in zip(got, ref, strict=True):
+            assert_results_close(g, r)
+    else:
+        assert_results_close(out.get(), ref)
+
+    def run_lazy():
+        prg(queue, **devin)
+        queue.finish()
+
+    t_lazy = _median_time(run_lazy, repeat)
+    t_eager = _median_time(lambda: eager(**inputs), max(3, repeat // 2))
+    floor = min_bytes / bandwidth
+    warm = _warm_start(name, quick, cache_dir)
+    return {
+        "numpy_s": t_eager, "loopy_s": t_lazy, "speedup_vs_numpy": t_eager / t_lazy,
+        "floor_s": floor, "fraction_of_bandwidth": floor / t_lazy,
+        "cold_compile_s": t_cold, "build_dag_s": t_dag,
+        "warm_start_s": warm.get("warm_start"), "warm_cache": warm.get("cache"),
+        "warm_error": warm.get("error"),
+        "kernels": len(prg.plan.kernels), "launches": len(prg.plan.launches),
+        "stored_arrays": prg.plan.n_stored,
+    }
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (smoke test)")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--programs", default=",".join(PROGRAMS))
+    args = parser.parse_args(argv)
+
+    import pyopencl as cl
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    bandwidth = copy_bandwidth()
+    figures: dict = {"copy_bandwidth_GBps": bandwidth / 1e9}
+    with tempfile.TemporaryDirectory() as cache_dir:
+        old = os.environ.get("PYTATO_LIKE_CACHE_DIR")
+        os.environ["PYTATO_LIKE_CACHE_DIR"] = cache_dir
+        try:
+            for name in args.programs.split(","):
+                figures[name] = run_program(name, queue, bandwidth, args.quick,
+                                            args.repeat, cache_dir)
+        finally:
+            if old is None:
+                del os.environ["PYTATO_LIKE_CACHE_DIR"]
+            else:
+                os.environ["PYTATO_LIKE_CACHE_DIR"] = old
+
+    print(f"copy bandwidth (np.copyto): {figures['copy_bandwidth_GBps']:.2f} GB/s")
+    header = (f"{'program':<8}{'numpy ms':>10}{'loopy ms':>10}{'x numpy':>9}"
+              f"{'floor ms':>10}{'%floor':>8}{'cold s':>8}{'warm ms':>9}"
+              f"{'kernels':>8}{'launch':>7}")
+    print(header)
+    for name in args.programs.split(","):
+        f = figures[name]
+        warm = (f"{f['warm_start_s'] * 1e3:9.1f}" if f["warm_start_s"] is not None
+                else f"{'error':>9}")
+        print(f"{name:<8}{f['numpy_s'] * 1e3:10.2f}{f['loopy_s'] * 1e3:10.2f}"
+              f"{f['speedup_vs_numpy']:9.2f}{f['floor_s'] * 1e3:10.2f}"
+              f"{100 * f['fraction_of_bandwidth']:8.1f}{f['cold_compile_s']:8.2f}"
+              f"{warm}{f['kernels']:8d}{f['launches']:7d}")
+        if f.get("warm_error"):
+            print("  warm start failed:", f["warm_error"])
+    return figures
+
+
+if __name__ == "__main__":
+    main()
