@@ -143,6 +143,13 @@ from pytato_like.distributed import (
     verify_distributed_partition,
 )
 from pytato_like.partition import generate_code_for_partition
+from pytato_like import analysis, equality, transform
+from pytato_like.transform.dead_code_elimination import eliminate_dead_code
+from pytato_like.transform.lower_to_index_lambda import to_index_lambda
+from pytato_like.transform.materialize import materialize_with_mpms
+from pytato_like.transform.remove_broadcasts_einsum import (
+    rewrite_einsums_with_no_broadcasts,
+)
 
 __version__ = "0.1.0"
 
@@ -178,4 +185,6 @@ __all__ = [
     "make_distributed_send", "make_distributed_send_ref_holder",
     "number_distributed_tags", "partition", "staple_distributed_send",
     "verify_distributed_partition",
+    "analysis", "eliminate_dead_code", "equality", "materialize_with_mpms",
+    "rewrite_einsums_with_no_broadcasts", "to_index_lambda", "transform",
 ]
