@@ -142,3 +142,30 @@ def test_deep_chain_partitions_without_recursion(deep_chain):
     result = _run(partition, {"x": np.zeros(3)})
     # y_{k+1} = y_k/2 + 1 from 0 converges to 2
     np.testing.assert_allclose(result["y"], 2.0)
+
+
+@pytest.mark.opencl
+def test_loopy_part_programs_match_numpy_part_programs():
+    if getattr(pt, "generate_loopy", None) is None:
+        pytest.skip("pytato_like.generate_loopy is not available yet")
+    import pyopencl as cl
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    x = pt.make_placeholder("x", (7,))
+    a = pt.exp(x) * 2
+    b = pt.roll(a, 2) - x
+    c = b * a + 1
+    from pytato_like._traversal import topological_order
+    part = {}
+    for pid, root in enumerate([a, b, c]):   # what a needs, then b, then c
+        for node in topological_order([root]):
+            part.setdefault(id(node), pid)
+    partition = find_partition(pt.make_dict_of_named_arrays({"c": c, "a": a}),
+                               lambda n: part[id(n)])
+    assert len(partition.parts) == 3
+    xv = np.linspace(-1, 1, 7)
+    prgs = generate_code_for_partition(partition)   # loopy is the default
+    result = execute_partition(partition, prgs, queue, {"x": xv})
+    assert hasattr(result["c"], "queue")            # a pyopencl array
+    expected = _run(partition, {"x": xv})
+    np.testing.assert_allclose(result["c"].get(), expected["c"], rtol=1e-13)
+    np.testing.assert_allclose(result["a"].get(), 2 * np.exp(xv), rtol=1e-13)
