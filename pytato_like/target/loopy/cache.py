@@ -30,6 +30,7 @@ disables the disk cache.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -55,13 +56,18 @@ _MEMORY: dict[str, Any] = {}
 _MEMORY_BINARIES: dict[tuple, Any] = {}
 
 
-def _versions() -> str:
-    import loopy
-    import pyopencl
+@functools.lru_cache(maxsize=1)
+def _library_versions() -> str:
+    # from package metadata: importing loopy here would cost a warm start
+    # ~0.4 s
+    from importlib.metadata import version
+    return "_".join(f"{name}-{version(name)}"
+                    for name in ("loopy", "pyopencl", "pymbolic", "islpy"))
 
+
+def _versions() -> str:
     import pytato_like
-    return (f"pytato_like-{pytato_like.__version__}_loopy-"
-            f"{'.'.join(map(str, loopy.VERSION))}_pyopencl-{pyopencl.VERSION_TEXT}"
+    return (f"pytato_like-{pytato_like.__version__}_{_library_versions()}"
             f"_py{sys.version_info[0]}.{sys.version_info[1]}")
 
 
