@@ -130,10 +130,13 @@ def test_shared_dag_hash_equality_pickle_print_and_evaluation_are_linear():
 
 # {{{ every node class in one deep chain
 
+# one index array object: data wrappers of the same data compare equal
+ORDER = np.array([5, 3, 1, 0, 2, 4])
+
+
 def _mixed_chain(xp, x, perm_matrix, steps: int):
     """A chain cycling through index lambdas, reshapes, transposes, rolls,
     basic and advanced indexing, einsums, concatenation and stacking."""
-    order = np.array([5, 3, 1, 0, 2, 4])
     y = x
     for k in range(steps):
         step = k % 8
@@ -146,7 +149,7 @@ def _mixed_chain(xp, x, perm_matrix, steps: int):
         elif step == 3:
             y = y[::-1]
         elif step == 4:
-            y = y[order]
+            y = y[ORDER]
         elif step == 5:
             y = xp.einsum("ij,j->i", perm_matrix, y)
         elif step == 6:
