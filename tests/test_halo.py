@@ -277,7 +277,7 @@ def test_opencl_variant_is_asynchronous_and_tracks_events(queue, rng):
     assert len(t._events) == 1          # one kernel for the whole exchange
     t.synchronize()
     assert t.ready() and not t._events
-    assert "__kernel void pack" in t.kernel_sources["pack"]
+    assert "void pack(" in t.kernel_sources["pack"]
 
 
 def test_buffers_return_to_the_pool_and_are_reused():

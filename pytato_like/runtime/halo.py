@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import threading
 from collections.abc import Sequence
 from types import ModuleType
@@ -147,13 +148,13 @@ class QuantityHaloSpec:
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
+    @functools.cached_property
     def x_axis(self) -> int | None:
         """Index of the ``x`` axis, if any."""
         return next((i for i, d in enumerate(self.dims) if d.startswith("x")),
                     None)
 
-    @property
+    @functools.cached_property
     def y_axis(self) -> int | None:
         """Index of the ``y`` axis, if any."""
         return next((i for i, d in enumerate(self.dims) if d.startswith("y")),
@@ -280,6 +281,15 @@ def _normalize_slices(slices: Any, shape: tuple[int, ...], what: str
 def _slices_shape(slices: tuple[slice, ...]) -> tuple[int, ...]:
     return tuple(len(range(s.start, s.stop, s.step)) for s in slices)
 
+
+def _reversed_slice(sl: slice) -> slice:
+    """The same elements as normalized slice *sl*, in reverse order."""
+    r = range(sl.start, sl.stop, sl.step)
+    if not r:
+        return sl
+    stop = r[0] - 1
+    return slice(r[-1], None if stop < 0 else stop, -sl.step)
+
 # }}}
 
 
@@ -338,11 +348,11 @@ class Segment:
     shape: tuple[int, ...]
     dtype: np.dtype
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
@@ -379,24 +389,60 @@ class _Move:
     sign: int
     segment: Segment
 
-    def source_view(self, array: Any) -> Any:
+    @functools.cached_property
+    def _turned_index(self) -> tuple[tuple[slice, ...], tuple[int, ...] | None]:
+        """The turn as one basic index (reversed axes are reversed slices)
+        and an optional axis permutation: equal to rotate_scalar_data of
+        the region, but two cheap C calls instead of np.rot90's Python."""
         q = self.spec.specification
-        return rotate_scalar_data(array[self.slices], self.turns,
-                                  q.x_axis, q.y_axis)
+        ix, iy = q.x_axis, q.y_axis
+        k = self.turns % 4
+        # rot90(m, k, axes=(iy, ix)): k=1 reverses x then swaps x and y,
+        # k=2 reverses both, k=3 reverses y then swaps.
+        reverse = {0: (), 1: (ix,), 2: (ix, iy), 3: (iy,)}[k]
+        index = tuple(_reversed_slice(sl) if axis in reverse else sl
+                      for axis, sl in enumerate(self.slices))
+        if k % 2 == 0:
+            return index, None
+        perm = list(range(len(self.slices)))
+        perm[ix], perm[iy] = iy, ix
+        return index, tuple(perm)
 
-    def flat_indices(self) -> np.ndarray:
-        """C-order flat offsets into the quantity, in buffer order."""
-        shape = self.spec.specification.shape
-        strides = np.cumprod((1, *shape[:0:-1]), dtype=np.int64)[::-1]
-        idx = np.zeros(_slices_shape(self.slices), np.int64)
-        for axis, (sl, stride) in enumerate(zip(self.slices, strides)):
-            along = np.arange(sl.start, sl.stop, sl.step, dtype=np.int64)
-            along = along.reshape([-1 if a == axis else 1
-                                   for a in range(len(shape))])
-            idx += along * stride
-        q = self.spec.specification
-        return np.ascontiguousarray(
-            rotate_scalar_data(idx, self.turns, q.x_axis, q.y_axis)).ravel()
+    def source_view(self, array: Any) -> Any:
+        index, perm = self._turned_index
+        view = array[index]
+        return view if perm is None else view.transpose(perm)
+
+    @functools.cached_property
+    def strided_geometry(self) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        """``(base, shape, strides)`` in elements of the quantity's C layout
+        such that buffer element ``c`` (a C-order coordinate over *shape*)
+        comes from element ``base + sum(c * strides)``. Axes that are
+        contiguous with their inner neighbour are merged and extent-1 axes
+        dropped, so a whole-array copy is a single linear index."""
+        qshape = self.spec.specification.shape
+        cstrides = [1] * len(qshape)
+        for axis in range(len(qshape) - 2, -1, -1):
+            cstrides[axis] = cstrides[axis + 1] * qshape[axis + 1]
+        index, perm = self._turned_index
+        base = sum(sl.start * st for sl, st in zip(index, cstrides))
+        extents = [len(range(sl.start, -1 if sl.stop is None else sl.stop,
+                             sl.step)) for sl in index]
+        strides = [sl.step * st for sl, st in zip(index, cstrides)]
+        order = range(len(index)) if perm is None else perm
+        shape = [extents[a] for a in order]
+        strides = [strides[a] for a in order]
+        merged_shape: list[int] = []
+        merged_strides: list[int] = []
+        for n, st in zip(reversed(shape), reversed(strides)):
+            if n == 1:
+                continue
+            if merged_shape and merged_strides[0] * merged_shape[0] == st:
+                merged_shape[0] *= n
+                continue
+            merged_shape.insert(0, n)
+            merged_strides.insert(0, st)
+        return int(base), tuple(merged_shape), tuple(merged_strides)
 
 # }}}
 
@@ -429,12 +475,18 @@ class HaloDataTransformer(abc.ABC):
                          else _check_specs(exchange_descriptors_y, "y"))
         if self._specs_y is not None:
             _check_vector_pairs(self._specs_x, self._specs_y)
+        self._expected_x = [(s.specification.shape, s.specification.dtype)
+                            for s in self._specs_x]
+        self._expected_y = [(s.specification.shape, s.specification.dtype)
+                            for s in self._specs_y or ()]
         self._pack_moves, self._pack_dtype, self._pack_len = self._plan(True)
         self._unpack_moves, self._unpack_dtype, self._unpack_len = \
             self._plan(False)
         self._pool: BufferPool = get_buffer_pool(np_module_or_queue)
         self._pack_buffer: Any = None
         self._unpack_buffer: Any = None
+        self._pack_views: list[Any] | None = None
+        self._unpack_views: list[Any] | None = None
         self._lock = threading.Lock()
         self._compile()
 
@@ -504,9 +556,25 @@ class HaloDataTransformer(abc.ABC):
             if self._pack_buffer is None:
                 self._pack_buffer = self._pool.get(self._pack_len,
                                                    self._pack_dtype)
+                self._pack_views = None
             if self._unpack_buffer is None:
                 self._unpack_buffer = self._pool.get(self._unpack_len,
                                                      self._unpack_dtype)
+                self._unpack_views = None
+
+    def _views(self, pack: bool) -> list[Any]:
+        """Per-segment views of a buffer, made once per buffer."""
+        if pack:
+            if self._pack_views is None or self._pack_buffer is None:
+                buf = self._pack_buf
+                self._pack_views = [self._segment_view(buf, m.segment)
+                                    for m in self._pack_moves]
+            return self._pack_views
+        if self._unpack_views is None or self._unpack_buffer is None:
+            buf = self._unpack_buf
+            self._unpack_views = [self._segment_view(buf, m.segment)
+                                  for m in self._unpack_moves]
+        return self._unpack_views
 
     @property
     def _pack_buf(self) -> Any:
@@ -536,8 +604,7 @@ class HaloDataTransformer(abc.ABC):
         like the unpack regions (in :attr:`unpack_layout` order). A receiver
         of whole arrays can use these instead of unpacking."""
         self.synchronize()
-        return [self._segment_view(self._unpack_buf, m.segment)
-                for m in self._unpack_moves]
+        return list(self._views(False))
 
     @staticmethod
     def _segment_view(buffer: Any, seg: Segment) -> Any:
@@ -557,6 +624,7 @@ class HaloDataTransformer(abc.ABC):
                 if buf is not None:
                     self._pool.put(buf)
             self._pack_buffer = self._unpack_buffer = None
+            self._pack_views = self._unpack_views = None
 
     def __del__(self) -> None:
         try:
@@ -577,6 +645,10 @@ class HaloDataTransformer(abc.ABC):
                 f"{what}: this transformer was built for {kind} quantities; "
                 + ("quantities_y is missing" if quantities_y is None
                    else "quantities_y was given"))
+        if self._quantities_match(quantities_x, quantities_y):
+            return ((quantities_x,) if quantities_y is None
+                    else (quantities_x, quantities_y))
+        # slow path: find what is wrong and say so
         groups = [(quantities_x, self._specs_x, "x")]
         if quantities_y is not None:
             groups.append((quantities_y, self._specs_y, "y"))
@@ -596,6 +668,26 @@ class HaloDataTransformer(abc.ABC):
                         f"shape {qs.shape} and dtype {qs.dtype}")
         return (quantities_x,) if quantities_y is None else (quantities_x,
                                                              quantities_y)
+
+    def _quantities_match(self, quantities_x: Sequence[Any],
+                          quantities_y: Sequence[Any] | None) -> bool:
+        """Fast check (this runs every exchange): right count, array type,
+        shape and dtype."""
+        array_type = self._array_type
+        for quantities, expected in ((quantities_x, self._expected_x),
+                                     (quantities_y, self._expected_y)):
+            if quantities is None:
+                continue
+            if len(quantities) != len(expected):
+                return False
+            for q, (shape, dtype) in zip(quantities, expected):
+                if (type(q) is not array_type or q.shape != shape
+                        or (q.dtype is not dtype and q.dtype != dtype)):
+                    return False
+        return True
+
+    #: The array class this variant packs (exact type for the fast check).
+    _array_type: type = type(None)
 
     @abc.abstractmethod
     def _check_array_kind(self, array: Any, where: str) -> None:
@@ -636,8 +728,15 @@ class HaloDataTransformerNumpy(HaloDataTransformer):
     straight into the buffer (no temporaries). Work is done when
     :meth:`async_pack` / :meth:`async_unpack` return."""
 
+    _array_type = np.ndarray
+
     def _compile(self) -> None:
-        pass
+        # (component, index, basic index, axis permutation, negate) per
+        # segment, so a pack is one index, one transpose, one copy each.
+        self._pack_program = [(m.component, m.index, *m._turned_index,
+                               m.sign < 0) for m in self._pack_moves]
+        self._unpack_program = [(m.component, m.index, m.slices)
+                                for m in self._unpack_moves]
 
     def _check_array_kind(self, array: Any, where: str) -> None:
         if not isinstance(array, np.ndarray):
@@ -647,21 +746,21 @@ class HaloDataTransformerNumpy(HaloDataTransformer):
 
     def async_pack(self, quantities_x, quantities_y=None) -> None:
         groups = self._check_quantities(quantities_x, quantities_y, "pack")
-        buf = self._pack_buf
-        for m in self._pack_moves:
-            view = m.source_view(groups[m.component][m.index])
-            dst = self._segment_view(buf, m.segment)
-            if m.sign > 0:
-                np.copyto(dst, view)
-            else:
+        for (comp, i, index, perm, negate), dst in zip(self._pack_program,
+                                                       self._views(True)):
+            view = groups[comp][i][index]
+            if perm is not None:
+                view = view.transpose(perm)
+            if negate:
                 np.negative(view, out=dst)
+            else:
+                dst[...] = view
 
     def async_unpack(self, quantities_x, quantities_y=None) -> None:
         groups = self._check_quantities(quantities_x, quantities_y, "unpack")
-        buf = self._unpack_buf
-        for m in self._unpack_moves:
-            groups[m.component][m.index][m.slices] = self._segment_view(
-                buf, m.segment)
+        for (comp, i, slices), src in zip(self._unpack_program,
+                                          self._views(False)):
+            groups[comp][i][slices] = src
 
     def synchronize(self) -> None:
         pass
@@ -672,8 +771,10 @@ class HaloDataTransformerNumpy(HaloDataTransformer):
 
 class HaloDataTransformerOpenCL(HaloDataTransformer):
     """Device variant: one generated OpenCL kernel packs every segment of
-    the exchange (one work item per element, gathering through a
-    precomputed index array), one scatters them back. Kernels are enqueued
+    the exchange, one scatters them back. Each segment gets whole
+    work-groups (so the branch choosing the segment is uniform within a
+    group), and each work item copies a piece of one row with compile-time
+    strides. Kernels are enqueued
     on the queue without blocking; they wait for the events of the arrays
     they read and the events they produce are attached to the arrays they
     write, so later pyopencl operations order correctly."""
@@ -698,23 +799,19 @@ class HaloDataTransformerOpenCL(HaloDataTransformer):
                 "transformer's queue")
 
     def _compile(self) -> None:
-        import pyopencl.array as cla
         self._kernels: dict[str, Any] = {}
         self.kernel_sources: dict[str, str] = {}
+        group_size = min(_WORK_GROUP_SIZE, self.queue.device.max_work_group_size)
         for name, moves in (("pack", self._pack_moves),
                             ("unpack", self._unpack_moves)):
             moves = [m for m in moves if m.segment.size]
-            n = sum(m.segment.size for m in moves)
-            if not n:
+            if not moves:
                 self._kernels[name] = None
                 continue
-            indices = np.concatenate([m.flat_indices() for m in moves])
-            idx_dtype = np.int32 if indices.max() < 2**31 else np.int64
-            source = _kernel_source(name, moves, self.is_vector,
-                                    idx_dtype, len(self._specs_x))
+            source, n_groups = _kernel_source(
+                name, moves, self.is_vector, len(self._specs_x), group_size)
             kernel = _build_kernel(self.queue.context, source, name)
-            idx_dev = cla.to_device(self.queue, indices.astype(idx_dtype))
-            self._kernels[name] = (kernel, idx_dev, n)
+            self._kernels[name] = (kernel, n_groups * group_size, group_size)
             # Kept for readers (and tests) to inspect.
             self.kernel_sources[name] = source
 
@@ -723,16 +820,16 @@ class HaloDataTransformerOpenCL(HaloDataTransformer):
         spec = self._kernels[name]
         if spec is None:
             return
-        kernel, idx_dev, n = spec
-        args = [buffer.base_data, np.int64(buffer.offset), idx_dev.data]
-        wait_for = list(buffer.events) + list(idx_dev.events)
+        kernel, global_size, group_size = spec
+        args = [buffer.base_data, np.int64(buffer.offset)]
+        wait_for = list(buffer.events)
         for group in groups:
             for q in group:
                 args += [q.base_data,
                          np.int64(q.offset // q.dtype.itemsize)]
                 wait_for += q.events
-        args.append(np.int64(n))
-        evt = kernel(self.queue, (n,), None, *args, wait_for=wait_for or None)
+        evt = kernel(self.queue, (global_size,), (group_size,), *args,
+                     wait_for=wait_for or None)
         self._events.append(evt)
         if writes_buffer:
             buffer.add_event(evt)
@@ -773,6 +870,11 @@ _SIGNED_CTYPES = {"float32": "float", "float64": "double", "int8": "char",
                   "int16": "short", "int32": "int", "int64": "long",
                   "complex64": "float2", "complex128": "double2"}
 
+#: Work items per group; each segment is padded to whole groups.
+_WORK_GROUP_SIZE = 64
+#: Elements copied by one work item (a piece of one row).
+_CHUNK = 64
+
 _KERNEL_CACHE: dict[tuple[Any, str], Any] = {}
 _KERNEL_CACHE_LOCK = threading.Lock()
 
@@ -787,47 +889,95 @@ def _ctype(dtype: np.dtype, negate: bool) -> str:
 
 
 def _kernel_source(name: str, moves: list[_Move], is_vector: bool,
-                   idx_dtype: Any, n_quantities: int) -> str:
-    """One kernel moving every segment: work item *gid* finds its segment
-    by comparing against the segment ends (few segments per exchange)."""
+                   n_quantities: int, group_size: int) -> tuple[str, int]:
+    """Source of the kernel moving every segment, and its number of
+    work-groups.
+
+    Segment *k* owns work-groups ``[G_k, G_k+1)`` (so the branch choosing
+    the segment is uniform within a group). Each work item copies one
+    chunk of at most :data:`_CHUNK` elements of one row (the innermost
+    merged axis): a short strided loop, so index arithmetic is paid per
+    chunk, not per element -- what CPU OpenCL devices need."""
     qtypes: dict[tuple[int, int], str] = {}
     for m in moves:
         qtypes[(m.component, m.index)] = _ctype(m.segment.dtype, m.sign < 0)
     const = "const " if name == "pack" else ""
-    params = ["__global char *buf", "long buf_off",
-              f"__global const {'int' if idx_dtype == np.int32 else 'long'} *idx"]
+    params = ["__global char *buf", "long buf_off"]
     for comp in ((0, 1) if is_vector else (0,)):
         for i in range(n_quantities):
             ctype = qtypes.get((comp, i), "uchar")
             params += [f"__global {const}{ctype} *q{'xy'[comp]}{i}",
                        f"long q{'xy'[comp]}{i}_off"]
-    params.append("long n")
     lines = []
-    start = 0
+    first_group = 0
     for k, m in enumerate(moves):
-        end = start + m.segment.size
+        base, shape, strides = m.strided_geometry
+        row_len, row_stride = (shape[-1], strides[-1]) if shape else (1, 0)
+        chunk = min(row_len, _CHUNK)
+        chunks_per_row = -(-row_len // chunk)
+        n_items = (m.segment.size // row_len) * chunks_per_row
+        end_group = first_group + -(-n_items // group_size)
         ctype = qtypes[(m.component, m.index)]
         q = f"q{'xy'[m.component]}{m.index}"
-        slot = (f"((__global {const if name == 'unpack' else ''}{ctype} *)"
-                f"(buf + buf_off + {m.segment.offset}))[gid - {start}]")
-        src = f"{q}[{q}_off + idx[gid]]"
+        buf_ptr = (f"(__global {const if name == 'unpack' else ''}{ctype} *)"
+                   f"(buf + buf_off + {m.segment.offset})")
+        if chunks_per_row == 1:
+            row, j0, j_end = "item", "0", str(row_len)
+        else:
+            row = f"(item / {chunks_per_row})"
+            j0 = f"(item % {chunks_per_row}) * {chunk}"
+            j_end = f"min(j0 + {chunk}L, {row_len}L)"
+        src = f"{q}[src0 + j * {row_stride}]"
+        slot = "dst[dst0 + j]"
         if name == "pack":
             stmt = f"{slot} = {'-' if m.sign < 0 else ''}{src};"
         else:
             stmt = f"{src} = {slot};"
         cond = "if" if k == 0 else "else if"
-        lines.append(f"    {cond} (gid < {end}) {stmt}")
-        start = end
+        lines += [
+            f"    {cond} (g < {end_group}) {{",
+            f"        const long item = (g - {first_group}) * {group_size} + lid;",
+            f"        if (item < {n_items}) {{",
+            f"            __global {const if name == 'unpack' else ''}{ctype} "
+            f"*dst = {buf_ptr};",
+            f"            const long r = {row};",
+            f"            const long j0 = {j0};",
+            f"            const long src0 = {q}_off + {base} + "
+            f"{_offset_expr(shape[:-1], strides[:-1], 'r')};",
+            f"            const long dst0 = r * {row_len};",
+            f"            for (long j = j0; j < {j_end}; ++j)",
+            f"                {stmt}",
+            "        }",
+            "    }"]
+        first_group = end_group
     needs_fp64 = any("double" in t for t in qtypes.values())
-    return "\n".join([
+    source = "\n".join([
         "#pragma OPENCL EXTENSION cl_khr_fp64: enable" if needs_fp64 else "",
-        f"__kernel void {name}({', '.join(params)})",
+        f"__kernel __attribute__((reqd_work_group_size({group_size}, 1, 1)))",
+        f"void {name}({', '.join(params)})",
         "{",
-        "    const long gid = get_global_id(0);",
-        "    if (gid >= n) return;",
+        "    const long g = get_group_id(0);",
+        "    const long lid = get_local_id(0);",
         *lines,
         "}",
     ])
+    return source, first_group
+
+
+def _offset_expr(shape: tuple[int, ...], strides: tuple[int, ...],
+                 var: str) -> str:
+    """C expression of the offset of C-order element *var* of *shape*."""
+    if not shape:
+        return "0"
+    terms = []
+    inner = 1
+    for axis in range(len(shape) - 1, -1, -1):
+        coord = var if inner == 1 else f"({var} / {inner})"
+        if axis:
+            coord = f"({coord} % {shape[axis]})"
+        terms.append(f"{coord} * {strides[axis]}")
+        inner *= shape[axis]
+    return " + ".join(reversed(terms))
 
 
 def _build_kernel(context: Any, source: str, name: str) -> Any:

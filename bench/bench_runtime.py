@@ -1,0 +1,282 @@
+"""Benchmarks of the communication runtime (pytato_like.runtime).
+
+Figures are ratios measured within one run:
+
+* halo pack (NumPy variant) vs eager NumPy (``np.concatenate`` of the
+  sliced, rotated regions) and vs the copy-bandwidth floor (one contiguous
+  ``np.copyto`` of the same number of bytes);
+* halo pack on the OpenCL device vs the NumPy variant;
+* one packed message vs one message per region (2 MPI ranks);
+* Bufferizer append cost vs a bare slice assignment; trace-record cost.
+
+Run: ``python -m bench.bench_runtime [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from pytato_like.runtime import (
+    Bufferizer,
+    HaloDataTransformer,
+    HaloExchangeSpec,
+    QuantityHaloSpec,
+    TraceRecorder,
+)
+
+
+def best_of(fn, repeat: int = 7, number: int = 1) -> float:
+    """Best wall time of *number* calls, over *repeat* tries (seconds per
+    call)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def halo_specs(n: int, nz: int, h: int, n_quantities: int, turns: int):
+    """Four edges of each of *n_quantities* (n+2h)^2 x nz quantities."""
+    q = QuantityHaloSpec((n + 2 * h, n + 2 * h, nz), np.float64, n_halo=h)
+    inner = slice(h, h + n)
+    edges = [(slice(h, 2 * h), inner), (slice(n, n + h), inner),
+             (inner, slice(h, 2 * h)), (inner, slice(n, n + h))]
+    specs = []
+    for _ in range(n_quantities):
+        for ex, ey in edges:
+            pack = (ex, ey, slice(None))
+            spec = HaloExchangeSpec(q, pack, turns, pack)
+            shape = spec.packed_shape
+            specs.append(HaloExchangeSpec(
+                q, pack, turns, tuple(slice(0, s) for s in shape)))
+    return specs
+
+
+def bench_halo(n: int, nz: int, repeat: int) -> dict:
+    h, nq, turns = 3, 4, 1
+    specs = halo_specs(n, nz, h, nq, turns)
+    rng = np.random.default_rng(0)
+    fields = [rng.standard_normal(specs[0].specification.shape)
+              for _ in range(nq)]
+    arrays = [fields[i // 4] for i in range(len(specs))]
+    t = HaloDataTransformer.get(np, specs)
+    nbytes = t.get_pack_buffer().nbytes
+
+    def pack():
+        t.async_pack(arrays)
+        t.synchronize()
+
+    def eager():
+        np.concatenate([np.rot90(a[s.pack_slices], turns, axes=(1, 0)).ravel()
+                        for a, s in zip(arrays, specs)])
+
+    src = np.empty(nbytes // 8)
+    dst = np.empty_like(src)
+    figures = {
+        "pack_bytes": nbytes,
+        "n_regions": len(specs),
+        "pack_s": best_of(pack, repeat),
+        "eager_numpy_s": best_of(eager, repeat),
+        "copy_floor_s": best_of(lambda: np.copyto(dst, src), repeat),
+    }
+    figures["pack_vs_eager"] = figures["eager_numpy_s"] / figures["pack_s"]
+    figures["pack_fraction_of_copy_bw"] = (figures["copy_floor_s"]
+                                           / figures["pack_s"])
+    try:
+        import pyopencl as cl
+        import pyopencl.array as cla
+        queue = cl.CommandQueue(
+            cl.create_some_context(interactive=False),
+            properties=cl.command_queue_properties.PROFILING_ENABLE)
+        tc = HaloDataTransformer.get(queue, specs)
+        dev_fields = [cla.to_device(queue, f) for f in fields]
+        dev_arrays = [dev_fields[i // 4] for i in range(len(specs))]
+        kernel_times = []
+
+        def pack_cl():
+            tc.async_pack(dev_arrays)
+            evt = tc._events[-1]
+            tc.synchronize()
+            kernel_times.append((evt.profile.end - evt.profile.start) * 1e-9)
+
+        pack_cl()   # first launch
+        figures["pack_opencl_s"] = best_of(pack_cl, repeat)
+        figures["pack_opencl_kernel_s"] = min(kernel_times)
+        figures["opencl_vs_numpy_pack"] = (figures["pack_s"]
+                                           / figures["pack_opencl_s"])
+        figures["opencl_kernel_vs_numpy_pack"] = (
+            figures["pack_s"] / figures["pack_opencl_kernel_s"])
+        tc.finalize()
+    except Exception as err:  # noqa: BLE001 -- report, keep the other figures
+        figures["opencl_error"] = f"{type(err).__name__}: {err}"
+    t.finalize()
+    return figures
+
+
+def _pingpong_worker(n_regions: int, region_elems: int, repeat: int) -> dict:
+    """Run on 2 ranks: rank 0 sends *n_regions* regions to rank 1, which
+    sends them back; one message per region vs one packed message."""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    peer = 1 - comm.rank
+    regions = [np.full(region_elems, float(i)) for i in range(n_regions)]
+    recv = [np.empty_like(r) for r in regions]
+    specs = [HaloExchangeSpec.whole_array(r.shape, r.dtype) for r in regions]
+    t = HaloDataTransformer.get(np, specs)
+
+    def send_separate():
+        MPI.Request.Waitall([comm.Isend(r, dest=peer, tag=i)
+                             for i, r in enumerate(regions)])
+
+    def recv_separate():
+        MPI.Request.Waitall([comm.Irecv(b, source=peer, tag=i)
+                             for i, b in enumerate(recv)])
+
+    def send_packed():
+        t.async_pack(regions)
+        comm.Send(t.get_pack_buffer(), dest=peer, tag=0)
+
+    def recv_packed():
+        comm.Recv(t.get_unpack_buffer(), source=peer, tag=0)
+        t.unpacked_views()
+
+    def round_trip(send, receive):
+        def run():
+            if comm.rank == 0:
+                send()
+                receive()
+            else:
+                receive()
+                send()
+        return run
+
+    number = 50
+    figures = {}
+    for name, fn in (("separate_s", round_trip(send_separate, recv_separate)),
+                     ("packed_s", round_trip(send_packed, recv_packed))):
+        comm.Barrier()
+        figures[name] = best_of(fn, repeat, number) / 2   # one way
+    t.finalize()
+    return figures
+
+
+def bench_messages(n_regions: int, region_elems: int, repeat: int) -> dict:
+    """Two MPI ranks (``mpiexec -n 2``): one packed message vs one message
+    per region, per one-way trip (latency per message is what packing
+    saves)."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+    mpiexec = pathlib.Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists():
+        return {"mpi_error": "mpiexec not found next to the interpreter"}
+    proc = subprocess.run(
+        [str(mpiexec), "-n", "2", sys.executable, "-m", "bench.bench_runtime",
+         "--pingpong-worker", str(n_regions), str(region_elems), str(repeat)],
+        capture_output=True, text=True, timeout=300,
+        cwd=pathlib.Path(__file__).resolve().parent.parent)
+    if proc.returncode:
+        return {"mpi_error": proc.stderr.strip()[-300:]}
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    figures.update(n_regions=n_regions, region_bytes=region_elems * 8)
+    figures["packed_speedup"] = figures["separate_s"] / figures["packed_s"]
+    return figures
+
+
+def bench_small_things(repeat: int) -> dict:
+    n = 2000
+    b = Bufferizer((2,), n, np.float64, buffer_full_hook=lambda b: b.flush())
+    element = np.ones(2)
+    raw = np.zeros((n, 2))
+
+    def appends():
+        for _ in range(n):
+            b.append_one(element)
+
+    def assigns():
+        for i in range(n):
+            raw[i] = element
+
+    tracer = TraceRecorder()
+
+    def records():
+        for i in range(n):
+            with tracer.part(i):
+                pass
+        tracer.clear()
+
+    figures = {"bufferizer_append_us": best_of(appends, repeat) / n * 1e6,
+               "bare_assign_us": best_of(assigns, repeat) / n * 1e6,
+               "trace_part_record_us": best_of(records, repeat) / n * 1e6}
+    figures["append_vs_assign"] = (figures["bufferizer_append_us"]
+                                   / figures["bare_assign_us"])
+    return figures
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description="runtime benchmarks")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--pingpong-worker", nargs=3, type=int,
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.pingpong_worker:
+        import json
+
+        from mpi4py import MPI
+        figures = _pingpong_worker(*args.pingpong_worker)
+        if MPI.COMM_WORLD.rank == 0:
+            print(json.dumps(figures))
+        return figures
+    repeat = 3 if args.quick else 7
+    n, nz = (48, 16) if args.quick else (96, 32)
+
+    halo = bench_halo(n, nz, repeat)
+    msgs = bench_messages(16, 64, repeat)
+    small = bench_small_things(repeat)
+
+    print(f"halo pack: {halo['n_regions']} regions (4 edges x 4 quantities "
+          f"of {n + 6}x{n + 6}x{nz}, 1 quarter turn), "
+          f"{halo['pack_bytes'] / 1e6:.2f} MB in one buffer")
+    print(f"  {'NumPy pack':<34} {halo['pack_s'] * 1e3:8.3f} ms")
+    print(f"  {'eager NumPy (concatenate)':<34} "
+          f"{halo['eager_numpy_s'] * 1e3:8.3f} ms   pack is "
+          f"{halo['pack_vs_eager']:.2f}x faster")
+    print(f"  {'contiguous copy of same bytes':<34} "
+          f"{halo['copy_floor_s'] * 1e3:8.3f} ms   pack reaches "
+          f"{100 * halo['pack_fraction_of_copy_bw']:.0f}% of copy bandwidth")
+    if "pack_opencl_s" in halo:
+        print(f"  {'OpenCL pack, launch to sync':<34} "
+              f"{halo['pack_opencl_s'] * 1e3:8.3f} ms   "
+              f"{halo['opencl_vs_numpy_pack']:.2f}x the NumPy variant's speed")
+        print(f"  {'OpenCL pack, kernel time only':<34} "
+              f"{halo['pack_opencl_kernel_s'] * 1e3:8.3f} ms   "
+              f"{halo['opencl_kernel_vs_numpy_pack']:.2f}x the NumPy variant's "
+              "speed")
+    else:
+        print(f"  OpenCL pack unavailable: {halo.get('opencl_error')}")
+    if "packed_s" in msgs:
+        print(f"messages between 2 ranks: {msgs['n_regions']} regions of "
+              f"{msgs['region_bytes']} B, one way")
+        print(f"  {'one message per region':<34} "
+              f"{msgs['separate_s'] * 1e6:8.1f} us")
+        print(f"  {'one packed message (pack+unpack)':<34} "
+              f"{msgs['packed_s'] * 1e6:8.1f} us   "
+              f"{msgs['packed_speedup']:.2f}x faster")
+    else:
+        print(f"messages: MPI unavailable ({msgs['mpi_error']})")
+    print(f"Bufferizer.append_one {small['bufferizer_append_us']:.2f} us vs "
+          f"bare slice assignment {small['bare_assign_us']:.2f} us "
+          f"({small['append_vs_assign']:.1f}x)")
+    print(f"trace record of a part: {small['trace_part_record_us']:.2f} us")
+    return {"halo": halo, "messages": msgs, "small": small}
+
+
+if __name__ == "__main__":
+    import sys
+    main(sys.argv[1:])
