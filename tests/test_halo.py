@@ -404,3 +404,19 @@ def test_opencl_transformer_rejects_host_arrays(queue):
 # }}}
 
 # vim: foldmethod=marker
+
+
+# {{{ public rotation helpers
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3, -1, 5])
+def test_rotate_helpers_match_reference(rng, k):
+    from pytato_like.runtime.halo import rotate_scalar_data, rotate_vector_data
+    x = rng.standard_normal((4, 6))
+    y = rng.standard_normal((4, 6))
+    np.testing.assert_array_equal(rotate_scalar_data(x, k), ref_turn_2d(x, k))
+    tx, ty = ref_turn_2d(x, k), ref_turn_2d(y, k)
+    expected = {0: (tx, ty), 1: (ty, -tx), 2: (-tx, -ty), 3: (-ty, tx)}[k % 4]
+    for got, want in zip(rotate_vector_data(x, y, k), expected):
+        np.testing.assert_array_equal(got, want)
+
+# }}}

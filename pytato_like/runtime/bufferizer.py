@@ -47,7 +47,7 @@ An element arriving at a full buffer:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np

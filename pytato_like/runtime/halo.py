@@ -408,11 +408,6 @@ class _Move:
         perm[ix], perm[iy] = iy, ix
         return index, tuple(perm)
 
-    def source_view(self, array: Any) -> Any:
-        index, perm = self._turned_index
-        view = array[index]
-        return view if perm is None else view.transpose(perm)
-
     @functools.cached_property
     def strided_geometry(self) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
         """``(base, shape, strides)`` in elements of the quantity's C layout
