@@ -189,8 +189,9 @@ class LoopyBoundProgram(BoundProgram):
         for out_name, buf_name in plan.outputs.items():
             spec = plan.buffers[buf_name]
             if buf_name not in buffers:
-                ary = cla.empty(queue, concrete(spec.shape),
-                                storage_dtype(spec.dtype), allocator=pool)
+                # booleans are allocated as such: kernels see their bytes
+                ary = cla.empty(queue, concrete(spec.shape), spec.dtype,
+                                allocator=pool)
                 buffers[buf_name] = ary
             results[out_name] = buffers[buf_name]
         for name, spec in plan.buffers.items():
@@ -226,9 +227,9 @@ class LoopyBoundProgram(BoundProgram):
             wait_for = [evt] if evt is not None else None
             launch_times.append(time.perf_counter() - t0)
         for out_name, ary in results.items():
-            spec = plan.buffers[plan.outputs[out_name]]
-            if spec.dtype == np.bool_:
-                results[out_name] = ary.view(np.bool_)
+            if ary.dtype == np.int8 and plan.buffers[
+                    plan.outputs[out_name]].dtype == np.bool_:
+                results[out_name] = ary.view(np.bool_)  # an input passed through
         self.stats.record_call(time.perf_counter() - t_start, launch_times)
         if evt is None:
             import pyopencl as cl

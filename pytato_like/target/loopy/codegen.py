@@ -286,6 +286,9 @@ class _Builder:
                 continue
             if not costs[id(node)].stored:
                 continue
+            if not outputs_of.get(id(node)) and any(
+                    isinstance(d, int) and d == 0 for d in node.shape):
+                continue  # nothing to compute or read
             targets = outputs_of.get(id(node), [])
             if not targets:
                 targets = [self.vng("_pt_tmp")]
@@ -405,6 +408,8 @@ class _Builder:
             spec = self._chunk_spec(chunk, k, written_in, read_in, canonical)
             key = spec["key"]
             t_build += time.perf_counter() - t0
+            if not spec["insns"]:
+                continue
             if key not in kernel_index:
                 kernel_index[key] = len(kernels)
                 kernels.append(self._make_kernel(spec))
@@ -506,8 +511,9 @@ class _Builder:
                     if (priv is not None and dep is not None
                             and dep.chunk == self.insn.chunk
                             and dep.level == self.insn.level
-                            and expr.index == tuple(prim.Variable(v)
-                                                    for v in self.insn.canon)
+                            and (expr.index == tuple(prim.Variable(v)
+                                                     for v in self.insn.canon)
+                                 or (not self.insn.canon and not dep.shape))
                             and len(dep.shape) == len(self.insn.shape)):
                         return prim.Variable(local(priv, "p"))
                     arrays_used.add(name)
@@ -524,7 +530,9 @@ class _Builder:
         # one phase per (level, loop group): loopy needs all instructions
         # of a device kernel to use the same hardware axes, and global
         # barriers between phases make each phase its own device kernel
-        phase_keys = sorted({(insn.level, group_of(insn)) for insn in chunk},
+        phase_keys = sorted({(insn.level, group_of(insn)) for insn in chunk
+                             if not any(isinstance(d, int) and d == 0
+                                        for d in insn.shape)},
                             key=lambda lg: (lg[0], int(lg[1][len("_pt_g"):])))
         levels = phase_keys
         barrier_of: dict[tuple, str] = {}
@@ -533,6 +541,8 @@ class _Builder:
         n_insn = 0
         n_red_chunk = [0]
         for insn in chunk:
+            if any(isinstance(d, int) and d == 0 for d in insn.shape):
+                continue  # an empty array: nothing to write
             g = group_of(insn)
             inames = tuple(f"{g}_{i}" for i in range(len(insn.shape)))
             rw = Rewriter(insn, inames)

@@ -293,6 +293,9 @@ class NodeLowerer:
                 sub = tuple(0 if _is_one(d) and not _is_one(adv_shape[off + j])
                             else adv_idx[off + j] for j, d in enumerate(s.shape))
                 v = self.value_at(s, sub)
+                if isinstance(v, lp.TypeCast):
+                    # loopy's index analysis cannot see through casts
+                    v = v.child
                 d = self.dim_expr(dim)
                 if s.dtype.kind == "i":
                     v = prim.If(prim.Comparison(v, "<", 0), _add(v, d), v)
@@ -543,15 +546,19 @@ class ScalarLowerer:
     def map_comparison(self, e):
         (a, da), (b, db) = self.rec(e.left), self.rec(e.right)
         if da.kind == "c" or db.kind == "c":
-            if e.operator not in ("==", "!="):
-                raise UnknownIndexLambdaExpr(
-                    f"ordering comparison '{e.operator}' of complex values")
+            if da.kind != "c" or db.kind != "c":
+                raise UnknownIndexLambdaExpr("comparison of complex and real")
             re = prim.Call(prim.Variable("real"), (a,)), \
                 prim.Call(prim.Variable("real"), (b,))
             im = prim.Call(prim.Variable("imag"), (a,)), \
                 prim.Call(prim.Variable("imag"), (b,))
-            if da.kind != "c" or db.kind != "c":
-                raise UnknownIndexLambdaExpr("comparison of complex and real")
+            if e.operator not in ("==", "!="):
+                # NumPy orders complex numbers lexicographically
+                strict = e.operator[0]
+                return prim.LogicalOr((
+                    prim.Comparison(re[0], strict, re[1]),
+                    prim.LogicalAnd((prim.Comparison(re[0], "==", re[1]),
+                                     prim.Comparison(im[0], e.operator, im[1]))))), BOOL
             if e.operator == "==":
                 return prim.LogicalAnd((prim.Comparison(re[0], "==", re[1]),
                                         prim.Comparison(im[0], "==", im[1]))), BOOL
