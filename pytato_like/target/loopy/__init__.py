@@ -91,9 +91,10 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     stats.record_phase("cache_lookup", time.perf_counter() - t_start)
     plan, where = cache.get_plan(key)
     stats.cache = where
+    translation_units = None
     if plan is None:
         with compiling(stats, f"{len(order)} nodes"):
-            plan = build_plan(outputs, options)
+            plan, translation_units = build_plan(outputs, options)
         for phase, t in plan.phase_times.items():
             stats.record_phase(phase, t)
         cache.put_plan(key, plan)
@@ -103,6 +104,8 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     prg = LoopyBoundProgram(plan, inputs, list(inputs.data_wrappers), single,
                             outputs, options, stats)
     prg.key = key
+    if translation_units is not None:
+        prg._translation_units = translation_units
     if stats.enabled:
         import sys
         print(stats.table(), file=sys.stderr)

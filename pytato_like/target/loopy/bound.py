@@ -140,7 +140,7 @@ class LoopyBoundProgram(BoundProgram):
         demand when the plan came from the cache)."""
         if self._translation_units is None:
             from pytato_like.target.loopy.codegen import _Builder
-            builder = _Builder(self._outputs, {**self.options, "_keep_tu": True})
+            builder = _Builder(self._outputs, dict(self.options))
             builder.build()
             self._translation_units = builder.translation_units
         return self._translation_units

@@ -144,6 +144,8 @@ class _Builder:
         self.options = options
         self.times: dict[str, float] = {}
         self._global_args: set[str] = set()
+        #: the loopy translation units built (one per distinct kernel)
+        self.translation_units: list = []
 
     # {{{ names
 
@@ -682,6 +684,7 @@ class _Builder:
                                "single_writer_after_creation"])
         knl = register_helpers(knl, spec["helpers"])
         knl = parallelize(knl, spec["groups"])
+        self.translation_units.append(knl)
         t1 = time.perf_counter()
         from pytato_like.target.loopy import cache as _cache
         _cache.CODEGEN_CALLS += 1
@@ -696,9 +699,13 @@ class _Builder:
                             f"_lpy_host_{spec['name']}", arg_names)
 
 
-def build_plan(outputs: dict[str, Array], options: dict | None = None) -> ProgramPlan:
-    """The :class:`ProgramPlan` computing *outputs* (name -> array)."""
-    return _Builder(outputs, dict(options or {})).build()
+def build_plan(outputs: dict[str, Array], options: dict | None = None
+               ) -> tuple[ProgramPlan, list]:
+    """The :class:`ProgramPlan` computing *outputs* (name -> array) and the
+    loopy translation units of its distinct kernels."""
+    builder = _Builder(outputs, dict(options or {}))
+    plan = builder.build()
+    return plan, builder.translation_units
 
 
 del Placeholder, DataWrapper, Any
