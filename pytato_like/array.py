@@ -351,6 +351,10 @@ class Array:
         return imag(self)
 
     def conj(self) -> Array:
+        # ndarray.conj() keeps non-complex arrays as they are (even bool,
+        # which np.conj turns into int8)
+        if self.dtype.kind != "c":
+            return self
         from pytato_like.cmath import conj
         return conj(self)
 
