@@ -420,3 +420,23 @@ def test_rotate_helpers_match_reference(rng, k):
         np.testing.assert_array_equal(got, want)
 
 # }}}
+
+
+def test_opencl_exchange_of_many_quantities_equals_numpy(queue, rng):
+    # more quantities than one kernel's argument space holds
+    limit = (queue.device.max_parameter_size - 64) // 16
+    n = limit + 7
+    specs = [HaloExchangeSpec.whole_array((3, 2), np.float32) for _ in range(n)]
+    arrays = [rng.standard_normal((3, 2)).astype(np.float32) for _ in range(n)]
+    tc = HaloDataTransformer.get(queue, specs)
+    assert tc.kernel_sources["pack"].count("void pack(") == 2
+    tc.async_pack([cla.to_device(queue, a) for a in arrays])
+    np.testing.assert_array_equal(tc.get_pack_buffer().get(),
+                                  np.concatenate([a.ravel() for a in arrays]))
+    tc.get_unpack_buffer().set(tc.get_pack_buffer().get()[::-1].copy())
+    out = [cla.zeros(queue, (3, 2), np.float32) for _ in range(n)]
+    tc.async_unpack(out)
+    tc.synchronize()
+    flipped = np.concatenate([a.ravel() for a in arrays])[::-1]
+    np.testing.assert_array_equal(np.concatenate([o.get().ravel() for o in out]),
+                                  flipped)

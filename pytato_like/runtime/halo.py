@@ -800,37 +800,41 @@ class HaloDataTransformerOpenCL(HaloDataTransformer):
         for name, moves in (("pack", self._pack_moves),
                             ("unpack", self._unpack_moves)):
             moves = [m for m in moves if m.segment.size]
-            if not moves:
-                self._kernels[name] = None
-                continue
-            source, n_groups = _kernel_source(
-                name, moves, self.is_vector, len(self._specs_x), group_size)
-            kernel = _build_kernel(self.queue.context, source, name)
-            self._kernels[name] = (kernel, n_groups * group_size, group_size)
+            # Kernel arguments are limited (1 KiB on many devices, 16 bytes
+            # per quantity): an exchange of many quantities gets several
+            # kernels, each for a batch of segments.
+            per_kernel = max(1, (self.queue.device.max_parameter_size - 64)
+                             // 16)
+            self._kernels[name] = []
+            sources = []
+            for first in range(0, len(moves), per_kernel):
+                batch = moves[first:first + per_kernel]
+                source, n_groups = _kernel_source(name, batch, group_size)
+                kernel = _build_kernel(self.queue.context, source, name)
+                self._kernels[name].append(
+                    (kernel, n_groups * group_size, group_size,
+                     [(m.component, m.index) for m in batch]))
+                sources.append(source)
             # Kept for readers (and tests) to inspect.
-            self.kernel_sources[name] = source
+            self.kernel_sources[name] = "\n\n".join(sources) or None
 
     def _launch(self, name: str, buffer: Any, groups: tuple, writes_buffer: bool
                 ) -> None:
-        spec = self._kernels[name]
-        if spec is None:
-            return
-        kernel, global_size, group_size = spec
-        args = [buffer.base_data, np.int64(buffer.offset)]
-        wait_for = list(buffer.events)
-        for group in groups:
-            for q in group:
-                args += [q.base_data,
-                         np.int64(q.offset // q.dtype.itemsize)]
+        buffer_events = list(buffer.events)
+        for kernel, global_size, group_size, used in self._kernels[name]:
+            quantities = [groups[comp][i] for comp, i in used]
+            args = [buffer.base_data, np.int64(buffer.offset)]
+            wait_for = list(buffer_events)
+            for q in quantities:
+                args += [q.base_data, np.int64(q.offset // q.dtype.itemsize)]
                 wait_for += q.events
-        evt = kernel(self.queue, (global_size,), (group_size,), *args,
-                     wait_for=wait_for or None)
-        self._events.append(evt)
-        if writes_buffer:
-            buffer.add_event(evt)
-        else:
-            for group in groups:
-                for q in group:
+            evt = kernel(self.queue, (global_size,), (group_size,), *args,
+                         wait_for=wait_for or None)
+            self._events.append(evt)
+            if writes_buffer:
+                buffer.add_event(evt)
+            else:
+                for q in quantities:
                     q.add_event(evt)
 
     def async_pack(self, quantities_x, quantities_y=None) -> None:
@@ -883,8 +887,8 @@ def _ctype(dtype: np.dtype, negate: bool) -> str:
     return _COPY_CTYPES[dtype.itemsize]
 
 
-def _kernel_source(name: str, moves: list[_Move], is_vector: bool,
-                   n_quantities: int, group_size: int) -> tuple[str, int]:
+def _kernel_source(name: str, moves: list[_Move], group_size: int
+                   ) -> tuple[str, int]:
     """Source of the kernel moving every segment, and its number of
     work-groups.
 
@@ -893,16 +897,13 @@ def _kernel_source(name: str, moves: list[_Move], is_vector: bool,
     chunk of at most :data:`_CHUNK` elements of one row (the innermost
     merged axis): a short strided loop, so index arithmetic is paid per
     chunk, not per element -- what CPU OpenCL devices need."""
-    qtypes: dict[tuple[int, int], str] = {}
-    for m in moves:
-        qtypes[(m.component, m.index)] = _ctype(m.segment.dtype, m.sign < 0)
+    # Each segment reads (pack) or writes (unpack) its own quantity, passed
+    # as argument q<k> in segment order.
+    qtypes = [_ctype(m.segment.dtype, m.sign < 0) for m in moves]
     const = "const " if name == "pack" else ""
     params = ["__global char *buf", "long buf_off"]
-    for comp in ((0, 1) if is_vector else (0,)):
-        for i in range(n_quantities):
-            ctype = qtypes.get((comp, i), "uchar")
-            params += [f"__global {const}{ctype} *q{'xy'[comp]}{i}",
-                       f"long q{'xy'[comp]}{i}_off"]
+    for k, ctype in enumerate(qtypes):
+        params += [f"__global {const}{ctype} *q{k}", f"long q{k}_off"]
     lines = []
     first_group = 0
     for k, m in enumerate(moves):
@@ -912,8 +913,8 @@ def _kernel_source(name: str, moves: list[_Move], is_vector: bool,
         chunks_per_row = -(-row_len // chunk)
         n_items = (m.segment.size // row_len) * chunks_per_row
         end_group = first_group + -(-n_items // group_size)
-        ctype = qtypes[(m.component, m.index)]
-        q = f"q{'xy'[m.component]}{m.index}"
+        ctype = qtypes[k]
+        q = f"q{k}"
         buf_ptr = (f"(__global {const if name == 'unpack' else ''}{ctype} *)"
                    f"(buf + buf_off + {m.segment.offset})")
         if chunks_per_row == 1:
@@ -945,7 +946,7 @@ def _kernel_source(name: str, moves: list[_Move], is_vector: bool,
             "        }",
             "    }"]
         first_group = end_group
-    needs_fp64 = any("double" in t for t in qtypes.values())
+    needs_fp64 = any("double" in t for t in qtypes)
     source = "\n".join([
         "#pragma OPENCL EXTENSION cl_khr_fp64: enable" if needs_fp64 else "",
         f"__kernel __attribute__((reqd_work_group_size({group_size}, 1, 1)))",
