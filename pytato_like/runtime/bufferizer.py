@@ -252,8 +252,7 @@ class Bufferizer:
                     raise QuantityMismatchError(
                         f"{what} is a device array; this Bufferizer is on the "
                         "host (give it a queue to keep data on the device)")
-                array = np.asarray(array, dtype=self._dtype) \
-                    if np.isscalar(array) else np.asarray(array)
+                array = np.asarray(array)   # no casting: dtypes must match
         if tuple(array.shape) != shape or array.dtype != self._dtype:
             raise QuantityMismatchError(
                 f"{what} has shape {tuple(array.shape)} and dtype "
