@@ -264,3 +264,11 @@ def test_device_bufferizer_full_without_hook(queue):
     b.append(cla.to_device(queue, np.array([1.0, 2.0])))
     with pytest.raises(BufferFullError, match="dtype float64"):
         b.append_one(cla.to_device(queue, np.array(3.0)))
+
+
+def test_scalars_are_not_cast():
+    b = Bufferizer((), 3, np.float32)
+    with pytest.raises(QuantityMismatchError, match="dtype float64"):
+        b.append_one(1.0)
+    b.append_one(np.float32(1.5))
+    np.testing.assert_array_equal(b.array, [1.5])
