@@ -3,17 +3,17 @@
 Each helper is a loopy :class:`~loopy.ScalarCallable` specialised per
 argument dtype; its C definition goes into the kernel preamble.
 
-==============  ==========================================================
-helper          NumPy behaviour reproduced
-==============  ==========================================================
-``pt_floordiv`` ``//``: floors; integer ``x // 0 == 0`` and the most
-                negative value ``// -1`` wraps; floats follow
-                ``npy_floor_divide``
-``pt_mod``      ``%``: result has the divisor's sign; integer ``x % 0 == 0``
-``pt_ipow``     integer ``**`` by repeated squaring, wrapping
-``pt_lshift``   ``<<``: shifts by the bit width or more give 0
-``pt_rshift``   ``>>``: shifts by the bit width or more give 0 or -1
-==============  ==========================================================
+================  ==========================================================
+helper            NumPy behaviour reproduced
+================  ==========================================================
+``pt_floordiv``   ``//``: floors; integer ``x // 0 == 0`` and the most
+                  negative value ``// -1`` wraps; floats follow
+                  ``npy_floor_divide``
+``pt_mod``        ``%``: result has the divisor's sign; integer ``x % 0 == 0``
+``pt_ipow``       integer ``**`` by repeated squaring, wrapping
+``pt_lshift``     ``<<``: shifts by the bit width or more give 0
+``pt_rshift``     ``>>``: shifts by the bit width or more give 0 or -1
+================  ==========================================================
 """
 
 from __future__ import annotations
