@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pymbolic.primitives as prim
+from constantdict import constantdict
 
 from pytato_like.array import (
     Array,
@@ -102,15 +103,44 @@ def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
                     f"{what}() over axis {ax} of length 0 (array shape "
                     f"{a.shape}) has no identity")
 
+    bindings: dict[str, Array] = {"_in0": a}
+    if _is_static(a.shape):
+        # programs repeat the same few reductions: build each expression once
+        expr, out_shape, descr = _static_reduction(op, a.dtype, a.shape, axes,
+                                                   keepdims, out_dtype)
+    else:
+        expr, out_shape, descr = _reduction_expr(op, a.dtype, a.shape, axes,
+                                                 keepdims, out_dtype, bindings)
+    return IndexLambda(expr, out_shape, out_dtype, bindings, descr, None, _NO_TAGS)
+
+
+def _is_static(shape: tuple) -> bool:
+    # (the builtins all/any are shadowed in this module)
+    for d in shape:
+        if not isinstance(d, int):
+            return False
+    return True
+
+
+@lru_cache(maxsize=1024)
+def _static_reduction(op, dtype, shape, axes, keepdims, out_dtype):
+    return _reduction_expr(op, dtype, shape, axes, keepdims, out_dtype, {})
+
+
+def _reduction_expr(op: ReductionOperation, dtype: np.dtype, shape: tuple,
+                    axes: tuple[int, ...], keepdims: bool, out_dtype: np.dtype,
+                    bindings: dict[str, Array]):
+    """``(expr, out_shape, var_to_reduction_descr)`` of the reduction of an
+    array bound as ``_in0``; size parameters of symbolic axis lengths are
+    added to *bindings*."""
     index = []
     bounds = {}
-    size_bindings: dict[str, Array] = {"_in0": a}
     out_shape = []
     n_out = 0
-    for ax, dim in enumerate(a.shape):
+    for ax, dim in enumerate(shape):
         if ax in axes:
             var = reduction_var(len(bounds))
-            bounds[var.name] = (0, _bound_expr(dim, size_bindings))
+            bounds[var.name] = (0, _bound_expr(dim, bindings))
             index.append(var)
             if keepdims:
                 out_shape.append(1)
@@ -122,17 +152,19 @@ def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
     inner = prim.Subscript(prim.Variable("_in0"), tuple(index)) if index \
         else prim.Variable("_in0")
     if op.name in ("any", "all"):
-        if a.dtype.kind != "b":
-            inner = prim.Comparison(inner, "!=", a.dtype.type(0))
-    elif a.dtype != out_dtype:
+        if dtype.kind != "b":
+            inner = prim.Comparison(inner, "!=", dtype.type(0))
+    elif dtype != out_dtype:
         inner = TypeCast(out_dtype, inner)
     if bounds:
         expr = make_reduce(inner, op, bounds)
-        descr = {name: ReductionDescriptor() for name in bounds}
+        descr = constantdict({name: _DEFAULT_DESCR for name in bounds})
     else:
         expr, descr = inner, None
-    return IndexLambda(expr, tuple(out_shape), out_dtype, size_bindings, descr,
-                       None, _NO_TAGS)
+    return expr, tuple(out_shape), descr
+
+
+_DEFAULT_DESCR = ReductionDescriptor()
 
 
 def _bound_expr(dim: Any, bindings: dict[str, Array]) -> Any:
