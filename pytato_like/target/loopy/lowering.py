@@ -688,7 +688,7 @@ class ScalarLowerer:
                 return prim.If(prim.Comparison(any_nan, ">", 0),
                                dtype.type(np.nan), red), dtype
             if dtype.kind == "c":
-                raise UnknownIndexLambdaExpr(f"{op} reduction of complex values")
+                return self._complex_extremum(op, inames, inner, dtype), dtype
             if dtype.kind in "iu" and dtype.itemsize < 4:
                 # loopy has no neutral element for narrow integers
                 red = lp.Reduction(op, tuple(inames),
@@ -696,6 +696,40 @@ class ScalarLowerer:
                 return lp.TypeCast(dtype, red), dtype
             return red, dtype
         raise UnknownIndexLambdaExpr(f"unknown reduction '{op}'")
+
+    def _complex_extremum(self, op, inames, inner, dtype):
+        """NumPy orders complex numbers lexicographically: the extreme
+        real part, then the extreme imaginary part among the elements
+        having it. (The inner reduction is re-evaluated per element of the
+        outer one: quadratic, but complex max/min are rare.)"""
+        from pymbolic.mapper.substitutor import make_subst_func
+
+        from loopy.symbolic import SubstitutionMapper
+        rtype = _real_dtype(dtype)
+        re_part = lp.Reduction(op, tuple(inames),
+                               prim.Call(prim.Variable("real"), (inner,)))
+        subst = {}
+        for name, lo, hi in list(self.nodes.reduction_inames):
+            if name in inames:
+                subst[name] = self.nodes.new_iname(lo, hi)
+        inner2 = SubstitutionMapper(make_subst_func(subst))(inner)
+        subst3 = {}
+        for name, lo, hi in list(self.nodes.reduction_inames):
+            if name in inames:
+                subst3[name] = self.nodes.new_iname(lo, hi)
+        re_part3 = lp.Reduction(op, tuple(v.name for v in subst3.values()),
+                                prim.Call(prim.Variable("real"), (
+                                    SubstitutionMapper(make_subst_func(subst3))(
+                                        inner),)))
+        worst = rtype.type(-np.inf if op == "max" else np.inf)
+        im_part = lp.Reduction(
+            op, tuple(v.name for v in subst.values()),
+            prim.If(prim.Comparison(prim.Call(prim.Variable("real"), (inner2,)),
+                                    "==", re_part3),
+                    prim.Call(prim.Variable("imag"), (inner2,)), worst))
+        return prim.Sum((lp.TypeCast(dtype, re_part),
+                         prim.Product((lp.TypeCast(dtype, im_part),
+                                       dtype.type(1j)))))
 
     def _bound(self, b):
         if isinstance(b, Array):
