@@ -146,6 +146,26 @@ def test_builtin_mappers_handle_unknown_node_classes_generically():
     assert isinstance(twice, _Twice) and twice.note == "hi"
     assert tr.InputGatherer()(new) == {pt.make_placeholder("w", (2,))}
 
+
+
+def test_builtin_mappers_handle_distributed_nodes():
+    x = pt.make_placeholder("x", (2,))
+    recv = pt.make_distributed_recv(0, "halo", (2,), np.float64)
+    sent = x * 3
+    holder = pt.staple_distributed_send(sent, dest_rank=1, comm_tag="t",
+                                        stapled_to=recv + x)
+    y = holder * 2
+    assert tr.CopyMapper()(y) is y
+    assert {id(n) for n in tr.DependencyMapper()(y)} == reachable_from(y)
+    assert id(sent) in reachable_from(y)  # the sent data is part of the DAG
+
+    new = RenamePlaceholders()(y)
+    new_holder = new.bindings["_in0"]
+    assert type(new_holder) is type(holder)
+    assert new_holder.send.data.bindings["_in0"].name == "x_new"
+    assert new_holder.send.dest_rank == 1 and new_holder.send.comm_tag == "t"
+    assert {getattr(p, "name", None) for p in tr.InputGatherer()(new)} == {"x_new"}
+
 # }}}
 
 

@@ -98,6 +98,16 @@ def test_mpms_existing_impl_stored_counts_as_materialized():
     assert tr.materialize_with_mpms(out_plain) is out_plain
 
 
+def test_mpms_leaves_nodes_tagged_inlined_alone():
+    from pytato_like.tags import ImplInlined
+
+    i1 = pt.make_placeholder("i1", (4,))
+    i2 = pt.make_placeholder("i2", (4,))
+    t = (i1 + i2).tagged(ImplInlined())
+    out = pt.make_dict_of_named_arrays({"o1": t * 2, "o2": t - 1})
+    assert tr.materialize_with_mpms(out) is out
+
+
 def test_mpms_an_output_counts_as_a_successor():
     i1 = pt.make_placeholder("i1", (4,))
     i2 = pt.make_placeholder("i2", (4,))

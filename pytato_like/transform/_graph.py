@@ -30,20 +30,53 @@ from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
     NamedArray,
-    children_of,
 )
 
 _EMPTY: tuple = ()
 
+_array_fields_of: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def array_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """``(name, kind)`` of the fields of node class *cls* that can hold
+    arrays (computed once per class: the walks below run per node)."""
+    try:
+        return _array_fields_of[cls]
+    except KeyError:
+        result = _array_fields_of[cls] = tuple(
+            (name, kind) for name, kind in cls._fields
+            if kind is not VALUE and kind is not IDENTITY)
+        return result
+
+
+def _arrays_of(expr: Array, skip_shape: bool) -> tuple:
+    t = type(expr)
+    if t is NamedArray:
+        return (expr.expr,)
+    result: list[Array] = []
+    for name, kind in array_fields(t):
+        value = getattr(expr, name)
+        if kind is ARRAY:
+            result.append(value)
+        elif kind is BINDINGS:
+            result.extend(value.values())
+        elif kind is ARRAY_TUPLE:
+            result.extend(value)
+        elif kind is SHAPE and skip_shape:
+            continue
+        else:  # SHAPE, INDICES: ints and slices mixed with arrays
+            result.extend(v for v in value if isinstance(v, Array))
+    return tuple(result)
+
 
 def walk_children(expr: Any) -> tuple:
     """What the built-in mappers visit below *expr*: for an array every array
-    it refers to (:func:`~pytato_like.array.children_of`: operands, shape
-    expressions, index arrays; a :class:`~pytato_like.array.NamedArray`
-    refers to the array it names); for a
-    :class:`~pytato_like.array.DictOfNamedArrays` its arrays."""
+    it refers to (as :func:`~pytato_like.array.children_of`: operands, shape
+    expressions, index arrays, in field order; a
+    :class:`~pytato_like.array.NamedArray` refers to the array it names);
+    for a :class:`~pytato_like.array.DictOfNamedArrays` its arrays."""
     if isinstance(expr, Array):
-        return children_of(expr)
+        return _arrays_of(expr, False)
     if isinstance(expr, AbstractResultWithNamedArrays):
         return tuple(expr._data.values())
     return _EMPTY
@@ -52,22 +85,7 @@ def walk_children(expr: Any) -> tuple:
 def data_operands(expr: Array) -> tuple[Array, ...]:
     """The arrays whose values *expr* reads: operands and index arrays, but
     not the size expressions in shapes."""
-    if type(expr) is NamedArray:
-        return (expr.expr,)
-    result: list[Array] = []
-    for name, kind in expr._fields:
-        if kind is VALUE or kind is IDENTITY or kind is SHAPE:
-            continue
-        value = getattr(expr, name)
-        if kind is ARRAY:
-            result.append(value)
-        elif kind is ARRAY_TUPLE:
-            result.extend(value)
-        elif kind is BINDINGS:
-            result.extend(value.values())
-        elif kind is INDICES:
-            result.extend(v for v in value if isinstance(v, Array))
-    return tuple(result)
+    return _arrays_of(expr, True)
 
 
 def toposort(roots: Iterable[Any], children: Callable[[Any], Iterable[Any]]
@@ -102,20 +120,30 @@ class _ArrayRef(tuple):
     __slots__ = ()
 
 
-def _field_key(value: Any, kind: str, cls_of: dict[int, int]) -> Any:
-    if kind is VALUE:
-        return value
-    if kind is IDENTITY:
-        return id(value)
-    if kind is ARRAY:
-        return cls_of[id(value)]
-    if kind is ARRAY_TUPLE:
-        return tuple(cls_of[id(a)] for a in value)
-    if kind is BINDINGS:
-        # constantdict equality ignores insertion order; so does the key
-        return tuple(sorted((k, cls_of[id(a)]) for k, a in value.items()))
-    return tuple(_ArrayRef((cls_of[id(v)],)) if isinstance(v, Array) else v
-                 for v in value)
+def _structural_key(node: Array, cls_of: dict[int, int]) -> tuple:
+    """Everything ``==`` compares, with children replaced by their class
+    numbers."""
+    t = type(node)
+    if t is NamedArray:
+        return (t, node.axes, node.tags, node.name, cls_of[id(node.expr)])
+    key: list[Any] = [t, node.axes, node.tags]
+    for name, kind in t._fields:
+        value = getattr(node, name)
+        if kind is VALUE:
+            key.append(value)
+        elif kind is IDENTITY:
+            key.append(id(value))
+        elif kind is ARRAY:
+            key.append(cls_of[id(value)])
+        elif kind is ARRAY_TUPLE:
+            key.append(tuple(cls_of[id(a)] for a in value))
+        elif kind is BINDINGS:
+            # constantdict equality ignores insertion order; so does the key
+            key.append(tuple(sorted((k, cls_of[id(a)]) for k, a in value.items())))
+        else:
+            key.append(tuple(_ArrayRef((cls_of[id(v)],)) if isinstance(v, Array)
+                             else v for v in value))
+    return tuple(key)
 
 
 def structural_representatives(order: list[Array]) -> list[Array]:
@@ -125,30 +153,40 @@ def structural_representatives(order: list[Array]) -> list[Array]:
 
     Why: comparing two distinct-but-equal deep DAGs with ``==`` is linear,
     so putting many such nodes into one ``dict``/``set`` could be quadratic.
-    Here each node gets a key made of its type, hash, metadata, non-array
-    field values and the class numbers of its children (already known, as
-    children come first): equal keys exactly when the nodes are equal, one
-    dictionary lookup per node, linear overall.
+    Here nodes are bucketed by their (precomputed) hash, which equal nodes
+    share; only within a bucket are keys compared, made of the node's type,
+    metadata, non-array field values and the class numbers of its children
+    (known already: children come first). Equal keys exactly when the nodes
+    are equal; linear overall.
     """
     cls_of: dict[int, int] = {}
-    key_to_cls: dict[Any, int] = {}
     reps: list[Array] = []
+    first_class_of_hash: dict[int, int] = {}
+    # only for hash collisions: further classes per hash, keys per class
+    more_classes_of_hash: dict[int, list[int]] = {}
+    key_of_class: dict[int, tuple] = {}
     result: list[Array] = []
     for node in order:
-        t = type(node)
-        if t is NamedArray:
-            # NamedArray equality: same name and structurally equal target;
-            # the container takes part through the hash.
-            key: Any = (t, node._hash, node.axes, node.tags, node.name,
-                        cls_of[id(node.expr)])
-        else:
-            key = (t, node._hash, node.axes, node.tags,
-                   *(_field_key(getattr(node, name), kind, cls_of)
-                     for name, kind in t._fields))
-        cls = key_to_cls.get(key)
+        h = node._hash
+        cls = first_class_of_hash.get(h)
         if cls is None:
-            cls = key_to_cls[key] = len(reps)
+            cls = first_class_of_hash[h] = len(reps)
             reps.append(node)
+        else:
+            key = _structural_key(node, cls_of)
+            for candidate in (cls, *more_classes_of_hash.get(h, ())):
+                candidate_key = key_of_class.get(candidate)
+                if candidate_key is None:
+                    candidate_key = key_of_class[candidate] = _structural_key(
+                        reps[candidate], cls_of)
+                if candidate_key == key:
+                    cls = candidate
+                    break
+            else:
+                cls = len(reps)
+                reps.append(node)
+                more_classes_of_hash.setdefault(h, []).append(cls)
+                key_of_class[cls] = key
         cls_of[id(node)] = cls
         result.append(reps[cls])
     return result

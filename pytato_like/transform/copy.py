@@ -21,24 +21,56 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from constantdict import constantdict
+
 from pytato_like.array import (
-    IDENTITY,
-    VALUE,
+    ARRAY,
+    ARRAY_TUPLE,
+    BINDINGS,
     AbstractResultWithNamedArrays,
     Array,
     DictOfNamedArrays,
     NamedArray,
-    map_arrays_in_field,
 )
+from pytato_like.transform._graph import array_fields
 from pytato_like.transform.mapper import (
     TransformMapper,
     with_default_map_methods,
 )
 
 
-def rebuild_with(expr: Any, map_child: Callable[[Any], Any]) -> Any:
-    """*expr* with every child replaced by ``map_child(child)``; *expr*
-    itself when nothing changed.
+def _map_field(value: Any, kind: str, map_child: Callable[[Any], Any]) -> Any:
+    """*value* (a field of kind *kind*) with its arrays mapped; the same
+    object when no array changed."""
+    if kind is ARRAY:
+        return map_child(value)
+    if kind is BINDINGS:
+        new_bindings = {}
+        changed = False
+        for name, ary in value.items():
+            new = new_bindings[name] = map_child(ary)
+            changed = changed or new is not ary
+        return constantdict(new_bindings) if changed else value
+    if kind is ARRAY_TUPLE:
+        new_tuple = tuple(map_child(ary) for ary in value)
+    else:  # SHAPE, INDICES: mostly ints and slices
+        for v in value:
+            if isinstance(v, Array):
+                break
+        else:
+            return value
+        new_tuple = tuple(map_child(v) if isinstance(v, Array) else v
+                          for v in value)
+    if all(n is o for n, o in zip(new_tuple, value, strict=True)):
+        return value
+    return new_tuple
+
+
+def rebuild_with(expr: Any, map_child: Callable[[Any], Any],
+                 tags: Any = None) -> Any:
+    """*expr* with every child replaced by ``map_child(child)`` (and, for an
+    array, its tags replaced by *tags* if given); *expr* itself when nothing
+    changed.
 
     Children are the arrays in the node's fields, for a
     :class:`~pytato_like.array.NamedArray` its container, and for a
@@ -46,16 +78,15 @@ def rebuild_with(expr: Any, map_child: Callable[[Any], Any]) -> Any:
     t = type(expr)
     if t is NamedArray:
         container = map_child(expr._container)
-        if container is expr._container:
+        new_tags = expr.tags if tags is None else tags
+        if container is expr._container and new_tags is expr.tags:
             return expr
-        return NamedArray(container, expr.name, axes=expr.axes, tags=expr.tags)
+        return NamedArray(container, expr.name, axes=expr.axes, tags=new_tags)
     if isinstance(expr, Array):
-        changes = None
-        for name, kind in t._fields:
-            if kind is VALUE or kind is IDENTITY:
-                continue
+        changes = None if tags is None else {"tags": tags}
+        for name, kind in array_fields(t):
             old = getattr(expr, name)
-            new = map_arrays_in_field(old, kind, map_child)
+            new = _map_field(old, kind, map_child)
             if new is not old:
                 if changes is None:
                     changes = {}

@@ -129,6 +129,8 @@ class CachedMapper(Mapper):
         # keeps the nodes whose ids key the cache alive (ids stay unique)
         self._cached_nodes: list[Any] = []
         self._rec_depth = 0
+        # rec computes the default key inline (it runs once per node)
+        self._keys_are_ids = type(self).get_cache_key is CachedMapper.get_cache_key
 
     def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
         """The cache key of mapping *expr* with these extra arguments."""
@@ -137,7 +139,10 @@ class CachedMapper(Mapper):
         return id(expr)
 
     def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
-        key = self.get_cache_key(expr, *args, **kwargs)
+        if args or kwargs or not self._keys_are_ids:
+            key = self.get_cache_key(expr, *args, **kwargs)
+        else:
+            key = id(expr)
         try:
             return self._cache[key]
         except KeyError:

@@ -13,7 +13,8 @@ one *successor*, deciding greedily from the inputs towards the outputs:
 * The **materialized** nodes are the inputs
   (:class:`~pytato_like.array.InputArgumentBase`) and receives, the nodes
   already tagged :class:`~pytato_like.tags.ImplStored`, and the nodes this
-  rule selects.
+  rule selects. Nodes tagged :class:`~pytato_like.tags.ImplInlined` are
+  left as the user decided.
 * A node's **materialized predecessors** are the distinct materialized
   nodes reachable from it through non-materialized data operands only: the
   operand itself if it is materialized, otherwise that operand's
@@ -33,11 +34,12 @@ from typing import Any
 
 from pytato_like.array import Array, DictOfNamedArrays, InputArgumentBase
 from pytato_like.diagnostic import NotAnArrayError
-from pytato_like.tags import ImplStored
+from pytato_like.tags import ImplementationStrategy, ImplStored
 from pytato_like.transform._graph import data_operands, stack_headroom, toposort
-from pytato_like.transform.copy import CopyMapper
+from pytato_like.transform.copy import CopyMapper, rebuild_with
 
 _MANY = object()  # "more than one materialized predecessor"
+_STORED = frozenset([ImplStored()])
 
 
 def _is_materialized_leaf(expr: Array) -> bool:
@@ -74,13 +76,15 @@ def mpms_selection(roots: list[Array], output_uses: dict[int, int]
             else:
                 preds = _MANY
                 break
-        if (preds is _MANY and nsuccessors.get(id(node), 0) > 1) \
-                or node.tags_of_type(ImplStored):
-            if preds is _MANY and nsuccessors.get(id(node), 0) > 1:
-                selected.add(id(node))
-            frontier[id(node)] = id(node)
+        strategy = node.tags_of_type(ImplementationStrategy)
+        if strategy:
+            # the user decided: stored nodes are materialized, inlined not
+            is_stored = ImplStored() in strategy
         else:
-            frontier[id(node)] = preds
+            is_stored = preds is _MANY and nsuccessors.get(id(node), 0) > 1
+            if is_stored:
+                selected.add(id(node))
+        frontier[id(node)] = id(node) if is_stored else preds
     return selected
 
 
@@ -93,10 +97,10 @@ class _Tagger(CopyMapper):
         self.ids = ids
 
     def _map_default(self, expr: Any) -> Any:
-        result = super()._map_default(expr)
         if id(expr) in self.ids:
-            result = result.tagged(ImplStored())
-        return result
+            # one construction for new children and the tag
+            return rebuild_with(expr, self.rec, tags=expr.tags | _STORED)
+        return super()._map_default(expr)
 
 
 def materialize_with_mpms(expr: DictOfNamedArrays | Array) -> DictOfNamedArrays | Array:
