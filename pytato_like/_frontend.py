@@ -230,6 +230,28 @@ def _signature(op_name: str, a: Any, b: Any) -> tuple | None:
     return None
 
 
+_COMPARISON_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+_COMPARE = {"lt": lambda x, y: x < y, "le": lambda x, y: x <= y,
+            "gt": lambda x, y: x > y, "ge": lambda x, y: x >= y,
+            "eq": lambda x, y: x == y, "ne": lambda x, y: x != y}
+
+
+def _comparison_decided_by_range(op_name, a, b, dt_a, dt_b) -> bool | None:
+    """NumPy 2 compares integer arrays with any Python int exactly, even one
+    the array's dtype cannot hold: then every element compares the same way
+    as the dtype's bounds do. Returns that common answer, or None."""
+    for scalar, dtype, scalar_first in ((b, dt_b, False), (a, dt_a, True)):
+        if type(scalar) is not int or dtype.kind not in "iu":
+            continue
+        info = np.iinfo(dtype)
+        if info.min <= scalar <= info.max:
+            return None
+        bound = int(info.max) if scalar > info.max else int(info.min)
+        x, y = (scalar, bound) if scalar_first else (bound, scalar)
+        return _COMPARE[op_name](x, y)
+    return None
+
+
 def binary_op(op_name: str, a: Any, b: Any) -> Array | np.generic:
     """``a <op> b`` with NumPy broadcasting and dtype promotion."""
     signature = _signature(op_name, a, b)
@@ -244,7 +266,9 @@ def binary_op(op_name: str, a: Any, b: Any) -> Array | np.generic:
                 bindings = {"_in0": b if kind == "scalar-array" else a}
             return IndexLambda(expr, shape, dtype, bindings, None, None, _NO_TAGS)
     result = _binary_op_uncached(op_name, a, b)
-    if signature is not None and isinstance(result, IndexLambda):
+    if (signature is not None and isinstance(result, IndexLambda)
+            # a comparison decided by the scalar alone binds no array
+            and len(result.bindings) == (2 if signature[-1] == "two" else 1)):
         if len(_SIGNATURE_CACHE) > 100_000:
             _SIGNATURE_CACHE.clear()
         _SIGNATURE_CACHE[signature] = (result.expr, result.dtype, result.shape)
@@ -260,6 +284,11 @@ def _binary_op_uncached(op_name: str, a: Any, b: Any) -> Array | np.generic:
     what = f"operator '{_SYMBOL.get(op_name, op_name)}'"
     dt_a, dt_b, dt_out = resolve_dtypes(ufunc, (a, b), what)
     shape = get_shape_after_broadcasting((a, b))
+    if op_name in _COMPARISON_OPS:
+        decided = _comparison_decided_by_range(op_name, a, b, dt_a, dt_b)
+        if decided is not None:
+            return IndexLambda(np.bool_(decided), shape, dt_out, {}, None, None,
+                               _NO_TAGS)
     builder = ElementwiseBuilder((a, b), shape, what)
     expr = make_expr(builder.access(a, dt_a), builder.access(b, dt_b), dt_a)
     return builder.build(expr, dt_out)

@@ -438,7 +438,7 @@ class Array:
     # }}}
 
 
-_OPERAND_TYPES = (int, float, complex, bool, np.generic)
+_OPERAND_TYPES = (int, float, complex, bool, np.generic, np.ndarray)
 
 
 def _binary_operator(op_name: str, reflected: bool):
