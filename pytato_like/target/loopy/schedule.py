@@ -46,12 +46,29 @@ def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = Non
         size = work_group_size
         if isinstance(extent, int):
             size = max(1, min(size, extent))
-        if size > 1:
-            knl = lp.split_iname(knl, last, size, outer_tag="g.0",
-                                 inner_tag="l.0")
+        outer_axes = list(range(d - 2, -1, -1))
+        if isinstance(extent, int) and 1 < extent < work_group_size and d >= 2:
+            # short contiguous axis (e.g. DOFs of an element): the whole
+            # axis is l.0 and the next axis fills the work-group as l.1,
+            # so that work-groups are not tiny (PoCL pays per work-group)
+            tags[last] = "l.0"
+            per_group = max(1, work_group_size // max(extent, 1))
+            second = f"{g}_{d - 2}"
+            if per_group > 1:
+                knl = lp.split_iname(knl, second, per_group,
+                                     outer_tag="g.0", inner_tag="l.1")
+            else:
+                tags[second] = "g.0"
+            outer_axes = outer_axes[1:]
+            hw_names = ("g.1", "g.2")
         else:
-            tags[last] = "g.0"
-        for axis, hw in zip(range(d - 2, -1, -1), ("g.1", "g.2")):
+            if size > 1:
+                knl = lp.split_iname(knl, last, size, outer_tag="g.0",
+                                     inner_tag="l.0")
+            else:
+                tags[last] = "g.0"
+            hw_names = ("g.1", "g.2")
+        for axis, hw in zip(outer_axes, hw_names):
             tags[f"{g}_{axis}"] = hw
     if tags:
         knl = lp.tag_inames(knl, tags)
