@@ -3,24 +3,24 @@
 Mappers (pytato's names and calling conventions; subclass them and override
 ``map_*`` methods, calling ``self.rec(child)``):
 
-==============================  =============================================
-:class:`Mapper`                 dispatch on ``_mapper_method``; no cache
-:class:`CachedMapper`           each node mapped once
-:class:`TransformMapper`        base of the mappers returning arrays
-:class:`CopyMapper`             rebuild the DAG (identity when unchanged)
+================================  ============================================
+:class:`Mapper`                   dispatch on ``_mapper_method``; no cache
+:class:`CachedMapper`             each node mapped once
+:class:`TransformMapper`          base of the mappers returning arrays
+:class:`CopyMapper`               rebuild the DAG (identity when unchanged)
 :class:`CopyMapperWithExtraArgs`  same, with extra arguments passed down
-:class:`EdgeCachedMapper`       rebuild through ``handle_edge(expr, child)``
-:class:`CachedMapAndCopyMapper` rebuild after a ``map_fn`` per node
-:class:`CombineMapper`          ``combine`` the children's results
-:class:`DependencyMapper`       every array a result depends on
-:class:`SubsetDependencyMapper` the same, within a universe
-:class:`InputGatherer`          the inputs a result depends on
-:class:`SizeParamGatherer`      the size parameters a result depends on
-:class:`WalkMapper`             ``visit`` / ``post_visit`` every path
-:class:`CachedWalkMapper`       ``visit`` / ``post_visit`` every node once
-:class:`TopoSortMapper`         the nodes in topological order
-:class:`UsersCollector`         node -> the nodes using it
-==============================  =============================================
+:class:`EdgeCachedMapper`         rebuild through ``handle_edge(expr, child)``
+:class:`CachedMapAndCopyMapper`   rebuild after a ``map_fn`` per node
+:class:`CombineMapper`            ``combine`` the children's results
+:class:`DependencyMapper`         every array a result depends on
+:class:`SubsetDependencyMapper`   the same, within a universe
+:class:`InputGatherer`            the inputs a result depends on
+:class:`SizeParamGatherer`        the size parameters a result depends on
+:class:`WalkMapper`               ``visit`` / ``post_visit`` every path
+:class:`CachedWalkMapper`         ``visit`` / ``post_visit`` every node once
+:class:`TopoSortMapper`           the nodes in topological order
+:class:`UsersCollector`           node -> the nodes using it
+================================  ============================================
 
 All of them work on DAGs of any depth at Python's default recursion limit,
 including user subclasses of the caching mappers whose methods recurse with

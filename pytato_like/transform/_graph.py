@@ -11,6 +11,12 @@
 
 All of them are iterative, so DAG depth never reaches Python's recursion
 limit.
+
+.. autofunction:: walk_children
+.. autofunction:: data_operands
+.. autofunction:: toposort
+.. autofunction:: structural_representatives
+.. autofunction:: with_stack_headroom
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ class DeadCodeEliminator(CopyMapper):
 
     def map_index_lambda(self, expr: IndexLambda) -> IndexLambda:
         used = self._names_used_by(expr.expr)
+        if used.issuperset(expr.bindings):
+            return super().map_index_lambda(expr)
         bindings = {name: self.rec(ary) for name, ary in expr.bindings.items()
                     if name in used}
         shape = tuple(self.rec(d) if not isinstance(d, int) else d
