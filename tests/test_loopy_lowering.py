@@ -295,3 +295,15 @@ def test_name_clash_is_typed():
     b = pt.make_placeholder("x", (4,), np.float64)
     with pytest.raises(NameClashError, match="'x'"):
         generate_loopy(pt.make_dict_of_named_arrays({"a": a + 1, "b": b + 1}))
+
+
+def test_nested_boolean_comparisons_keep_their_grouping(queue):
+    # C parses a <= b != c as (a <= b) != c; the generated code must not
+    x = pt.make_placeholder("x", (5,), np.bool_)
+    y = pt.make_placeholder("y", (5,), np.int64)
+    inner = pt.not_equal(x, y)
+    check(queue, pt.make_dict_of_named_arrays({
+        "le": pt.roll(inner, 1) <= inner, "eq": pt.equal(x < y, inner),
+        "gt": (y > 1) > pt.logical_not(x)}),
+        x=np.array([True, True, False, True, False]),
+        y=np.array([1, 0, 0, 3, -2]))

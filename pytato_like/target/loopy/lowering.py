@@ -459,7 +459,7 @@ class ScalarLowerer:
         return self.nodes.value_at(binding, lowered), binding.dtype
 
     def map_nan(self, e):
-        return np.float64(np.nan), np.dtype(np.float64)
+        return prim.NaN(np.float64), np.dtype(np.float64)
 
     # }}}
 
@@ -564,6 +564,13 @@ class ScalarLowerer:
                                         prim.Comparison(im[0], "==", im[1]))), BOOL
             return prim.LogicalOr((prim.Comparison(re[0], "!=", re[1]),
                                    prim.Comparison(im[0], "!=", im[1]))), BOOL
+        # C has two precedence levels for comparisons (relational above
+        # equality) that the printer does not distinguish: parenthesise a
+        # comparison nested in another one through a cast
+        if isinstance(a, prim.Comparison):
+            a = lp.TypeCast(np.dtype(np.int8), a)
+        if isinstance(b, prim.Comparison):
+            b = lp.TypeCast(np.dtype(np.int8), b)
         return prim.Comparison(a, e.operator, b), BOOL
 
     def map_logical_not(self, e):
@@ -686,7 +693,7 @@ class ScalarLowerer:
                                  np.int32(1), np.int32(0))
                 any_nan = lp.Reduction("max", tuple(nan_inames), is_nan)
                 return prim.If(prim.Comparison(any_nan, ">", 0),
-                               dtype.type(np.nan), red), dtype
+                               prim.NaN(dtype.type), red), dtype
             if dtype.kind == "c":
                 return self._complex_extremum(op, inames, inner, dtype), dtype
             if dtype.kind in "iu" and dtype.itemsize < 4:
