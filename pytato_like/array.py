@@ -538,15 +538,40 @@ def map_arrays_in_field(value: Any, kind: str, fn) -> Any:
     return new
 
 
+_CHILD_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _child_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    fields = tuple((name, kind) for name, kind in cls._fields
+                   if kind is not VALUE and kind is not IDENTITY)
+    _CHILD_FIELDS[cls] = fields
+    return fields
+
+
 def children_of(expr: Array) -> tuple[Array, ...]:
     """Every array *expr* refers to: data-flow operands and the arrays in its
     shape (or indices), in field order, duplicates kept."""
-    if type(expr) is NamedArray:
+    cls = type(expr)
+    if cls is NamedArray:
         return (expr.expr,)
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        fields = _child_fields(cls)
     result: list[Array] = []
-    for name, kind in expr._fields:
-        if kind is not VALUE and kind is not IDENTITY:
-            result.extend(iter_arrays_in_field(getattr(expr, name), kind))
+    # Every traversal calls this once per node: kinds are tested inline
+    # rather than through iter_arrays_in_field's generator.
+    for name, kind in fields:
+        value = getattr(expr, name)
+        if kind is ARRAY:
+            result.append(value)
+        elif kind is BINDINGS:
+            result.extend(value.values())
+        elif kind is ARRAY_TUPLE:
+            result.extend(value)
+        else:  # SHAPE, INDICES
+            for v in value:
+                if type(v) is not int and isinstance(v, Array):
+                    result.append(v)
     return tuple(result)
 
 
@@ -859,6 +884,8 @@ class NormalizedSlice:
     step: int
 
     def to_slice(self) -> slice:
+        if self.stop is not None and self.length == 0:
+            return slice(0, 0, 1)  # e.g. (-1, -1, -2) would read the last entry
         stop = self.stop
         if self.step < 0 and stop is not None and stop < 0:
             stop = None  # run through index 0

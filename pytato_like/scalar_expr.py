@@ -155,8 +155,21 @@ class StringifyMapper(_PymbolicStringifyMapper):
         return name
 
 
+@lru_cache(maxsize=4096)
+def _stringify_cached(expr: ScalarExpression) -> str:
+    return _STRINGIFIER(expr)
+
+
 def stringify(expr: ScalarExpression) -> str:
     """A readable one-line rendering of *expr*."""
-    return StringifyMapper()(expr)
+    # The front end shares expression objects between nodes of the same
+    # signature, so printing a large DAG renders few distinct expressions.
+    try:
+        return _stringify_cached(expr)
+    except TypeError:  # unhashable constant inside
+        return _STRINGIFIER(expr)
+
+
+_STRINGIFIER = StringifyMapper()
 
 # }}}
