@@ -189,25 +189,44 @@ def test_unpack_writes_unpack_regions(queue, rng, variant, vector):
             np.testing.assert_array_equal(got, 7.0)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("rotation", [0, 1, 2, 3])
-def test_exchange_between_two_tiles_places_turned_edge(rng, rotation):
-    # tile A sends its east edge; tile B receives it into its west halo.
+@pytest.mark.parametrize("vector", [False, True])
+def test_exchange_between_two_tiles_places_turned_edge(queue, rng, variant,
+                                                       rotation, vector):
+    # tile A sends its east edge; tile B receives it into a corner of its
+    # halo (shaped like the turned edge), checked by brute force.
     n, h = 5, 2
     q = QuantityHaloSpec((n + 2 * h, n + 2 * h), np.float64, n_halo=h)
     east = (slice(n, n + h), slice(h, h + n))
     send = HaloExchangeSpec(q, east, rotation, east)
-    turned_shape = send.packed_shape
-    recv = HaloExchangeSpec(q, east, 0, tuple(slice(0, s) for s in turned_shape))
-    a = rng.standard_normal(q.shape)
-    b = np.zeros(q.shape)
-    ta = HaloDataTransformer.get(np, [send])
-    tb = HaloDataTransformer.get(np, [recv])
-    ta.async_pack([a])
+    recv = HaloExchangeSpec(q, east, 0,
+                            tuple(slice(0, s) for s in send.packed_shape))
+    ax, ay = rng.standard_normal(q.shape), rng.standard_normal(q.shape)
+    on = (lambda a: cla.to_device(queue, a)) if variant == "cl" else np.copy
+    back = (lambda a: a.get()) if variant == "cl" else (lambda a: a)
+    mod = queue if variant == "cl" else np
+    ta = HaloDataTransformer.get(mod, [send], [send] if vector else None)
+    tb = HaloDataTransformer.get(mod, [recv], [recv] if vector else None)
+    bx = on(np.zeros(q.shape))
+    by = on(np.zeros(q.shape))
+    ta.async_pack([on(ax)], [on(ay)] if vector else None)
     tb.get_unpack_buffer()[:] = ta.get_pack_buffer()   # "communication"
-    tb.async_unpack([b])
+    tb.async_unpack([bx], [by] if vector else None)
     tb.synchronize()
-    np.testing.assert_array_equal(
-        b[recv.unpack_slices], ref_turn_2d(a[east], rotation))
+    tx, ty = ref_turn_2d(ax[east], rotation), ref_turn_2d(ay[east], rotation)
+    if not vector:
+        expected = [(bx, tx)]
+    else:
+        new_x, new_y = {0: (tx, ty), 1: (ty, -tx), 2: (-tx, -ty),
+                        3: (-ty, tx)}[rotation]
+        expected = [(bx, new_x), (by, new_y)]
+    for got, want in expected:
+        got = back(got)
+        np.testing.assert_array_equal(got[recv.unpack_slices], want)
+        outside = np.ones(q.shape, bool)
+        outside[recv.unpack_slices] = False
+        np.testing.assert_array_equal(got[outside], 0.0)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
