@@ -719,9 +719,10 @@ class HaloDataTransformer(abc.ABC):
 
 
 class HaloDataTransformerNumpy(HaloDataTransformer):
-    """Host variant: NumPy slicing and :func:`numpy.rot90` views copied
-    straight into the buffer (no temporaries). Work is done when
-    :meth:`async_pack` / :meth:`async_unpack` return."""
+    """Host variant: each turned region is a view (one basic index with
+    reversed slices, one transpose -- what :func:`numpy.rot90` does) copied
+    straight into its segment of the buffer, no temporaries. Work is done
+    when :meth:`async_pack` / :meth:`async_unpack` return."""
 
     _array_type = np.ndarray
 
