@@ -223,14 +223,21 @@ def _size(ary: Array) -> int | None:
     return total
 
 
-def _own_cost(node: Array, model: CostModel
+def _own_cost(node: Array, model: CostModel, memo: dict | None = None
               ) -> tuple[float, int, list[tuple[Array, float, bool]]]:
     """``(ops, depth, [(child, evaluations per element, elementwise)])`` of
-    *node*'s own definition."""
+    *node*'s own definition. *memo* caches expression facts by expression
+    identity (the front end shares expressions between nodes)."""
     unknown = model.unknown_extent
-    if isinstance(node, IndexLambda):
-        facts = _expr_facts(node.expr, node.ndim, unknown,
-                            frozenset(node.bindings))
+    if type(node) is IndexLambda:
+        bindings = node.bindings
+        key = (id(node.expr), node.ndim, tuple(bindings))
+        facts = memo.get(key) if memo is not None else None
+        if facts is None:
+            facts = _expr_facts(node.expr, node.ndim, unknown,
+                                frozenset(bindings))
+            if memo is not None:
+                memo[key] = facts
         uses = []
         for name, child in node.bindings.items():
             n = facts.uses.get(name, 0.0)
@@ -283,18 +290,22 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
     uses: dict[int, float] = {}
     elementwise: dict[int, bool] = {}
     own: dict[int, tuple] = {}
+    sizes: dict[int, int | None] = {}
+    memo: dict = {}
     for node in order:
-        info = _own_cost(node, model)
+        info = _own_cost(node, model, memo)
         own[id(node)] = info
-        node_size = _size(node)
+        node_size = sizes[id(node)] = _size(node)
         for child, n, elw in info[2]:
-            child_size = _size(child)
-            if node_size is not None and child_size:
+            child_size = sizes[id(child)]
+            if node_size is not None and child_size and node_size != child_size:
                 # broadcasts and reductions evaluate the child more often
                 # than it has elements; slicing less often
                 n = n * node_size / child_size
-            uses[id(child)] = uses.get(id(child), 0.0) + n
-            elementwise[id(child)] = elementwise.get(id(child), True) and elw
+            cid = id(child)
+            uses[cid] = uses.get(cid, 0.0) + n
+            if not elw:
+                elementwise[cid] = False
 
     costs: dict[int, NodeCost] = {}
     for node in order:
