@@ -84,9 +84,10 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     order = topological_order(list(outputs.values()))
     inputs = gather_program_inputs(order)
     stats = ProgramStats(enabled=report_enabled(options), n_nodes=len(order))
+    from pytato_like.target.loopy import schedule
     extra = repr((function_name, sorted((k, repr(options.get(k)))
                                         for k in _KEYED_OPTIONS),
-                  getattr(device, "name", None)))
+                  getattr(device, "name", None), schedule.WORK_GROUP_SIZE))
     key = cache.dag_key(outputs, order, extra)
     stats.record_phase("cache_lookup", time.perf_counter() - t_start)
     plan, where = cache.get_plan(key)
