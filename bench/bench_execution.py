@@ -214,13 +214,63 @@ def run_program(name: str, queue, bandwidth: float, quick: bool, repeat: int,
     }
 
 
+def sweep_work_group_sizes(sizes: list[int], programs: list[str], quick: bool,
+                           repeat: int) -> dict:
+    """Speed-up over NumPy of each program for each work-group size, all
+    measured in this one run (interleaved, to share the machine's noise)."""
+    import pyopencl as cl
+    import pyopencl.array as cla
+
+    import pytato_like as pt
+    from pytato_like.target.loopy import schedule
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    figures: dict = {}
+    with tempfile.TemporaryDirectory() as cache_dir:
+        os.environ["PYTATO_LIKE_CACHE_DIR"] = cache_dir
+        for name in programs:
+            lazy, eager, inputs, _ = (PROGRAMS[name](**QUICK[name]) if quick
+                                      else PROGRAMS[name]())
+            devin = {k: cla.to_device(queue, v) for k, v in inputs.items()}
+            prgs = {}
+            for wg in sizes:
+                schedule.WORK_GROUP_SIZE = wg
+                prgs[wg] = pt.generate_loopy(lazy())
+                prgs[wg](queue, **devin)
+            queue.finish()
+            times = {wg: [] for wg in sizes}
+            t_np = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                eager(**inputs)
+                t_np.append(time.perf_counter() - t0)
+                for wg in sizes:
+                    t0 = time.perf_counter()
+                    prgs[wg](queue, **devin)
+                    queue.finish()
+                    times[wg].append(time.perf_counter() - t0)
+            figures[name] = {wg: float(np.median(t_np) / np.median(times[wg]))
+                             for wg in sizes}
+    print("speed-up over NumPy eager by work-group size")
+    print(f"{'program':<8}" + "".join(f"{wg:>8}" for wg in sizes))
+    for name in programs:
+        print(f"{name:<8}" + "".join(f"{figures[name][wg]:8.2f}" for wg in sizes))
+    return figures
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="small sizes (smoke test)")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--programs", default=",".join(PROGRAMS))
+    parser.add_argument("--sweep", default="",
+                        help="comma-separated work-group sizes to compare "
+                        "(schedule study; skips the warm-start runs)")
     args = parser.parse_args(argv)
+    if args.sweep:
+        return sweep_work_group_sizes(
+            [int(w) for w in args.sweep.split(",")], args.programs.split(","),
+            args.quick, args.repeat)
 
     import pyopencl as cl
     queue = cl.CommandQueue(cl.create_some_context(interactive=False))
