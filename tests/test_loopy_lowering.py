@@ -307,3 +307,13 @@ def test_nested_boolean_comparisons_keep_their_grouping(queue):
         "gt": (y > 1) > pt.logical_not(x)}),
         x=np.array([True, True, False, True, False]),
         y=np.array([1, 0, 0, 3, -2]))
+
+
+def test_inlined_reduction_used_twice_in_one_expression(queue):
+    x = pt.make_placeholder("x", (3, 4), np.float64)
+    s = pt.any(x > 0.5, axis=1)
+    m = pt.sum(x, axis=1)
+    check(queue, pt.make_dict_of_named_arrays({
+        "stack": pt.stack([s, s, ~s], axis=-1),
+        "twice": pt.where(m > 1, m, -m)}),
+        x=np.random.default_rng(5).random((3, 4)))

@@ -159,15 +159,19 @@ class NodeLowerer:
             return self._memo[key]
         except (KeyError, TypeError):
             pass
+        n_inames = len(self.reduction_inames)
         value = getattr(self, "lower_" + node._mapper_method[4:])(node, idx)
         if (node.dtype.kind in "iu" and node.dtype.itemsize < 4
                 and isinstance(node, (IndexLambda, Einsum))):
             # C computes in int: cast back so the result wraps as in NumPy
             value = lp.TypeCast(node.dtype, value)
-        try:
-            self._memo[key] = value
-        except TypeError:
-            pass
+        if len(self.reduction_inames) == n_inames:
+            # values containing reductions are not reused: loopy needs
+            # fresh inames for every occurrence of a reduction
+            try:
+                self._memo[key] = value
+            except TypeError:
+                pass
         return value
 
     def lower_size_param(self, node: SizeParam, idx):
