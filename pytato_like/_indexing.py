@@ -99,10 +99,44 @@ def _is_array_like(idx: Any) -> bool:
     return isinstance(idx, (Array, np.ndarray, list, tuple))
 
 
+def _basic_getitem(ary: Array, key: tuple) -> Array | None:
+    """Fast path for keys of plain ints and slices (the common case in
+    stencil code); None when the key needs the general treatment."""
+    if len(key) > ary.ndim:
+        return None
+    indices: list[Any] = []
+    for axis, k in enumerate(key):
+        tk = type(k)
+        if tk is slice:
+            indices.append(_normalize_slice(k, ary.shape[axis], axis, ary.shape))
+        elif tk is int:
+            indices.append(_normalize_int(k, ary.shape[axis], axis, ary.shape))
+        else:
+            return None
+    for axis in range(len(key), ary.ndim):
+        indices.append(_normalize_slice(_FULL_SLICE, ary.shape[axis], axis,
+                                        ary.shape))
+    if _is_identity(indices, ary.shape):
+        return ary
+    return BasicIndex(ary, tuple(indices), None, _NO_TAGS)
+
+
+_FULL_SLICE = slice(None)
+
+
+def _is_identity(indices, shape) -> bool:
+    return all(isinstance(i, NormalizedSlice) and i.start == 0 and i.step == 1
+               and (i.stop == d or not isinstance(d, int))
+               for i, d in zip(indices, shape))
+
+
 def getitem(ary: Array, key: Any) -> Array:
     """``ary[key]`` with NumPy semantics."""
     if not isinstance(key, tuple):
         key = (key,)
+    result = _basic_getitem(ary, key)
+    if result is not None:
+        return result
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexTypeError("an index can only have a single ellipsis ('...')")
 
@@ -163,9 +197,7 @@ def getitem(ary: Array, key: Any) -> Array:
                 f"of shape {ary.shape}")
 
     if not any(isinstance(i, Array) for i in indices):
-        if all(isinstance(i, NormalizedSlice) and i.start == 0 and i.step == 1
-               and (i.stop == d or not isinstance(d, int))
-               for i, d in zip(indices, ary.shape)):
+        if _is_identity(indices, ary.shape):
             return ary
         return BasicIndex(ary, tuple(indices), None, _NO_TAGS)
 

@@ -55,6 +55,7 @@ Constructors
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -212,11 +213,17 @@ class Array:
                 f"{len(axes)} axes metadata entries")
         self.axes = axes
         self.tags = tags
-        self._hash = hash((type(self), *self._field_values(), axes, tags))
+        cls = type(self)
+        getter = _HASH_GETTERS.get(cls)
+        if getter is None:
+            getter = _make_hash_getter(cls)
+        self._hash = hash((cls, getter(self), axes, tags))
 
     def _field_values(self) -> tuple[Any, ...]:
-        return tuple(_hashable(getattr(self, name), kind)
-                     for name, kind in self._fields)
+        """The field values the hash is computed from (wrapped data by
+        identity)."""
+        getter = _HASH_GETTERS.get(type(self)) or _make_hash_getter(type(self))
+        return getter(self)
 
     # {{{ identity
 
@@ -444,17 +451,17 @@ _OPERAND_TYPES = (int, float, complex, bool, np.generic, np.ndarray)
 def _binary_operator(op_name: str, reflected: bool):
     # binary_op is bound at the end of this module (it imports this module)
     if reflected:
-        def operator(self, other):
+        def method(self, other):
             if not isinstance(other, _OPERAND_TYPES) and not isinstance(other, Array):
                 return NotImplemented
             return binary_op(op_name, other, self)
     else:
-        def operator(self, other):
+        def method(self, other):
             if not isinstance(other, Array) and not isinstance(other, _OPERAND_TYPES):
                 return NotImplemented
             return binary_op(op_name, self, other)
-    operator.__name__ = f"__{'r' if reflected else ''}{op_name}__"
-    return operator
+    method.__name__ = f"__{'r' if reflected else ''}{op_name}__"
+    return method
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
@@ -479,11 +486,11 @@ Array.__rdivmod__ = _rdivmod
 
 
 def _unary_operator(op_name: str):
-    def operator(self):
+    def method(self):
         from pytato_like._frontend import unary_op
         return unary_op(op_name, self)
-    operator.__name__ = f"__{op_name}__"
-    return operator
+    method.__name__ = f"__{op_name}__"
+    return method
 
 
 for _name in ("neg", "pos", "invert"):
@@ -495,10 +502,28 @@ for _name in ("neg", "pos", "invert"):
 
 # {{{ generic field helpers
 
-def _hashable(value: Any, kind: str) -> Any:
-    if kind is IDENTITY:
-        return id(value)
-    return value
+_HASH_GETTERS: dict[type, Any] = {}
+
+
+def _make_hash_getter(cls: type):
+    """A function returning the hashable field values of a *cls* instance
+    (wrapped data by identity), built once per class."""
+    names = tuple(name for name, _ in cls._fields)
+    identity = tuple(i for i, (_, kind) in enumerate(cls._fields)
+                     if kind is IDENTITY)
+    if not identity and len(names) > 1:
+        getter = operator.attrgetter(*names)
+    elif not identity:
+        def getter(self):
+            return tuple(getattr(self, name) for name in names)
+    else:
+        def getter(self):
+            values = [getattr(self, name) for name in names]
+            for i in identity:
+                values[i] = id(values[i])
+            return tuple(values)
+    _HASH_GETTERS[cls] = getter
+    return getter
 
 
 def iter_arrays_in_field(value: Any, kind: str) -> Iterator[Array]:
