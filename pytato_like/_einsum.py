@@ -58,6 +58,20 @@ def einsum(subscripts: str, *operands: Any, tags=frozenset()) -> Array:
     """Einstein summation over *operands*, as :func:`numpy.einsum` (size-1
     axes broadcast, repeated indices take diagonals)."""
     operands = tuple(_as_array(as_operand(op)) for op in operands)
+    from pytato_like.array import _check_tags
+    key = (subscripts, tuple((op.shape, op.dtype) for op in operands))
+    cached = _DESCRIPTOR_CACHE.get(key)
+    if cached is None:
+        cached = _DESCRIPTOR_CACHE[key] = _access_descriptors(subscripts, operands)
+    access, redn_descr = cached
+    return Einsum(access, operands, redn_descr, None, _check_tags(tags))
+
+
+# subscripts and operand shapes/dtypes -> validated access descriptors
+_DESCRIPTOR_CACHE: dict[tuple, tuple] = {}
+
+
+def _access_descriptors(subscripts: str, operands: tuple[Array, ...]):
     in_specs, out_spec = _parse_subscripts(subscripts, len(operands))
 
     extents: dict[str, Any] = {}
@@ -81,8 +95,7 @@ def einsum(subscripts: str, *operands: Any, tags=frozenset()) -> Array:
     access = tuple(tuple(descr_of[c] for c in spec) for spec in in_specs)
     redn_descr = {EinsumReductionAxis(i): ReductionDescriptor()
                   for i in range(len(redn_letters))}
-    from pytato_like.array import _check_tags
-    return Einsum(access, operands, redn_descr, None, _check_tags(tags))
+    return access, redn_descr
 
 
 def _wrap(x):

@@ -334,12 +334,65 @@ def astype(x: Array, dtype: Any) -> Array:
     return builder.build(builder.access(x, dtype), dtype)
 
 
+def _operands_signature(operands: tuple) -> tuple | None:
+    """A cache key describing *operands* for an elementwise builder: dtype,
+    shape and first-occurrence position of arrays, type and value of
+    scalars; None when some operand is not cacheable."""
+    key = []
+    seen: list[Any] = []
+    for x in operands:
+        if isinstance(x, Array):
+            for k, other in enumerate(seen):
+                if other is x:
+                    key.append(("same", k))
+                    break
+            else:
+                seen.append(x)
+                key.append((x.dtype, x.shape))
+        elif type(x) in _CACHEABLE_SCALARS and x == x and (
+                x != 0 or type(x) is not float):
+            key.append((type(x), x))
+        else:
+            return None
+    return tuple(key)
+
+
+def _distinct_arrays(operands: tuple) -> dict[str, Array]:
+    """Bindings as ElementwiseBuilder names them: arrays in order of first
+    occurrence."""
+    bindings: dict[str, Array] = {}
+    for x in operands:
+        if isinstance(x, Array) and not any(x is b for b in bindings.values()):
+            bindings[f"_in{len(bindings)}"] = x
+    return bindings
+
+
+_WHERE_CACHE: dict[tuple, tuple] = {}
+
+
 def where(condition: Any, x: Any = None, y: Any = None) -> Array:
     """Elements of *x* where *condition* holds, else of *y*."""
     if x is None or y is None:
         raise DTypeError("where() with one argument (nonzero) has a "
                          "data-dependent shape and is not supported")
     condition, x, y = as_operand(condition), as_operand(x), as_operand(y)
+    signature = _operands_signature((condition, x, y))
+    if signature is not None:
+        cached = _WHERE_CACHE.get(signature)
+        if cached is not None:
+            expr, dtype, shape = cached
+            return IndexLambda(expr, shape, dtype,
+                               _distinct_arrays((condition, x, y)), None, None,
+                               _NO_TAGS)
+    result = _where_uncached(condition, x, y)
+    if signature is not None and isinstance(result, IndexLambda):
+        if len(_WHERE_CACHE) > 10_000:
+            _WHERE_CACHE.clear()
+        _WHERE_CACHE[signature] = (result.expr, result.dtype, result.shape)
+    return result
+
+
+def _where_uncached(condition: Any, x: Any, y: Any) -> Array:
     try:
         dtype = np.result_type(*(v.dtype if isinstance(v, Array) else v
                                  for v in (x, y)))
