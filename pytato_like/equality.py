@@ -9,7 +9,7 @@ from typing import Any
 
 from pytato_like._traversal import structurally_equal_many
 from pytato_like.array import Array, DictOfNamedArrays
-from pytato_like.transform._graph import stack_headroom
+from pytato_like.transform._graph import gc_paused, stack_headroom
 
 __all__ = ["EqualityComparer"]
 
@@ -26,6 +26,7 @@ class EqualityComparer:
     any depth works.
     """
 
+    @gc_paused
     @stack_headroom
     def __call__(self, expr1: Any, expr2: Any) -> bool:
         if expr1 is expr2:

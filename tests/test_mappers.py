@@ -224,6 +224,26 @@ def test_copy_mapper_maps_each_node_once():
     assert len(calls) == len({id(c) for c in calls}) == 4
 
 
+def test_shallow_dags_are_traversed_in_the_user_methods_order():
+    # below MAX_REC_NESTING levels the user's recursion drives the
+    # traversal: a parent's method is entered before its children's
+    from pytato_like.transform.mapper import MAX_REC_NESTING
+
+    x = pt.make_placeholder("x", (2,))
+    chain = [x]
+    for _ in range(MAX_REC_NESTING // 2):
+        chain.append(pt.sin(chain[-1]))
+    entered = []
+
+    class Log(tr.CopyMapper):
+        def map_index_lambda(self, expr):
+            entered.append(expr)
+            return super().map_index_lambda(expr)
+
+    Log()(chain[-1])
+    assert entered == chain[:0:-1]
+
+
 def test_copy_mapper_rebuilds_named_array_through_its_container():
     x = pt.make_placeholder("x", (2,))
     d = pt.make_dict_of_named_arrays({"a": x + 1, "b": x - 1})

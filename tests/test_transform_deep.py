@@ -67,6 +67,16 @@ def test_walk_mappers(deep):
     Count()(y)
     assert len(visits) == N_NODES
 
+    visited = []
+
+    class CachedCount(tr.CachedWalkMapper):
+        def visit(self, expr):
+            visited.append(1)
+            return True
+
+    CachedCount()(y)
+    assert len(visited) == N_NODES
+
     topo = tr.TopoSortMapper()
     topo(y)
     assert len(topo.topological_order) == N_NODES

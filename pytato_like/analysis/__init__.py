@@ -26,6 +26,7 @@ from pytato_like.array import (
 )
 from pytato_like.diagnostic import NotAnArrayError, UnsupportedArrayError
 from pytato_like.transform._graph import (
+    gc_paused,
     stack_headroom,
     structural_representatives,
     walk_children,
@@ -49,6 +50,7 @@ def _roots(outputs: Any, what: str) -> list[Array]:
                           f"a {type(outputs).__name__}")
 
 
+@gc_paused
 @stack_headroom
 def get_nusers(outputs: Array | DictOfNamedArrays) -> Mapping[Array, int]:
     """For every node of the DAG *outputs*, the number of times a node uses
@@ -77,6 +79,7 @@ def get_nusers(outputs: Array | DictOfNamedArrays) -> Mapping[Array, int]:
     return result
 
 
+@gc_paused
 @stack_headroom
 def get_num_nodes(outputs: Array | DictOfNamedArrays,
                   count_duplicates: bool = False) -> int:

@@ -7,7 +7,9 @@
 * :func:`structural_representatives` -- for each node, the first node of
   the DAG that is structurally equal (``==``) to it, found in linear time;
 * :func:`with_stack_headroom` -- run a long loop where CPython's frame stack
-  has room.
+  has room;
+* :func:`gc_paused` -- no cyclic garbage collection while a pass of ours
+  builds a DAG.
 
 All of them are iterative, so DAG depth never reaches Python's recursion
 limit.
@@ -17,11 +19,14 @@ limit.
 .. autofunction:: toposort
 .. autofunction:: structural_representatives
 .. autofunction:: with_stack_headroom
+.. autofunction:: stack_headroom
+.. autofunction:: gc_paused
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -233,6 +238,33 @@ def stack_headroom(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return _spacer(_spacer, lambda: func(*args, **kwargs))
+    return wrapper
+
+# }}}
+
+
+# {{{ garbage collection
+
+def gc_paused(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: run *func* with the cyclic garbage collector paused.
+
+    Why: CPython's full collections walk every tracked object, and a pass
+    that allocates hundreds of thousands of nodes next to a large live DAG
+    triggers enough of them to make the pass super-linear (measured: 16.7
+    us/node for 40 000 nodes, 22.6 us/node for 400 000; 16.7 for both with
+    collection paused). Only for our own passes, which create no garbage
+    cycles; user callbacks (mapper subclasses) run with the collector as the
+    user left it.
+    """
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not gc.isenabled():
+            return func(*args, **kwargs)
+        gc.disable()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            gc.enable()
     return wrapper
 
 # }}}

@@ -39,6 +39,7 @@ from pytato_like.array import (
     SizeParam,
 )
 from pytato_like.transform._graph import (
+    gc_paused,
     stack_headroom,
     structural_representatives,
     walk_children,
@@ -110,6 +111,7 @@ class _NodeCollector(CombineMapper):
             self._cached_nodes.append(expr)
         return self._cache[key]
 
+    @gc_paused
     @stack_headroom
     def _collect_by_traversal(self, expr: Any) -> frozenset:
         order = topological_order(_roots(expr))

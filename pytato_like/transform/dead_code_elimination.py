@@ -25,7 +25,7 @@ from typing import Any
 
 from pytato_like.array import IndexLambda, NamedArray, _default_axes
 from pytato_like.scalar_expr import get_dependencies
-from pytato_like.transform._graph import walk_children
+from pytato_like.transform._graph import gc_paused, walk_children
 from pytato_like.transform.copy import CopyMapper
 
 
@@ -68,6 +68,7 @@ class DeadCodeEliminator(CopyMapper):
         return self.rec(expr.expr)
 
 
+@gc_paused
 def eliminate_dead_code(expr: Any) -> Any:
     """*expr* (an array or a
     :class:`~pytato_like.array.DictOfNamedArrays`) without unused bindings

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from pytato_like.array import DataWrapper
+from pytato_like.transform._graph import gc_paused
 from pytato_like.transform.copy import map_and_copy
 
 
@@ -28,6 +29,7 @@ def _buffer_key(data: Any) -> tuple | None:
     return None
 
 
+@gc_paused
 def deduplicate_data_wrappers(array_or_names: Any) -> Any:
     """*array_or_names* with every :class:`~pytato_like.array.DataWrapper`
     replaced by the first one wrapping the same memory (same buffer address,

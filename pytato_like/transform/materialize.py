@@ -35,7 +35,12 @@ from typing import Any
 from pytato_like.array import Array, DictOfNamedArrays, InputArgumentBase
 from pytato_like.diagnostic import NotAnArrayError
 from pytato_like.tags import ImplementationStrategy, ImplStored
-from pytato_like.transform._graph import data_operands, stack_headroom, toposort
+from pytato_like.transform._graph import (
+    data_operands,
+    gc_paused,
+    stack_headroom,
+    toposort,
+)
 from pytato_like.transform.copy import CopyMapper, rebuild_with
 
 _MANY = object()  # "more than one materialized predecessor"
@@ -103,6 +108,7 @@ class _Tagger(CopyMapper):
         return super()._map_default(expr)
 
 
+@gc_paused
 def materialize_with_mpms(expr: DictOfNamedArrays | Array) -> DictOfNamedArrays | Array:
     """*expr* with :class:`~pytato_like.tags.ImplStored` added to the nodes
     the MPMS rule selects (see the module documentation).

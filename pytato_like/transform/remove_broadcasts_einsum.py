@@ -19,6 +19,7 @@ from pytato_like.array import (
     EinsumElementwiseAxis,
     NormalizedSlice,
 )
+from pytato_like.transform._graph import gc_paused
 from pytato_like.transform.copy import CopyMapper
 from pytato_like.utils import _is_one
 
@@ -61,6 +62,7 @@ class EinsumBroadcastRemover(CopyMapper):
                       axes=expr.axes, tags=expr.tags)
 
 
+@gc_paused
 def rewrite_einsums_with_no_broadcasts(expr: Any) -> Any:
     """*expr* with every einsum rewritten so that no operand axis is
     broadcast (see the module documentation).

@@ -13,6 +13,7 @@ from typing import Any
 from pytato_like._traversal import topological_order
 from pytato_like.array import Array, DictOfNamedArrays
 from pytato_like.transform._graph import (
+    gc_paused,
     stack_headroom,
     structural_representatives,
     walk_children,
@@ -32,6 +33,7 @@ class UsersCollector:
     def __init__(self) -> None:
         self.node_to_users: dict[Any, set[Any]] = {}
 
+    @gc_paused
     @stack_headroom
     def __call__(self, expr: Array | DictOfNamedArrays) -> None:
         roots = (list(expr._data.values()) if isinstance(expr, DictOfNamedArrays)

@@ -33,6 +33,10 @@ from pytato_like.transform.mapper import (
 
 _STEPS_BEFORE_HEADROOM = 1024
 
+# (mapper class, mapper method name of a node) -> name of the subclass's
+# overriding method, or None where the built-in walk applies
+_OVERRIDES: dict[tuple[type, str], str | None] = {}
+
 
 class _PostVisit:
     __slots__ = ("node",)
@@ -81,13 +85,15 @@ class WalkMapper(Mapper):
         name = getattr(expr, "_mapper_method", None)
         if name is None:
             return self.map_foreign
-        func = getattr(type(self), name, None)
-        if func is None:
-            func = type(self).handle_unsupported_array
-            name = "handle_unsupported_array"
-        if is_default_map_method(func):
-            return None
-        return getattr(self, name)
+        key = (type(self), name)
+        method_name = _OVERRIDES.get(key, "")
+        if method_name == "":
+            cls = type(self)
+            method_name = name if hasattr(cls, name) else "handle_unsupported_array"
+            if is_default_map_method(getattr(cls, method_name)):
+                method_name = None
+            _OVERRIDES[key] = method_name
+        return None if method_name is None else getattr(self, method_name)
 
     def rec(self, expr: Any, *args: Any, **kwargs: Any) -> None:
         """Walk the DAG below *expr* (inclusive)."""
