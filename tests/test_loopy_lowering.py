@@ -318,3 +318,11 @@ def test_inlined_reduction_used_twice_in_one_expression(queue):
         "stack": pt.stack([s, s, ~s], axis=-1),
         "twice": pt.where(m > 1, m, -m)}),
         x=np.random.default_rng(5).random((3, 4)))
+
+
+def test_bitwise_results_compared_keep_their_grouping(queue):
+    # C parses a | b < 0 as a | (b < 0); the generated code must not
+    x = pt.make_placeholder("x", (4,), np.int32)
+    check(queue, pt.make_dict_of_named_arrays({
+        "abs_or": pt.abs(x | x), "lt": (x & 6) < 3, "eq": pt.equal(x ^ 1, 4)}),
+        x=np.array([5, -4, 3, 0], np.int32))

@@ -536,7 +536,12 @@ class ScalarLowerer:
 
     def _bitwise(self, cls, e):
         parts = self.recs(e.children)
-        return cls(tuple(p for p, _ in parts)), _result_dtype(parts)
+        dtype = _result_dtype(parts)
+        # C ranks &, ^, | below comparisons (Python above them) and the
+        # printer follows Python: "(a | b) * 1" keeps the grouping wherever
+        # the result is used (loopy drops casts to the same type)
+        one = storage_dtype(dtype).type(1)
+        return prim.Product((cls(tuple(p for p, _ in parts)), one)), dtype
 
     def map_bitwise_and(self, e):
         return self._bitwise(prim.BitwiseAnd, e)
