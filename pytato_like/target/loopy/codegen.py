@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import time
 from typing import Any
 
@@ -207,7 +208,10 @@ class _Builder:
     def build(self) -> ProgramPlan:
         from pytato_like._traversal import topological_order
         from pytato_like.target import gather_program_inputs
-        from pytato_like.target.loopy.lowering import NodeLowerer
+        from pytato_like.target.loopy.lowering import (
+            NodeLowerer,
+            uniquify_reduction_inames,
+        )
         from pytato_like.transform.materialize_cost import decide_storage
 
         t0 = time.perf_counter()
@@ -275,7 +279,7 @@ class _Builder:
             lowerer._memo.clear()
             lowerer.reduction_inames = []
             lowerer.helpers_used = set()
-            expr = lowerer.value_at(node, idx)
+            expr = uniquify_reduction_inames(lowerer.value_at(node, idx), lowerer)
             insn = _Insn(node, targets, expr, canon, node.shape,
                          list(current_refs), lowerer.reduction_inames,
                          lowerer.helpers_used)
@@ -685,6 +689,8 @@ class _Builder:
         knl = register_helpers(knl, spec["helpers"])
         knl = parallelize(knl, spec["groups"])
         self.translation_units.append(knl)
+        if os.environ.get("PYTATO_LIKE_DEBUG_KERNEL"):
+            print(knl)
         t1 = time.perf_counter()
         from pytato_like.target.loopy import cache as _cache
         _cache.CODEGEN_CALLS += 1

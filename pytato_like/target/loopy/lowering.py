@@ -765,3 +765,46 @@ def _result_dtype(parts) -> np.dtype:
     return np.result_type(*dtypes)
 
 # }}}
+
+
+def uniquify_reduction_inames(expr, nodes: NodeLowerer):
+    """*expr* with every repeated occurrence of a reduction given fresh
+    inames (nested reductions included). Lowering may repeat a reduction
+    when an expression uses a value twice (``abs``, ``maximum``, guarded
+    gathers); loopy needs distinct inames for each occurrence."""
+    # pymbolic's uncached mapper: loopy's caches by expression and would
+    # hand back the first occurrence for every repeated one
+    from pymbolic.mapper import IdentityMapper
+
+    bounds = {name: (lo, hi) for name, lo, hi in nodes.reduction_inames}
+    seen: set[str] = set()
+
+    class Renamer(IdentityMapper):
+        def __init__(self, renames):
+            super().__init__()
+            self.renames = renames
+
+        def map_variable(self, expr, *args):
+            new = self.renames.get(expr.name)
+            return prim.Variable(new) if new is not None else expr
+
+        def map_type_cast(self, expr, *args):
+            return lp.TypeCast(expr.type, self.rec(expr.child, *args))
+
+        def map_reduction(self, expr, *args):
+            renames = dict(self.renames)
+            inames = []
+            for name in expr.inames:
+                if name in seen:
+                    lo, hi = bounds[name]
+                    fresh = nodes.new_iname(lo, hi).name
+                    bounds[fresh] = (lo, hi)
+                    renames[name] = fresh
+                    name = fresh
+                seen.add(name)
+                inames.append(name)
+            body = Renamer(renames).rec(expr.expr, *args)
+            return lp.Reduction(expr.operation, tuple(inames), body,
+                                allow_simultaneous=expr.allow_simultaneous)
+
+    return Renamer({})(expr)

@@ -4,7 +4,9 @@ work-items, without user transformations.
 For a loop group with inames ``(i_0, ..., i_{d-1})`` (``i_{d-1}`` the
 contiguous axis):
 
-* ``i_{d-1}`` is split by :data:`WORK_GROUP_SIZE`: the inner part becomes
+* ``i_{d-1}`` is split by :data:`WORK_GROUP_SIZE` (when it is shorter than that, it is
+  ``l.0`` whole and ``i_{d-2}`` is split into ``l.1`` and ``g.0`` to fill
+  the work-group): the inner part becomes
   ``l.0`` (consecutive work-items touch consecutive addresses; PoCL's
   work-group compiler turns the ``l.0`` loop into a vectorisable inner
   loop) and the outer part ``g.0``;
