@@ -513,6 +513,9 @@ class ScalarLowerer:
         dtype = _result_dtype([(a, da), (b, db)])
         if dtype.kind in "iu":
             return self._helper("pt_ipow", dtype, (a, b)), dtype
+        if isinstance(b, (np.generic, int, float)) and b == 0:
+            # loopy folds x**0 to the int 1, which C math calls reject
+            return dtype.type(1), dtype
         if (dtype.kind == "c" and isinstance(b, np.generic) and b.imag == 0
                 and b.real in (2, 3, 4)):
             # loopy expands small integer powers of complex values itself,
