@@ -326,3 +326,11 @@ def test_bitwise_results_compared_keep_their_grouping(queue):
     check(queue, pt.make_dict_of_named_arrays({
         "abs_or": pt.abs(x | x), "lt": (x & 6) < 3, "eq": pt.equal(x ^ 1, 4)}),
         x=np.array([5, -4, 3, 0], np.int32))
+
+
+def test_logical_operations_on_complex_values(queue):
+    x = pt.make_placeholder("x", (4,), np.complex128)
+    check(queue, pt.make_dict_of_named_arrays({
+        "and": pt.logical_and(x, x), "not": pt.logical_not(x),
+        "where": pt.where(x, 1.0, 2.0)}),
+        x=np.array([0, 1j, 2, 0.5 - 1j]))

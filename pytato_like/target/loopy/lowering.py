@@ -585,18 +585,25 @@ class ScalarLowerer:
             b = lp.TypeCast(np.dtype(np.int8), b)
         return prim.Comparison(a, e.operator, b), BOOL
 
+    def _truth(self, part):
+        """A C truth value for a lowered ``(value, dtype)``: complex
+        values are true when nonzero, as in NumPy."""
+        value, dtype = part
+        return cast_expr(value, dtype, BOOL) if dtype.kind == "c" else value
+
     def map_logical_not(self, e):
-        a, _ = self.rec(e.child)
-        return prim.LogicalNot(a), BOOL
+        return prim.LogicalNot(self._truth(self.rec(e.child))), BOOL
 
     def map_logical_and(self, e):
-        return prim.LogicalAnd(tuple(p for p, _ in self.recs(e.children))), BOOL
+        return prim.LogicalAnd(tuple(self._truth(p)
+                                     for p in self.recs(e.children))), BOOL
 
     def map_logical_or(self, e):
-        return prim.LogicalOr(tuple(p for p, _ in self.recs(e.children))), BOOL
+        return prim.LogicalOr(tuple(self._truth(p)
+                                    for p in self.recs(e.children))), BOOL
 
     def map_if(self, e):
-        c, _ = self.rec(e.condition)
+        c = self._truth(self.rec(e.condition))
         (t, dt), (f, df) = self.rec(e.then), self.rec(e.else_)
         return prim.If(c, t, f), _result_dtype([(t, dt), (f, df)])
 
