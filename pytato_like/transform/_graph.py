@@ -131,12 +131,12 @@ class _ArrayRef(tuple):
     __slots__ = ()
 
 
-def _structural_key(node: Array, cls_of: dict[int, int]) -> tuple:
+def _structural_key(node: Array, class_of: Callable[[Array], int]) -> tuple:
     """Everything ``==`` compares, with children replaced by their class
     numbers."""
     t = type(node)
     if t is NamedArray:
-        return (t, node.axes, node.tags, node.name, cls_of[id(node.expr)])
+        return (t, node.axes, node.tags, node.name, class_of(node.expr))
     key: list[Any] = [t, node.axes, node.tags]
     for name, kind in t._fields:
         value = getattr(node, name)
@@ -145,14 +145,14 @@ def _structural_key(node: Array, cls_of: dict[int, int]) -> tuple:
         elif kind is IDENTITY:
             key.append(id(value))
         elif kind is ARRAY:
-            key.append(cls_of[id(value)])
+            key.append(class_of(value))
         elif kind is ARRAY_TUPLE:
-            key.append(tuple(cls_of[id(a)] for a in value))
+            key.append(tuple(class_of(a) for a in value))
         elif kind is BINDINGS:
             # constantdict equality ignores insertion order; so does the key
-            key.append(tuple(sorted((k, cls_of[id(a)]) for k, a in value.items())))
+            key.append(tuple(sorted((k, class_of(a)) for k, a in value.items())))
         else:
-            key.append(tuple(_ArrayRef((cls_of[id(v)],)) if isinstance(v, Array)
+            key.append(tuple(_ArrayRef((class_of(v),)) if isinstance(v, Array)
                              else v for v in value))
     return tuple(key)
 
@@ -168,37 +168,46 @@ def structural_representatives(order: list[Array]) -> list[Array]:
     share; only within a bucket are keys compared, made of the node's type,
     metadata, non-array field values and the class numbers of its children
     (known already: children come first). Equal keys exactly when the nodes
-    are equal; linear overall.
+    are equal; linear overall, and one dictionary operation per node when
+    no two nodes share a hash.
     """
-    cls_of: dict[int, int] = {}
     reps: list[Array] = []
+    # a node's class is that of the first class of its hash, unless noted
+    # in other_class_of_id (hash collisions of unequal nodes)
     first_class_of_hash: dict[int, int] = {}
-    # only for hash collisions: further classes per hash, keys per class
+    other_class_of_id: dict[int, int] = {}
     more_classes_of_hash: dict[int, list[int]] = {}
     key_of_class: dict[int, tuple] = {}
+
+    def class_of(node: Array) -> int:
+        cls = other_class_of_id.get(id(node))
+        return first_class_of_hash[node._hash] if cls is None else cls
+
     result: list[Array] = []
     for node in order:
         h = node._hash
-        cls = first_class_of_hash.get(h)
-        if cls is None:
-            cls = first_class_of_hash[h] = len(reps)
+        first = first_class_of_hash.get(h)
+        if first is None:
+            first_class_of_hash[h] = len(reps)
             reps.append(node)
+            result.append(node)
+            continue
+        key = _structural_key(node, class_of)
+        for candidate in (first, *more_classes_of_hash.get(h, ())):
+            candidate_key = key_of_class.get(candidate)
+            if candidate_key is None:
+                candidate_key = key_of_class[candidate] = _structural_key(
+                    reps[candidate], class_of)
+            if candidate_key == key:
+                cls = candidate
+                break
         else:
-            key = _structural_key(node, cls_of)
-            for candidate in (cls, *more_classes_of_hash.get(h, ())):
-                candidate_key = key_of_class.get(candidate)
-                if candidate_key is None:
-                    candidate_key = key_of_class[candidate] = _structural_key(
-                        reps[candidate], cls_of)
-                if candidate_key == key:
-                    cls = candidate
-                    break
-            else:
-                cls = len(reps)
-                reps.append(node)
-                more_classes_of_hash.setdefault(h, []).append(cls)
-                key_of_class[cls] = key
-        cls_of[id(node)] = cls
+            cls = len(reps)
+            reps.append(node)
+            more_classes_of_hash.setdefault(h, []).append(cls)
+            key_of_class[cls] = key
+        if cls != first:
+            other_class_of_id[id(node)] = cls
         result.append(reps[cls])
     return result
 
