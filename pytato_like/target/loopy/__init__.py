@@ -87,7 +87,8 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     from pytato_like.target.loopy import schedule
     extra = repr((function_name, sorted((k, repr(options.get(k)))
                                         for k in _KEYED_OPTIONS),
-                  getattr(device, "name", None), schedule.WORK_GROUP_SIZE))
+                  getattr(device, "name", None), schedule.WORK_GROUP_SIZE,
+                  schedule.REDUCTION_ILP))
     key = cache.dag_key(outputs, order, extra)
     stats.record_phase("cache_lookup", time.perf_counter() - t_start)
     plan, where = cache.get_plan(key)

@@ -546,10 +546,13 @@ class _Builder:
             barrier_of[levels[pos + 1]] = f"_pt_barrier{pos}"
         n_insn = 0
         n_red_chunk = [0]
+        reduction_groups: set[str] = set()
         for insn in chunk:
             if any(isinstance(d, int) and d == 0 for d in insn.shape):
                 continue  # an empty array: nothing to write
             g = group_of(insn)
+            if insn.reduction_inames:
+                reduction_groups.add(g)
             inames = tuple(f"{g}_{i}" for i in range(len(insn.shape)))
             rw = Rewriter(insn, inames)
             expr = rw(insn.expr)
@@ -657,7 +660,8 @@ class _Builder:
         return {"key": key, "domains": dom_strs, "insns": lp_insns,
                 "args": args, "temps": list(temps.values()),
                 "bindings": bindings, "helpers": helpers,
-                "groups": group_extents, "name": self.options.get(
+                "groups": group_extents, "reduction_groups": reduction_groups,
+                "name": self.options.get(
                     "function_name", "_pt_kernel") + (f"_{k}" if canonical else "")}
 
     def _isl(self, e, local) -> str:
@@ -687,7 +691,8 @@ class _Builder:
             silenced_warnings=["inferred_iname", "unused_inames",
                                "single_writer_after_creation"])
         knl = register_helpers(knl, spec["helpers"])
-        knl = parallelize(knl, spec["groups"])
+        knl = parallelize(knl, spec["groups"],
+                          reduction_groups=spec["reduction_groups"])
         self.translation_units.append(knl)
         if os.environ.get("PYTATO_LIKE_DEBUG_KERNEL"):
             print(knl)
