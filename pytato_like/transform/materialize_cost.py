@@ -47,7 +47,6 @@ import dataclasses
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
 import pymbolic.primitives as prim
 
 from pytato_like.array import (
@@ -59,7 +58,6 @@ from pytato_like.array import (
     Concatenate,
     DictOfNamedArrays,
     Einsum,
-    EinsumReductionAxis,
     IndexLambda,
     InputArgumentBase,
     NamedArray,
@@ -429,5 +427,3 @@ def explain_materialization(result, model: CostModel | None = None,
 
 __all__ = ["CostModel", "NodeCost", "decide_storage",
            "explain_materialization", "materialize_with_cost_model"]
-
-del np, EinsumReductionAxis

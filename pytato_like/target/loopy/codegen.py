@@ -37,14 +37,7 @@ from typing import Any
 import numpy as np
 import pymbolic.primitives as prim
 
-from pytato_like.array import (
-    Array,
-    DataWrapper,
-    InputArgumentBase,
-    NamedArray,
-    Placeholder,
-    SizeParam,
-)
+from pytato_like.array import Array, InputArgumentBase, NamedArray, SizeParam
 
 
 def storage_dtype(dtype: np.dtype) -> np.dtype:
@@ -718,5 +711,3 @@ def build_plan(outputs: dict[str, Array], options: dict | None = None
     plan = builder.build()
     return plan, builder.translation_units
 
-
-del Placeholder, DataWrapper, Any
