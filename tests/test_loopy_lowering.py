@@ -334,3 +334,16 @@ def test_logical_operations_on_complex_values(queue):
         "and": pt.logical_and(x, x), "not": pt.logical_not(x),
         "where": pt.where(x, 1.0, 2.0)}),
         x=np.array([0, 1j, 2, 0.5 - 1j]))
+
+
+def test_naming_tags_name_stored_temporaries(queue):
+    from pytato_like.tags import ImplStored, Named, PrefixNamed
+    x = pt.make_placeholder("x", (8,), np.float64)
+    a = (pt.sin(x) * 2).tagged({ImplStored(), Named("flux")})
+    b = (a + 1).tagged({ImplStored(), PrefixNamed("rhs")})
+    y = pt.roll(a, 1) + pt.roll(b, 2)
+    prg = pt.generate_loopy(y)
+    assert "flux" in prg.source and "rhs" in prg.source
+    xv = np.linspace(0, 1, 8)
+    _, out = prg(queue, x=xv)
+    np.testing.assert_allclose(out.get(), pt.generate_numpy(y)(x=xv), rtol=1e-12)

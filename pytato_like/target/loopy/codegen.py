@@ -171,6 +171,19 @@ class _Builder:
             return self.vng(f"{name}_in")
         return name
 
+    def _temporary_name(self, node: Array) -> str:
+        """Base name of a stored intermediate: from a
+        :class:`~pytato_like.tags.Named`, :class:`~pytato_like.tags.PrefixNamed`
+        or :class:`~pytato_like.tags.CountNamed` tag, else ``_pt_tmp``
+        (made unique by the name generator)."""
+        from pytato_like.tags import CountNamed, Named, PrefixNamed
+        for tag in node.tags:
+            if isinstance(tag, Named) and tag.name.isidentifier():
+                return self._safe(tag.name)
+            if isinstance(tag, (PrefixNamed, CountNamed)) and tag.prefix.isidentifier():
+                return self._safe(tag.prefix)
+        return "_pt_tmp"
+
     def dim_expr(self, d):
         if isinstance(d, int):
             return d
@@ -290,7 +303,7 @@ class _Builder:
                 continue  # nothing to compute or read
             targets = outputs_of.get(id(node), [])
             if not targets:
-                targets = [self.vng("_pt_tmp")]
+                targets = [self.vng(self._temporary_name(node))]
                 self.buffers[targets[0]] = BufferSpec(
                     targets[0], self.shape_of(node), node.dtype, "temporary")
             lowerer.iname_prefix = f"_pt_r{n_red}_"
