@@ -116,6 +116,9 @@ def dag_key(outputs: dict[str, Array], order: list[Array], extra: str = "") -> s
     index: dict[int, int] = {}
     h = hashlib.sha256()
     expr_reprs: dict[int, Any] = {}
+    # dtypes and axes tuples are shared between nodes: render each once
+    dtype_str: dict[Any, str] = {}
+    axes_repr: dict[int, str] = {}
     for i, node in enumerate(order):
         index[id(node)] = i
         if isinstance(node, NamedArray):
@@ -124,8 +127,16 @@ def dag_key(outputs: dict[str, Array], order: list[Array], extra: str = "") -> s
             fields = ";".join(_field_repr(getattr(node, name), kind, index,
                                           expr_reprs)
                               for name, kind in node._fields)
-            line = (f"{type(node).__name__}:{node.dtype}:{fields}:"
-                    f"{node.axes!r}:{sorted(map(repr, node.tags))}")
+            dt = dtype_str.get(node.dtype)
+            if dt is None:
+                dt = dtype_str[node.dtype] = str(node.dtype)
+            axes = node.axes
+            ax = axes_repr.get(id(axes))
+            if ax is None:
+                ax = axes_repr[id(axes)] = repr(axes)
+                expr_reprs[-id(axes) - 1] = axes  # keep alive: ids stay unique
+            tags = sorted(map(repr, node.tags)) if node.tags else ""
+            line = f"{type(node).__name__}:{dt}:{fields}:{ax}:{tags}"
         h.update(line.encode())
         h.update(b"\n")
     h.update(repr(sorted((name, index[id(a)]) for name, a in outputs.items()))
