@@ -272,6 +272,9 @@ def main(argv=None) -> dict:
             [int(w) for w in args.sweep.split(",")], args.programs.split(","),
             args.quick, args.repeat)
 
+    # "cold" means cold: PoCL's own kernel cache would hide the OpenCL
+    # build (our binary cache still serves the warm-start runs)
+    os.environ.setdefault("POCL_KERNEL_CACHE", "0")
     import pyopencl as cl
     queue = cl.CommandQueue(cl.create_some_context(interactive=False))
     bandwidth = copy_bandwidth()
