@@ -39,6 +39,8 @@ anything the library raises on purpose.
 .. autoexception:: SendRecvMismatchError
 .. autoexception:: RemoteRankError
 .. autoexception:: UnsupportedArrayError
+.. autoexception:: DistributedExecutionError
+.. autoexception:: DevicePlacementError
 """
 
 from __future__ import annotations
@@ -208,3 +210,13 @@ class RemoteRankError(DistributedPartitionError):
 class UnsupportedArrayError(PytatoLikeError, ValueError):
     """A mapper or analysis got an array of a class it has no method for
     (or an array of the wrong kind, e.g. not an einsum)."""
+
+
+class DistributedExecutionError(DistributedPartitionError):
+    """A distributed execution was asked for something it cannot do (an
+    unknown message mode, a result fetched from a failed execution)."""
+
+
+class DevicePlacementError(PytatoLikeError, ValueError):
+    """An array reads arrays placed on different devices without a
+    ``to_device`` transfer between them."""
