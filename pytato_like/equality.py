@@ -33,7 +33,8 @@ class EqualityComparer:
             return True
         if isinstance(expr1, Array) and isinstance(expr2, Array):
             return structurally_equal_many([expr1], [expr2])
-        if isinstance(expr1, DictOfNamedArrays) and isinstance(expr2, DictOfNamedArrays):
+        if isinstance(expr1, DictOfNamedArrays) \
+                and isinstance(expr2, DictOfNamedArrays):
             if expr1.keys() != expr2.keys() or expr1.tags != expr2.tags:
                 return False
             names = list(expr1.keys())

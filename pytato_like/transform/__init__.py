@@ -29,7 +29,8 @@ including user subclasses of the caching mappers whose methods recurse with
 Rewrites: :func:`materialize_with_mpms`, :func:`deduplicate_data_wrappers`,
 :func:`map_and_copy`, :func:`copy_dict_of_named_arrays`,
 :func:`~pytato_like.transform.lower_to_index_lambda.to_index_lambda`,
-:func:`~pytato_like.transform.remove_broadcasts_einsum.rewrite_einsums_with_no_broadcasts`,
+:func:`~pytato_like.transform.remove_broadcasts_einsum.\
+rewrite_einsums_with_no_broadcasts`,
 :func:`~pytato_like.transform.dead_code_elimination.eliminate_dead_code`.
 Graph queries: :func:`get_dependencies`, :func:`tag_user_nodes`,
 :func:`rec_get_user_nodes`.

@@ -35,7 +35,6 @@ from pytato_like.array import (
     ARRAY_TUPLE,
     BINDINGS,
     IDENTITY,
-    INDICES,
     SHAPE,
     VALUE,
     AbstractResultWithNamedArrays,
