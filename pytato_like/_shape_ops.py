@@ -40,6 +40,17 @@ def _require_array(a: Any, what: str) -> Array:
 def reshape(a: Any, newshape, order: str = "C") -> Array:
     """*a* with shape *newshape* (one entry may be -1), read in *order*."""
     a = _require_array(a, "reshape")
+    if (type(newshape) is tuple and order in ("C", "F")
+            and all(type(d) is int and d >= 0 for d in newshape)
+            and type(a.size) is int):
+        # fast path: a concrete shape without -1
+        if newshape == a.shape:
+            return a
+        size = 1
+        for d in newshape:
+            size *= d
+        if size == a.size:
+            return Reshape(a, newshape, order, None, _NO_TAGS)
     if order not in ("C", "F"):
         raise ShapeMismatchError(f"reshape order must be 'C' or 'F', got {order!r}")
     if isinstance(newshape, (int, np.integer, Array)):
