@@ -16,7 +16,9 @@ The package has one module per concern:
 * :mod:`~pytato_like.distributed.partition` -- the partitioner;
 * :mod:`~pytato_like.distributed.tags` -- user tags to MPI tags;
 * :mod:`~pytato_like.distributed.verify` -- global checks before running;
-* :mod:`~pytato_like.distributed.comm` -- the send/receive layer;
+* :mod:`~pytato_like.distributed.messages` -- which arrays travel together;
+* :mod:`~pytato_like.distributed.comm` -- the send/receive layer (packed,
+  persistent messages);
 * :mod:`~pytato_like.distributed.execute` -- the executor;
 * :mod:`~pytato_like.distributed.safety` -- how a failure on one rank ends
   all ranks.
@@ -24,7 +26,14 @@ The package has one module per concern:
 
 from __future__ import annotations
 
-from pytato_like.distributed.execute import execute_distributed_partition
+from pytato_like.distributed.comm import MessagePlan
+from pytato_like.distributed.execute import (
+    DistributedExecution,
+    execute_distributed_partition,
+    execute_distributed_partition_async,
+    message_plan,
+)
+from pytato_like.distributed.messages import Message
 from pytato_like.distributed.nodes import (
     CommTagType,
     DistributedRecv,
@@ -47,19 +56,24 @@ from pytato_like.partition import generate_code_for_partition
 
 __all__ = [
     "CommTagType",
+    "DistributedExecution",
     "DistributedGraphPart",
     "DistributedGraphPartition",
     "DistributedRecv",
     "DistributedSend",
     "DistributedSendRefHolder",
+    "Message",
+    "MessagePlan",
     "SingleRankCommunicator",
     "abort_on_error",
     "execute_distributed_partition",
+    "execute_distributed_partition_async",
     "find_distributed_partition",
     "generate_code_for_partition",
     "make_distributed_recv",
     "make_distributed_send",
     "make_distributed_send_ref_holder",
+    "message_plan",
     "number_distributed_tags",
     "staple_distributed_send",
     "verify_distributed_partition",

@@ -1,48 +1,302 @@
 """Running a distributed partition: parts as soon as their inputs are there.
 
-:func:`execute_distributed_partition` posts every receive first, then loops:
-run the runnable part that comes first in
+:func:`execute_distributed_partition` starts every receive first, then
+loops: run the runnable part that comes first in
 :attr:`~pytato_like.partition.GraphPartition.toposorted_part_ids` (its
-inputs computed or received), start its sends at once, pick up arrived
-receives without blocking; block (``Waitsome``) only when no part can run.
-So communication overlaps with all computation that does not need it.
+inputs computed or received), pack and start its messages at once (one per
+destination rank), pick up arrived messages without blocking; block
+(``Waitsome``) only when no part can run. So communication overlaps with
+all computation that does not need it.
+
+What does not change between executions -- the messages, their buffers,
+packers and persistent MPI requests -- is a
+:class:`~pytato_like.distributed.comm.MessagePlan`, built on the first
+execution of a partition and reused by the next ones (see
+:func:`message_plan`); executions of one partition run one after the other.
 
 Part programs follow the bound-program convention ``prg(queue, **inputs)
 -> (event, outputs)``: loopy/OpenCL programs (results are pyopencl arrays on
-*queue*) or :class:`~pytato_like.partition.NumpyPartProgram` (NumPy arrays,
+*queue*; those accepting ``allocator=`` get the device memory pool of
+:mod:`~pytato_like.runtime.pool`, which also holds the communication
+buffers) or :class:`~pytato_like.partition.NumpyPartProgram` (NumPy arrays,
 *queue* may be ``None``).
+
+Asynchronous use: ``execute_distributed_partition(..., wait=False)`` (or
+:func:`execute_distributed_partition_async`) returns a
+:class:`DistributedExecution` handle at once; the execution runs in a
+background thread (when MPI allows threads, ``MPI_THREAD_MULTIPLE``;
+otherwise before the call returns). :meth:`DistributedExecution.wait`
+returns the results, :meth:`DistributedExecution.fetch_trace` the
+timestamps of every message and part of this execution.
 
 If a part raises, the other ranks are told (see
 :mod:`pytato_like.distributed.comm`) and this rank re-raises.
 
 .. autofunction:: execute_distributed_partition
+.. autofunction:: execute_distributed_partition_async
+.. autoclass:: DistributedExecution
+    :members:
+.. autofunction:: message_plan
 """
 
 from __future__ import annotations
 
 import heapq
+import inspect
+import threading
+import weakref
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from pytato_like.diagnostic import DistributedPartitionError
-from pytato_like.distributed.comm import MessageLayer
+import numpy as np
+
+from pytato_like.diagnostic import (
+    DistributedExecutionError,
+    DistributedPartitionError,
+    RemoteRankError,
+)
+from pytato_like.distributed.comm import Exchange, MessagePlan
 from pytato_like.distributed.partition import DistributedGraphPartition
 from pytato_like.distributed.safety import as_communicator
+from pytato_like.runtime.handles import Handle
+from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
 from pytato_like.target import BoundProgram
 
+# {{{ plans, one per (partition, communicator, queue, mode)
 
-def _device_array_maker(prg_per_partition, queue, allocator):
-    """A function moving received host arrays to *queue*'s device, when the
-    part programs compute on a device; else ``None``."""
+# id(partition) -> {key: plan}; entries go when the partition is collected
+_PLANS: dict[int, dict[tuple, MessagePlan]] = {}
+_PLANS_LOCK = threading.Lock()
+
+
+def _forget_plans(partition_id: int) -> None:
+    with _PLANS_LOCK:
+        plans = _PLANS.pop(partition_id, {})
+    for plan in plans.values():
+        plan.free()
+
+
+def _on_device(prg_per_partition: Mapping[Hashable, Any], queue: Any) -> bool:
+    """Whether the part programs compute on *queue*'s device."""
     from pytato_like.partition import NumpyPartProgram
-    if queue is None or all(isinstance(p, NumpyPartProgram)
-                            for p in prg_per_partition.values()):
-        return None
-    import pyopencl.array as cla
+    return queue is not None and not all(
+        isinstance(p, NumpyPartProgram) for p in prg_per_partition.values())
 
-    def to_device(value):
-        return cla.to_device(queue, value, allocator=allocator)
-    return to_device
+
+def message_plan(partition: DistributedGraphPartition, comm: Any,
+                 queue: Any = None, *, messages: str = "packed",
+                 pack_on: str = "device", allocator: Any = None
+                 ) -> MessagePlan:
+    """The :class:`~pytato_like.distributed.comm.MessagePlan` of
+    *partition* for *comm* and *queue* (``None`` for host part programs):
+    made on first use, then the same object (same buffers, same persistent
+    requests) until the partition is garbage-collected or an execution
+    with it failed."""
+    comm = as_communicator(comm)
+    key = (id(comm), id(queue), id(allocator), messages, pack_on)
+    with _PLANS_LOCK:
+        plans = _PLANS.get(id(partition))
+        if plans is None:
+            plans = _PLANS[id(partition)] = {}
+            weakref.finalize(partition, _forget_plans, id(partition))
+        plan = plans.get(key)
+        if plan is not None and (plan.broken or plan.comm is not comm
+                                 or plan.queue is not queue):
+            plan = None      # failed before, or ids reused by new objects
+        if plan is None:
+            plan = plans[key] = MessagePlan(
+                partition, comm, queue, messages=messages, pack_on=pack_on,
+                allocator=allocator)
+    return plan
+
+# }}}
+
+
+# {{{ the handle
+
+class DistributedExecution:
+    """A started distributed execution (see
+    :func:`execute_distributed_partition_async`).
+
+    .. attribute:: plan
+
+        The :class:`~pytato_like.distributed.comm.MessagePlan` used.
+
+    .. attribute:: stats
+
+        Filled when the execution ends: ``n_parts_run``,
+        ``n_messages_sent``, ``n_messages_received``, ``bytes_sent``,
+        ``bytes_received``, ``messages`` (the mode used).
+    """
+
+    def __init__(self, plan: MessagePlan, recorder: TraceRecorder) -> None:
+        self.plan = plan
+        self.recorder = recorder
+        self.stats: dict[str, Any] = {}
+        self._handle: Handle | None = None
+        self._result: dict[str, Any] | None = None
+        self._error: BaseException | None = None
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Block until the execution has ended; its results by name.
+        Re-raises the execution's error."""
+        if self._handle is not None:
+            return self._handle.wait(timeout)
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def done(self) -> bool:
+        """Whether the execution has ended (never blocks)."""
+        return self._handle is None or self._handle.done()
+
+    def fetch_trace(self) -> list[TraceRecord]:
+        """The records of this execution so far: one ``"recv"`` / ``"send"``
+        per message (posted, started, completed, bytes, peer rank, tag), one
+        ``"part"`` per part run, plus ``"pack"``, ``"unpack"`` and blocking
+        ``"wait"`` records."""
+        return self.recorder.records
+
+    def trace(self) -> Trace:
+        """:meth:`fetch_trace` as a :class:`~pytato_like.runtime.trace.Trace`
+        (Chrome/Perfetto export, summary). Merge ranks with
+        :func:`~pytato_like.runtime.trace.gather_traces`."""
+        return self.recorder.trace()
+
+    def summary(self) -> dict[int, dict[str, float]]:
+        """Messages, bytes, and time in compute versus waiting."""
+        return self.trace().summary()
+
+    def format_summary(self) -> str:
+        return self.trace().format_summary()
+
+    def __repr__(self) -> str:
+        return f"<DistributedExecution {'done' if self.done() else 'running'}>"
+
+# }}}
+
+
+# {{{ running
+
+def _accepts_allocator(prg: Any) -> bool:
+    try:
+        params = inspect.signature(prg).parameters
+    except (TypeError, ValueError):
+        return False
+    p = params.get("allocator")
+    return p is not None and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+
+
+def _run(partition: DistributedGraphPartition,
+         prg_per_partition: Mapping[Hashable, BoundProgram], queue: Any,
+         plan: MessagePlan, allocator: Any, input_args: Mapping[str, Any],
+         recorder: TraceRecorder, stats: dict[str, Any]) -> dict[str, Any]:
+    with plan.lock:
+        if plan.broken:
+            raise DistributedExecutionError(
+                f"rank {plan.rank}: an earlier execution of this partition "
+                "failed; its messages cannot be reused")
+        exchange: Exchange | None = None
+        try:
+            exchange = plan.begin(recorder)
+            n_done = _schedule(partition, prg_per_partition, queue, exchange,
+                               allocator, input_args, recorder, stats)
+            exchange.finish()
+        except BaseException as exc:
+            if exchange is not None and not isinstance(exc, RemoteRankError):
+                exchange.notify_failure(exc)
+                exchange.abandon()
+            raise
+        plan.n_executions += 1
+    stats.update(n_parts_run=n_done, n_messages_sent=exchange.n_messages_sent,
+                 n_messages_received=exchange.n_messages_received,
+                 bytes_sent=exchange.bytes_sent,
+                 bytes_received=exchange.bytes_received,
+                 messages="packed" if plan.packed else "per_array")
+    context = stats.pop("_context")
+    host_buffers = plan.host_buffers()
+    results = {}
+    for name in partition.overall_output_names:
+        value = context[name]
+        # never hand out memory the next execution receives into
+        if isinstance(value, np.ndarray) and any(
+                np.may_share_memory(value, b) for b in host_buffers):
+            value = value.copy()
+        results[name] = value
+    return results
+
+
+def _schedule(partition, prg_per_partition, queue, exchange, allocator,
+              input_args, recorder, stats) -> int:
+    context: dict[str, Any] = dict(input_args or {})
+    stats["_context"] = context
+    position = {pid: i for i, pid in enumerate(partition.toposorted_part_ids)}
+    missing: dict[Hashable, set[str]] = {}
+    readers: dict[str, list[Hashable]] = {}
+    ready: list[tuple[int, Hashable]] = []
+    records: dict[Hashable, TraceRecord] = {}
+
+    def make_ready(pid: Hashable) -> None:
+        records[pid] = recorder.part(pid)       # posted: runnable now
+        heapq.heappush(ready, (position[pid], pid))
+
+    for pid in partition.toposorted_part_ids:
+        part = partition.parts[pid]
+        missing[pid] = {n for n in part.partition_input_names if n not in context}
+        for name in missing[pid]:
+            readers.setdefault(name, []).append(pid)
+        if not missing[pid]:
+            make_ready(pid)
+
+    def deliver(name: str, value: Any) -> None:
+        context[name] = value
+        for pid in readers.pop(name, ()):
+            missing[pid].discard(name)
+            if not missing[pid]:
+                make_ready(pid)
+
+    def receive(block: bool) -> None:
+        for name, value in exchange.arrivals(block):
+            deliver(name, value)
+
+    extra = {} if allocator is None else {"allocator": allocator}
+    takes_allocator: dict[int, bool] = {}
+    n_done = 0
+    while n_done < len(partition.parts):
+        if not ready:
+            if not exchange.n_pending:
+                waiting = {pid: sorted(m) for pid, m in missing.items() if m}
+                raise DistributedPartitionError(
+                    f"rank {exchange.rank}: parts {sorted(waiting, key=repr)} "
+                    f"wait for inputs nothing provides: {waiting}")
+            receive(block=True)
+            continue
+        _, pid = heapq.heappop(ready)
+        part = partition.parts[pid]
+        prg = prg_per_partition[pid]
+        inputs = {name: context[name] for name in part.all_input_names()
+                  if name in context}
+        if extra:
+            accepts = takes_allocator.get(id(prg))
+            if accepts is None:
+                accepts = takes_allocator[id(prg)] = _accepts_allocator(prg)
+            if accepts:
+                inputs.update(extra)
+        with records.pop(pid):
+            _evt, outputs = prg(queue, **inputs)
+        exchange.send_part_outputs(pid, outputs)
+        for name, value in outputs.items():
+            deliver(name, value)
+        n_done += 1
+        receive(block=False)
+    return n_done
+
+
+def _threads_allowed(comm: Any) -> bool:
+    if not hasattr(comm, "Irecv"):
+        return True
+    from mpi4py import MPI
+    return MPI.Query_thread() == MPI.THREAD_MULTIPLE
 
 
 def execute_distributed_partition(
@@ -50,73 +304,78 @@ def execute_distributed_partition(
         prg_per_partition: Mapping[Hashable, BoundProgram],
         queue: Any, mpi_communicator: Any, *, allocator: Any = None,
         input_args: Mapping[str, Any] | None = None,
-        stats: dict[str, Any] | None = None) -> dict[str, Any]:
+        stats: dict[str, Any] | None = None, wait: bool = True,
+        messages: str = "packed", pack_on: str = "device",
+        recorder: TraceRecorder | None = None
+        ) -> dict[str, Any] | DistributedExecution:
     """Run this rank's parts of *partition* (tags numbered by
     :func:`~pytato_like.number_distributed_tags`) and return the
-    partitioned DAG's results by name.
+    partitioned DAG's results by name -- or, with ``wait=False``, a
+    :class:`DistributedExecution` handle whose
+    :meth:`~DistributedExecution.wait` returns them.
 
-    *stats*, if given, is filled with ``n_parts_run`` and
-    ``n_messages_sent``."""
+    :arg allocator: for device arrays the executor makes (received values)
+        and for part programs accepting ``allocator=``; default: the
+        memory pool of :func:`~pytato_like.runtime.pool.get_buffer_pool`
+        for *queue*.
+    :arg messages: ``"packed"`` (one message per (part, destination
+        rank)) or ``"per_array"`` (one per array, fresh buffers; for
+        comparison). Must be the same on every rank.
+    :arg pack_on: with device part programs, pack on the ``"device"``
+        (OpenCL kernels, one device-host copy per message) or on the
+        ``"host"`` (one device-host copy per array).
+    :arg stats: if given, filled with ``n_parts_run``, ``n_messages_sent``
+        and the other :attr:`DistributedExecution.stats`.
+    :arg recorder: a :class:`~pytato_like.runtime.trace.TraceRecorder` that
+        also receives this execution's records when it ends.
+    """
     comm = as_communicator(mpi_communicator)
-    to_device = _device_array_maker(prg_per_partition, queue, allocator)
-    layer = MessageLayer(comm)
-    context: dict[str, Any] = dict(input_args or {})
+    on_device = _on_device(prg_per_partition, queue)
+    if on_device and allocator is None:
+        from pytato_like.runtime.pool import get_buffer_pool
+        allocator = get_buffer_pool(queue).memory_pool
+    plan = message_plan(partition, comm, queue if on_device else None,
+                        messages=messages, pack_on=pack_on,
+                        allocator=allocator if on_device else None)
+    run_recorder = TraceRecorder(rank=comm.Get_rank())
+    handle = DistributedExecution(plan, run_recorder)
+    run_stats = handle.stats
 
-    position = {pid: i for i, pid in enumerate(partition.toposorted_part_ids)}
-    missing: dict[Hashable, set[str]] = {}
-    readers: dict[str, list[Hashable]] = {}
-    ready: list[tuple[int, Hashable]] = []
-    for pid in partition.toposorted_part_ids:
-        part = partition.parts[pid]
-        missing[pid] = {n for n in part.partition_input_names if n not in context}
-        for name in missing[pid]:
-            readers.setdefault(name, []).append(pid)
-        if not missing[pid]:
-            heapq.heappush(ready, (position[pid], pid))
+    def run() -> dict[str, Any]:
+        try:
+            return _run(partition, prg_per_partition, queue, plan,
+                        allocator if on_device else None, input_args or {},
+                        run_recorder, run_stats)
+        finally:
+            run_stats.pop("_context", None)
+            if stats is not None:
+                stats.update(run_stats)
+            if recorder is not None:
+                recorder.extend(run_recorder.records)
 
-    def deliver(name: str, value: Any) -> None:
-        context[name] = value
-        for pid in readers.pop(name, ()):
-            missing[pid].discard(name)
-            if not missing[pid]:
-                heapq.heappush(ready, (position[pid], pid))
+    if wait:
+        return run()
+    if _threads_allowed(comm):
+        handle._handle = Handle.run_in_thread(
+            run, name=f"distributed execution on rank {comm.Get_rank()}")
+    else:
+        try:
+            handle._result = run()
+        except Exception as exc:  # noqa: BLE001 -- re-raised by wait()
+            handle._error = exc
+    return handle
 
-    def receive(block: bool) -> None:
-        for name, value in layer.arrivals(block):
-            deliver(name, value if to_device is None else to_device(value))
 
-    n_done = 0
-    try:
-        layer.post_receives(partition.recv_name_to_node())
-        while n_done < len(partition.parts):
-            if not ready:
-                if not layer.n_pending:
-                    waiting = {pid: sorted(m) for pid, m in missing.items() if m}
-                    raise DistributedPartitionError(
-                        f"rank {layer.rank}: parts {sorted(waiting, key=repr)} "
-                        f"wait for inputs nothing provides: {waiting}")
-                receive(block=True)
-                continue
-            _, pid = heapq.heappop(ready)
-            part = partition.parts[pid]
-            inputs = {name: context[name] for name in part.all_input_names()
-                      if name in context}
-            _evt, outputs = prg_per_partition[pid](queue, **inputs)
-            for name, send in part.output_name_to_send_node.items():
-                layer.send(send, outputs[name])
-            for name, value in outputs.items():
-                deliver(name, value)
-            n_done += 1
-            receive(block=False)
-        layer.finish()
-    except BaseException as exc:
-        from pytato_like.diagnostic import RemoteRankError
-        if not isinstance(exc, RemoteRankError):
-            layer.notify_failure(exc)
-            layer.abandon()
-        raise
+def execute_distributed_partition_async(
+        partition: DistributedGraphPartition,
+        prg_per_partition: Mapping[Hashable, BoundProgram],
+        queue: Any, mpi_communicator: Any, **kwargs: Any
+        ) -> DistributedExecution:
+    """:func:`execute_distributed_partition` with ``wait=False``: start the
+    execution and return its :class:`DistributedExecution` handle."""
+    return execute_distributed_partition(partition, prg_per_partition, queue,
+                                         mpi_communicator, wait=False, **kwargs)
 
-    if stats is not None:
-        stats["n_parts_run"] = n_done
-        stats["n_messages_sent"] = layer.n_messages_sent
-    return {name: context[name] for name in partition.overall_output_names}
+# }}}
+
+# vim: foldmethod=marker

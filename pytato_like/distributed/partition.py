@@ -96,7 +96,18 @@ class DistributedGraphPart(GraphPart):
 class DistributedGraphPartition(GraphPartition):
     """A :class:`~pytato_like.partition.GraphPartition` whose
     :attr:`~pytato_like.partition.GraphPartition.parts` are
-    :class:`DistributedGraphPart` instances."""
+    :class:`DistributedGraphPart` instances.
+
+    .. attribute:: messages
+
+        The packed messages this rank sends and receives (a tuple of
+        :class:`~pytato_like.distributed.messages.Message`), filled in by
+        :func:`~pytato_like.number_distributed_tags`; ``None`` before. The
+        executor sends one message per (part, destination rank) when they
+        are known, one per array otherwise.
+    """
+
+    messages: tuple[Any, ...] | None = None
 
     def recv_name_to_node(self) -> dict[str, DistributedRecv]:
         """Every receive of the partition, by input name."""

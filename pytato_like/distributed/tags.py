@@ -6,6 +6,10 @@ integers. :func:`number_distributed_tags` gathers every rank's tags on rank
 makes the order independent of per-process hash seeds) and broadcasts the
 list; tag ``i`` of the list becomes ``base_tag + i`` on every rank.
 
+The same collective also gathers which sends leave each part for each
+rank, so that the numbered partition knows its packed messages (see
+:mod:`~pytato_like.distributed.messages`).
+
 .. autofunction:: number_distributed_tags
 """
 
@@ -16,6 +20,7 @@ import pickle
 from typing import Any
 
 from pytato_like.diagnostic import DistributedPartitionError
+from pytato_like.distributed.messages import local_send_groups, messages_of_rank
 from pytato_like.distributed.partition import DistributedGraphPartition
 from pytato_like.distributed.safety import (
     allgather_or_raise,
@@ -56,13 +61,14 @@ def number_distributed_tags(mpi_communicator: Any,
     comm = as_communicator(mpi_communicator)
     rank = comm.Get_rank()
 
-    gathered = allgather_or_raise(comm, "tag numbering",
-                                  lambda: _local_tags(partition))
+    gathered = allgather_or_raise(
+        comm, "tag numbering",
+        lambda: (_local_tags(partition), local_send_groups(partition, rank)))
     payload: tuple[bool, Any] | None = None
     if rank == 0:
         try:
             union: dict[Any, None] = {}
-            for local_tags in gathered:
+            for local_tags, _ in gathered:
                 union.update(dict.fromkeys(local_tags))
             payload = (True, sorted(union, key=_sort_key))
         except Exception as exc:
@@ -90,5 +96,8 @@ def number_distributed_tags(mpi_communicator: Any,
                 for name, recv in part.input_name_to_recv_node.items()},
             output_name_to_send_node=sends,
             distributed_sends=list(sends.values()))
-    return dataclasses.replace(partition, parts=parts), next_tag
+    messages = messages_of_rank(rank, [groups for _, groups in gathered],
+                                tag_to_int)
+    return (dataclasses.replace(partition, parts=parts, messages=messages),
+            next_tag)
 

@@ -183,6 +183,12 @@ class TraceRecorder:
         """Time spent blocked (a ``with`` block around ``Wait``/``Barrier``)."""
         return self.record("wait", name, **args)
 
+    def extend(self, records: Iterable[TraceRecord]) -> None:
+        """Keep *records* (made elsewhere, e.g. by one execution) too."""
+        if self.enabled:
+            with self._lock:
+                self._records.extend(records)
+
     @property
     def records(self) -> list[TraceRecord]:
         with self._lock:
