@@ -347,3 +347,12 @@ def test_naming_tags_name_stored_temporaries(queue):
     xv = np.linspace(0, 1, 8)
     _, out = prg(queue, x=xv)
     np.testing.assert_allclose(out.get(), pt.generate_numpy(y)(x=xv), rtol=1e-12)
+
+
+def test_inlined_narrow_integers_wrap_before_widening(queue):
+    x = pt.make_placeholder("x", (3,), np.uint8)
+    y = pt.make_placeholder("y", (3,), np.int8)
+    check(queue, pt.make_dict_of_named_arrays({
+        "not_sum": pt.sum(~x), "add_div": (y + y) // 3,
+        "mean_not": pt.mean(~x)}),
+        x=np.array([1, 200, 7], np.uint8), y=np.array([100, -100, 7], np.int8))

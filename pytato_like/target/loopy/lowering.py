@@ -163,8 +163,11 @@ class NodeLowerer:
         value = getattr(self, "lower_" + node._mapper_method[4:])(node, idx)
         if (node.dtype.kind in "iu" and node.dtype.itemsize < 4
                 and isinstance(node, (IndexLambda, Einsum))):
-            # C computes in int: cast back so the result wraps as in NumPy
-            value = lp.TypeCast(node.dtype, value)
+            # C computes in int: cast back so the result wraps as in NumPy.
+            # Through int32, because loopy drops a cast to the type it
+            # infers (its types do not promote: ~uchar is uchar to loopy)
+            value = lp.TypeCast(node.dtype,
+                                lp.TypeCast(np.dtype(np.int32), value))
         if len(self.reduction_inames) == n_inames:
             # values containing reductions are not reused: loopy needs
             # fresh inames for every occurrence of a reduction
