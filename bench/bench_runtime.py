@@ -7,7 +7,10 @@ Figures are ratios measured within one run:
   ``np.copyto`` of the same number of bytes);
 * halo pack on the OpenCL device vs the NumPy variant;
 * one packed message vs one message per region (2 MPI ranks);
-* Bufferizer append cost vs a bare slice assignment; trace-record cost.
+* Bufferizer append cost vs a bare slice assignment; trace-record cost;
+* a message of device arrays: packed on the device and copied to the host
+  once, versus copied to the host array by array and packed there (what
+  ``execute_distributed_partition(..., pack_on=...)`` chooses between).
 
 Run: ``python -m bench.bench_runtime [--quick]``
 """
@@ -189,6 +192,64 @@ def bench_messages(n_regions: int, region_elems: int, repeat: int) -> dict:
     return figures
 
 
+def bench_device_staging(n_arrays: int, elems: int, repeat: int) -> dict:
+    """What the distributed executor does with device arrays for one
+    message, on this machine's OpenCL device: pack on the device (one
+    kernel) and copy one buffer to the host, versus copying each array to
+    the host and packing there; and the reverse for a received message
+    (one upload + unpack kernel, versus one upload per array)."""
+    import pyopencl as cl
+    import pyopencl.array as cla
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    rng = np.random.default_rng(0)
+    arrays = [cla.to_device(queue, rng.standard_normal(elems))
+              for _ in range(n_arrays)]
+    specs = [HaloExchangeSpec.whole_array((elems,), np.float64)
+             for _ in range(n_arrays)]
+    dev = HaloDataTransformer.get(queue, specs)
+    host = HaloDataTransformer.get(np, specs)
+    dev_buf = dev.get_pack_buffer()
+    staging = np.empty(dev_buf.nbytes, np.uint8)
+    dev_unpack = dev.get_unpack_buffer()
+    received = host.get_unpack_buffer()
+    received[...] = 1.0
+
+    def send_device():
+        dev.async_pack(arrays)
+        cl.enqueue_copy(queue, staging, dev_buf.base_data,
+                        src_offset=dev_buf.offset)
+
+    def send_host():
+        host.async_pack([a.get() for a in arrays])
+
+    def recv_device():
+        evt = cl.enqueue_copy(queue, dev_unpack.base_data, received,
+                              dst_offset=dev_unpack.offset, is_blocking=False)
+        dev_unpack.add_event(evt)
+        out = [cla.empty(queue, (elems,), np.float64) for _ in range(n_arrays)]
+        dev.async_unpack(out)
+        dev.synchronize()
+
+    def recv_host():
+        [cla.to_device(queue, v) for v in host.unpacked_views()]
+        queue.finish()
+
+    for fn in (send_device, send_host, recv_device, recv_host):
+        fn()    # build kernels, warm pools
+    figures = {"n_arrays": n_arrays, "elems": elems,
+               "send_device_s": best_of(send_device, repeat, 5),
+               "send_host_s": best_of(send_host, repeat, 5),
+               "recv_device_s": best_of(recv_device, repeat, 5),
+               "recv_host_s": best_of(recv_host, repeat, 5)}
+    figures["send_host_over_device"] = (figures["send_host_s"]
+                                        / figures["send_device_s"])
+    figures["recv_host_over_device"] = (figures["recv_host_s"]
+                                        / figures["recv_device_s"])
+    dev.finalize()
+    host.finalize()
+    return figures
+
+
 def bench_small_things(repeat: int) -> dict:
     n = 2000
     b = Bufferizer((2,), n, np.float64, buffer_full_hook=lambda b: b.flush())
@@ -239,6 +300,12 @@ def main(argv=None) -> dict:
     halo = bench_halo(n, nz, repeat)
     msgs = bench_messages(16, 64, repeat)
     small = bench_small_things(repeat)
+    staging = []
+    try:
+        for n_arrays, elems in ((8, 1), (64, 1), (8, 10_000), (64, 10_000)):
+            staging.append(bench_device_staging(n_arrays, elems, repeat))
+    except Exception as err:  # noqa: BLE001 -- report, keep the other figures
+        staging.append({"opencl_error": f"{type(err).__name__}: {err}"})
 
     print(f"halo pack: {halo['n_regions']} regions (4 edges x 4 quantities "
           f"of {n + 6}x{n + 6}x{nz}, 1 quarter turn), "
@@ -274,7 +341,19 @@ def main(argv=None) -> dict:
           f"bare slice assignment {small['bare_assign_us']:.2f} us "
           f"({small['append_vs_assign']:.1f}x)")
     print(f"trace record of a part: {small['trace_part_record_us']:.2f} us")
-    return {"halo": halo, "messages": msgs, "small": small}
+    print("device arrays in one message (distributed executor, pack_on=...): "
+          "host time / device time, > 1 means packing on the device wins")
+    for f in staging:
+        if "opencl_error" in f:
+            print(f"  OpenCL unavailable: {f['opencl_error']}")
+            continue
+        print(f"  {f['n_arrays']:>3} arrays x {f['elems']:>6} float64: send "
+              f"device {f['send_device_s'] * 1e6:8.1f} us, host "
+              f"{f['send_host_s'] * 1e6:8.1f} us ({f['send_host_over_device']:.2f}x)"
+              f"; receive device {f['recv_device_s'] * 1e6:8.1f} us, host "
+              f"{f['recv_host_s'] * 1e6:8.1f} us ({f['recv_host_over_device']:.2f}x)")
+    return {"halo": halo, "messages": msgs, "small": small,
+            "device_staging": staging}
 
 
 if __name__ == "__main__":
