@@ -22,11 +22,50 @@ from pytato_like.diagnostic import AxisError, ShapeMismatchError
 
 
 def are_shape_components_equal(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
-    """Whether two shape components are known to be equal (ints by value,
-    size expressions by structure)."""
-    if isinstance(dim1, Array) or isinstance(dim2, Array):
-        return isinstance(dim1, Array) and isinstance(dim2, Array) and dim1 == dim2
-    return int(dim1) == int(dim2)
+    """Whether two shape components are known to be equal: ints by value,
+    size expressions by structure or, failing that, by value at several
+    pseudo-random assignments of their size parameters (so ``3*n`` equals
+    ``n*3`` and ``n + n + n``)."""
+    if not isinstance(dim1, Array) and not isinstance(dim2, Array):
+        return int(dim1) == int(dim2)
+    if isinstance(dim1, Array) and isinstance(dim2, Array) and dim1 == dim2:
+        return True
+    return _equal_at_sample_points(dim1, dim2)
+
+
+# Two different polynomials of low degree agree at a random point of a large
+# range with negligible probability (Schwartz-Zippel); four points make a
+# false "equal" practically impossible for the affine/low-degree size
+# expressions shapes use.
+_SAMPLE_SEEDS = (12345, 67890, 424242, 777)
+
+
+def _equal_at_sample_points(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
+    import random
+
+    from pymbolic.mapper.evaluator import EvaluationMapper
+
+    exprs = []
+    params: dict[str, str] = {}
+    for dim in (dim1, dim2):
+        expr, bindings = dim_to_index_lambda_components(dim)
+        exprs.append((expr, bindings))
+        for name, size_param in bindings.items():
+            params[name] = size_param.name
+    param_names = sorted(set(params.values()))
+    for seed in _SAMPLE_SEEDS:
+        rng = random.Random(seed)
+        values = {name: rng.randrange(1, 2**20) for name in param_names}
+        results = []
+        for expr, bindings in exprs:
+            context = {k: values[sp.name] for k, sp in bindings.items()}
+            try:
+                results.append(EvaluationMapper(context)(expr))
+            except (ZeroDivisionError, TypeError, ValueError):
+                return False
+        if results[0] != results[1]:
+            return False
+    return True
 
 
 def are_shapes_equal(shape1, shape2) -> bool:
