@@ -3,7 +3,10 @@
 timeout and checks the exit status and what every rank printed.
 
 The cases compare each rank's results with a serial NumPy evaluation of the
-same global computation (see tests/mpi/checks.py)."""
+same global computation (see tests/mpi/checks.py); ``packed``,
+``persistent`` and ``trace`` also check the message count from the trace,
+buffer reuse across executions, the asynchronous handle and the Chrome
+trace."""
 
 from __future__ import annotations
 
@@ -20,7 +23,20 @@ pytestmark = pytest.mark.mpi
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ROOT / "tests" / "mpi" / "checks.py"
 CORRECTNESS_CASES = ["ring", "halo", "self_send", "random1", "random2",
-                     "random3", "unmatched"]
+                     "random3", "unmatched", "packed", "persistent", "trace"]
+#: what each case prints per rank when it passes (some print more than one)
+OK_LINES = {"packed": ["packed", "per_array"],
+            "persistent": ["persistent1", "persistent2", "persistent"],
+            "trace": ["trace_results", "trace"]}
+
+
+def assert_ok(proc, cases, n):
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for case in cases:
+        for line in OK_LINES.get(case, [case]):
+            for rank in range(n):
+                assert f"OK {line} rank {rank}" in proc.stdout, (line, rank,
+                                                                  proc.stdout)
 
 
 def _mpiexec() -> str:
@@ -51,21 +67,23 @@ def _loopy_available() -> bool:
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_cases_match_serial_numpy(n):
     proc = launch(n, CHECKS, *CORRECTNESS_CASES)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    for case in CORRECTNESS_CASES:
-        for rank in range(n):
-            assert f"OK {case} rank {rank}" in proc.stdout, (case, rank, proc.stdout)
+    assert_ok(proc, CORRECTNESS_CASES, n)
 
 
-def test_cases_with_loopy_part_programs():
+def test_per_array_messages_match_serial_numpy():
+    cases = ["ring", "halo", "self_send", "random1", "random2"]
+    proc = launch(3, CHECKS, "--messages", "per_array", *cases)
+    assert_ok(proc, cases, 3)
+
+
+@pytest.mark.parametrize("pack_on", ["device", "host"])
+def test_cases_with_loopy_part_programs(pack_on):
     if not _loopy_available():
         pytest.skip("pytato_like.generate_loopy is not available yet")
-    cases = ["ring", "halo", "self_send", "random1"]
-    proc = launch(2, CHECKS, "--target", "loopy", *cases, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    for case in cases:
-        for rank in range(2):
-            assert f"OK {case} rank {rank}" in proc.stdout
+    cases = ["ring", "halo", "self_send", "random1", "packed", "persistent"]
+    proc = launch(2, CHECKS, "--target", "loopy", "--pack-on", pack_on, *cases,
+                  timeout=300)
+    assert_ok(proc, cases, 2)
 
 
 def test_failure_in_execution_ends_every_rank():

@@ -5,7 +5,13 @@ Each case builds one global computation on every rank, runs it distributed
 rank's results with a serial NumPy evaluation of the same global
 computation. A rank prints ``OK <case> rank <r>`` per passing case; any
 failure aborts the whole job (non-zero exit). Options:
-``--target numpy|loopy`` picks the part programs.
+``--target numpy|loopy`` picks the part programs, ``--messages
+packed|per_array`` and ``--pack-on device|host`` the message mode.
+
+The ``packed``, ``persistent`` and ``trace`` cases check the communication
+runtime: messages counted from the execution trace against a hand count of
+(part, neighbour) pairs, receive buffers reused across executions, the
+asynchronous handle, and the gathered Chrome trace.
 
 Failure-injection cases (``fail_execute``, ``fail_execute_no_abort``,
 ``fail_partition``) are used by the failure tests and are expected to end
@@ -25,6 +31,7 @@ from pytato_like import diagnostic
 from pytato_like.distributed import (
     abort_on_error,
     execute_distributed_partition,
+    execute_distributed_partition_async,
     find_distributed_partition,
     generate_code_for_partition,
     make_distributed_recv,
@@ -36,23 +43,39 @@ from pytato_like.distributed import (
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 TARGET = "numpy"
+MODE = {"messages": "packed", "pack_on": "device"}
+_QUEUE = []
 
 
-def run(outputs, inputs, prg_wrapper=None):
+def get_queue():
+    if TARGET != "loopy":
+        return None
+    if not _QUEUE:
+        import pyopencl as cl
+        _QUEUE.append(cl.CommandQueue(cl.create_some_context(interactive=False)))
+    return _QUEUE[0]
+
+
+def to_numpy(result):
+    return {k: v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray)
+            else np.asarray(v) for k, v in result.items()}
+
+
+def prepare(outputs, prg_wrapper=None):
     partition = find_distributed_partition(comm, outputs)
     partition, _ = number_distributed_tags(comm, partition, base_tag=1000)
     verify_distributed_partition(comm, partition)
     prgs = generate_code_for_partition(partition, target=TARGET)
     if prg_wrapper is not None:
         prgs = {pid: prg_wrapper(prg) for pid, prg in prgs.items()}
-    queue = None
-    if TARGET == "loopy":
-        import pyopencl as cl
-        queue = cl.CommandQueue(cl.create_some_context(interactive=False))
-    result = execute_distributed_partition(partition, prgs, queue, comm,
-                                           input_args=inputs)
-    return {k: v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray)
-            else np.asarray(v) for k, v in result.items()}, partition
+    return partition, prgs
+
+
+def run(outputs, inputs, prg_wrapper=None):
+    partition, prgs = prepare(outputs, prg_wrapper)
+    result = execute_distributed_partition(partition, prgs, get_queue(), comm,
+                                           input_args=inputs, **MODE)
+    return to_numpy(result), partition
 
 
 def check(name, got, expected):
@@ -151,6 +174,143 @@ def case_random(seed):
           {f"a{i}": v for i, v in enumerate(ref[rank])})
 
 
+def heat_dag(n, n_fields, n_steps, c=0.2):
+    """Periodic 1-D heat steps on F fields, halos exchanged every step."""
+    left, right = (rank - 1) % size, (rank + 1) % size
+    outputs = {}
+    for f in range(n_fields):
+        u = pt.make_placeholder(f"u{f}", (n,))
+        for step in range(n_steps):
+            u = staple_distributed_send(u[:1], left, ("l", f, step), u)
+            u = staple_distributed_send(u[-1:], right, ("r", f, step), u)
+            gl = make_distributed_recv(left, ("r", f, step), (1,))
+            gr = make_distributed_recv(right, ("l", f, step), (1,))
+            ext = pt.concatenate([gl, u, gr])
+            u = u + c * (ext[:-2] - 2 * u + ext[2:])
+        outputs[f"u{f}"] = u
+    return outputs
+
+
+def heat_reference(n, n_fields, n_steps, seed, c=0.2):
+    rng = np.random.default_rng(seed)
+    whole = [rng.standard_normal(n * size) for _ in range(n_fields)]
+    mine = slice(rank * n, (rank + 1) * n)
+    inputs = {f"u{f}": w[mine].copy() for f, w in enumerate(whole)}
+    for _ in range(n_steps):
+        whole = [w + c * (np.roll(w, 1) - 2 * w + np.roll(w, -1))
+                 for w in whole]
+    return inputs, {f"u{f}": w[mine] for f, w in enumerate(whole)}
+
+
+def expected_messages(n_fields, n_steps):
+    """Hand count for the heat DAG: every step's sends leave one part, to
+    one neighbour per side (the same rank on both sides with 2 ranks)."""
+    neighbours = {(rank - 1) % size, (rank + 1) % size} - {rank}
+    per_array = 2 * n_fields * n_steps if neighbours else 0
+    arrays_per_message = 2 * n_fields // len(neighbours) if neighbours else 0
+    return n_steps * len(neighbours), arrays_per_message, per_array
+
+
+def case_packed():
+    """One message per (part, neighbour), counted from the trace of an
+    asynchronous execution; per-array mode sends one per array; results
+    equal serial NumPy in both modes."""
+    n, n_fields, n_steps = 7, 3, 4
+    partition, prgs = prepare(heat_dag(n, n_fields, n_steps))
+    inputs, expected = heat_reference(n, n_fields, n_steps, seed=5)
+    n_messages, arrays_per_message, n_per_array = expected_messages(
+        n_fields, n_steps)
+
+    handle = execute_distributed_partition_async(
+        partition, prgs, get_queue(), comm, input_args=inputs,
+        pack_on=MODE["pack_on"])
+    got = to_numpy(handle.wait())
+    assert handle.done()
+    records = handle.fetch_trace()
+    sends = [r for r in records if r.kind == "send"]
+    recvs = [r for r in records if r.kind == "recv"]
+    assert len(sends) == n_messages, (len(sends), n_messages)
+    assert len(recvs) == n_messages, (len(recvs), n_messages)
+    assert all(r.args["n_arrays"] == arrays_per_message for r in sends)
+    assert all(r.nbytes == 8 * arrays_per_message for r in sends + recvs)
+    assert all(r.done and r.posted_ns <= r.started_ns <= r.completed_ns
+               for r in records)
+    # (part, neighbour) pairs with data, from the sends' records
+    assert len({(r.part_id, r.peer) for r in sends}) == n_messages
+    assert sum(r.kind == "part" for r in records) == len(partition.parts)
+    assert handle.stats["n_messages_sent"] == n_messages
+    check("packed", got, expected)
+
+    stats = {}
+    old = execute_distributed_partition(partition, prgs, get_queue(), comm,
+                                        input_args=inputs, messages="per_array",
+                                        stats=stats)
+    assert stats["n_messages_sent"] == n_per_array, stats
+    check("per_array", to_numpy(old), expected)
+
+
+def case_persistent():
+    """Two executions share the receive buffers (same objects) and the
+    persistent requests; both give the right (different) results."""
+    n, n_fields, n_steps = 5, 2, 3
+    partition, prgs = prepare(heat_dag(n, n_fields, n_steps))
+    buffer_ids = []
+    plans = []
+    for seed in (1, 2):
+        inputs, expected = heat_reference(n, n_fields, n_steps, seed)
+        handle = execute_distributed_partition(
+            partition, prgs, get_queue(), comm, input_args=inputs, wait=False,
+            **MODE)
+        check(f"persistent{seed}", to_numpy(handle.wait()), expected)
+        plans.append(handle.plan)
+        registry = handle.plan.receive_buffers
+        buffer_ids.append(sorted(id(registry.get(*key)) for key in registry))
+        requests = [id(m.request) for m in handle.plan.incoming]
+    assert plans[0] is plans[1]
+    assert plans[0].n_executions == 2
+    n_messages = expected_messages(n_fields, n_steps)[0]
+    assert len(buffer_ids[0]) == n_messages == plans[0].n_incoming
+    assert buffer_ids[0] == buffer_ids[1]
+    assert len(set(requests)) == n_messages
+    print(f"OK persistent rank {rank}", flush=True)
+
+
+def case_trace():
+    """The gathered trace exports Chrome JSON with one process per rank and
+    one event per message and part."""
+    import json
+
+    from pytato_like.runtime.trace import gather_traces
+    n, n_fields, n_steps = 4, 2, 3
+    partition, prgs = prepare(heat_dag(n, n_fields, n_steps))
+    inputs, expected = heat_reference(n, n_fields, n_steps, seed=3)
+    handle = execute_distributed_partition(
+        partition, prgs, get_queue(), comm, input_args=inputs, wait=False,
+        **MODE)
+    check("trace_results", to_numpy(handle.wait()), expected)
+    merged = gather_traces(comm, handle.trace())
+    n_messages = expected_messages(n_fields, n_steps)[0]
+    n_parts = comm.gather(len(partition.parts))
+    if rank == 0:
+        doc = json.loads(merged.to_json())
+        events = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+        names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+                 if e["ph"] == "M" and e["name"] == "process_name"}
+        assert names == {r: f"rank {r}" for r in range(size)}, names
+        for r in range(size):
+            mine = [e for e in events if e["pid"] == r]
+            count = {cat: sum(e["cat"] == cat for e in mine)
+                     for cat in ("send", "recv", "part")}
+            assert count == {"send": n_messages, "recv": n_messages,
+                             "part": n_parts[r]}, (r, count)
+            assert all(e["dur"] >= 0 and e["args"]["posted_us"] <= e["ts"]
+                       for e in mine)
+        summary = merged.summary()
+        assert all(summary[r]["n_sent"] == n_messages for r in range(size))
+        assert "compute ms" in merged.format_summary()
+    print(f"OK trace rank {rank}", flush=True)
+
+
 def case_unmatched():
     x = pt.make_placeholder("x", (2,))
     out = staple_distributed_send(x, (rank + 1) % size, "sent", x)
@@ -214,8 +374,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("cases", nargs="+")
     parser.add_argument("--target", default="numpy")
+    parser.add_argument("--messages", default="packed")
+    parser.add_argument("--pack-on", default="device")
     args = parser.parse_args(argv)
     TARGET = args.target
+    MODE.update(messages=args.messages, pack_on=args.pack_on)
     for case in args.cases:
         if case.startswith("random"):
             case_random(int(case[len("random"):] or 0))
