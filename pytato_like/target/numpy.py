@@ -373,6 +373,10 @@ class _NodeEvaluator:
     def map_distributed_send_ref_holder(self, node):
         return self.value(node.passthrough_data)
 
+    def map_to_device(self, node):
+        # a device transfer moves data, it does not change it
+        return self.value(node.array)
+
     def handle_unsupported_array(self, node):
         raise UnknownIndexLambdaExpr(
             f"the NumPy target cannot evaluate a {type(node).__name__}")
