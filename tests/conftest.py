@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -19,3 +21,18 @@ def rng() -> np.random.Generator:
     """A fresh generator with a fixed seed, so every test sees the same
     data on every run."""
     return np.random.default_rng(1234)
+
+
+#: Python's default recursion limit; deep-DAG tests must pass under it.
+DEFAULT_RECURSION_LIMIT = 1000
+
+
+@pytest.fixture(autouse=True)
+def default_recursion_limit():
+    """Run every test at Python's default recursion limit. Hypothesis raises
+    the limit while it runs a test and does not always restore it, which
+    would let a later deep-DAG test pass with recursion the library must not
+    use."""
+    sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT)
+    yield
+    sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT)
