@@ -492,7 +492,12 @@ def generate_code_for_partition(partition: GraphPartition,
         make = NumpyPartProgram
     elif target == "loopy":
         import pytato_like
-        make = pytato_like.generate_loopy
+        from pytato_like.runtime.placement import strip_device_transfers
+
+        def make(outputs):
+            # device transfers happen between parts; inside one they are
+            # the identity, which the loopy target need not know about
+            return pytato_like.generate_loopy(strip_device_transfers(outputs))
     else:
         raise ValueError(f"unknown part program target {target!r}; "
                          "expected 'loopy' or 'numpy'")

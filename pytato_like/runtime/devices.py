@@ -22,17 +22,17 @@ Arrays in different contexts are staged through host memory.
 Plugging into the DAG
 ---------------------
 
-This module is the runtime half of a DAG-level transfer. The planned node,
-``to_device(array, device)``, is an array node with the shape and dtype of
-its operand and a target device; its ``_mapper_method`` is
-``map_to_device``. The NumPy target evaluates it as the identity. The
-OpenCL targets treat it as a partition boundary: the partitioner puts the
-producer and the consumers in parts assigned to the source and target
-devices, and the executor calls :meth:`Transfer.__call__` (or
-:meth:`Transfer.pipelined` when the consumer is elementwise along the first
-axis) between them on the :class:`DeviceSpec` queues. Differentiating
-through it uses :meth:`Transfer.adjoint`: the cotangent travels back to the
-source device.
+This module is the runtime half of a DAG-level transfer;
+:mod:`pytato_like.runtime.placement` is the DAG half. There,
+``to_device(array, device)`` (also what :func:`to_device` returns for a
+lazy array) is an array node with the shape and dtype of its operand and a
+target device index; its ``_mapper_method`` is ``map_to_device``. The NumPy
+target evaluates it as the identity. For OpenCL it is a partition
+boundary: :func:`~pytato_like.runtime.placement.find_device_partition`
+puts producer and consumers in parts on the source and target devices, and
+:func:`~pytato_like.runtime.placement.execute_partition_on_devices` calls
+:meth:`Transfer.__call__` between them on the :class:`DeviceGroup` queues.
+Its adjoint is the reverse transfer, as :meth:`Transfer.adjoint` is here.
 
 .. autoclass:: DeviceSpec
     :members:
@@ -106,6 +106,25 @@ class DeviceGroup:
         self.specs = tuple(DeviceSpec.create(d, context) for d in devices)
         self._pair_queues: dict[tuple[int, int], Any] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_specs(cls, specs: Sequence[DeviceSpec]) -> DeviceGroup:
+        """A group of existing :class:`DeviceSpec` objects (their queues are
+        used as they are); they must share one context."""
+        specs = tuple(specs)
+        if not specs or not all(isinstance(s, DeviceSpec) for s in specs):
+            raise UnknownDeviceError(
+                "a DeviceGroup needs one or more DeviceSpec, got "
+                f"{[type(s).__name__ for s in specs]}")
+        if any(s.context != specs[0].context for s in specs):
+            raise UnknownDeviceError(
+                "the DeviceSpecs of a group must share one OpenCL context")
+        group = cls.__new__(cls)
+        group.context = specs[0].context
+        group.specs = specs
+        group._pair_queues = {}
+        group._lock = threading.Lock()
+        return group
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -252,7 +271,19 @@ def to_device(array: Any, target: DeviceSpec | int | Any,
               source: DeviceSpec | int | Any | None = None) -> Any:
     """*array* copied to *target* (a :class:`DeviceSpec`, or an index or
     :class:`pyopencl.Device` of *group*). The source defaults to the device
-    of the array's queue (looked up in *group* when given)."""
+    of the array's queue (looked up in *group* when given).
+
+    For a lazy :class:`~pytato_like.Array`, this is the DAG node instead:
+    :func:`pytato_like.runtime.placement.to_device` (*target* and *source*
+    are then device indices)."""
+    from pytato_like.array import Array
+    if isinstance(array, Array):
+        from pytato_like.runtime.placement import to_device as lazy_to_device
+        if group is not None:
+            raise UnknownDeviceError(
+                "to_device of a lazy array takes a device index, not a group: "
+                "the group is given when the program runs")
+        return lazy_to_device(array, target, source)
     import pyopencl.array as cla
     if group is not None:
         target = group.spec(target)
