@@ -441,3 +441,116 @@ def test_failure_on_one_rank_during_verification_reaches_all_ranks():
 # }}}
 
 # vim: foldmethod=marker
+
+
+# {{{ packed messages and the executor without MPI
+
+def _heat_outputs(comm, n_fields, n_steps, n=4):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    left, right = (rank - 1) % size, (rank + 1) % size
+    outputs = {}
+    for f in range(n_fields):
+        u = pt.make_placeholder(f"u{f}", (n,))
+        for step in range(n_steps):
+            u = staple_distributed_send(u[:1], left, ("l", f, step), u)
+            u = staple_distributed_send(u[-1:], right, ("r", f, step), u)
+            gl = make_distributed_recv(left, ("r", f, step), (1,))
+            gr = make_distributed_recv(right, ("l", f, step), (1,))
+            u = u + 0.1 * (pt.concatenate([gl, u[:-1]])
+                           + pt.concatenate([u[1:], gr]) - 2 * u)
+        outputs[f"u{f}"] = u
+    return pt.make_dict_of_named_arrays(outputs)
+
+
+def test_numbering_records_one_message_per_part_and_neighbour():
+    n_fields, n_steps = 2, 3
+
+    def work(comm):
+        partition = find_distributed_partition(
+            comm, _heat_outputs(comm, n_fields, n_steps))
+        numbered, _ = number_distributed_tags(comm, partition, 10)
+        assert partition.messages is None
+        return numbered
+
+    parts = run_ranks(3, work)
+    assert not any(isinstance(p, BaseException) for p in parts), parts
+    for rank, partition in enumerate(parts):
+        out = [m for m in partition.messages if m.src_rank == rank]
+        inc = [m for m in partition.messages if m.dest_rank == rank]
+        # every step's halos leave one part, to each of two neighbours
+        assert len(out) == len(inc) == 2 * n_steps
+        assert {m.dest_rank for m in out} == {(rank - 1) % 3, (rank + 1) % 3}
+        sends = {(s.dest_rank, s.comm_tag): pid
+                 for pid, part in partition.parts.items()
+                 for s in part.distributed_sends}
+        for m in out:
+            assert m.n_arrays == n_fields
+            assert list(m.comm_tags) == sorted(m.comm_tags)
+            assert m.tag == m.comm_tags[0]
+            assert {sends[(m.dest_rank, t)] for t in m.comm_tags} == {
+                m.sender_part}
+        # what a rank receives is exactly what its neighbours send it
+        for m in inc:
+            assert m in parts[m.src_rank].messages
+        recv_tags = sorted((r.src_rank, r.comm_tag)
+                           for r in partition.recv_name_to_node().values())
+        assert sorted((m.src_rank, t) for m in inc
+                      for t in m.comm_tags) == recv_tags
+
+
+def test_one_rank_execution_handle_trace_and_reused_plan():
+    from pytato_like.distributed import execute_distributed_partition_async
+    x = pt.make_placeholder("x", (3,))
+    held = staple_distributed_send(2 * x, 0, "self", x)
+    r = make_distributed_recv(0, "self", (3,))
+    outputs = pt.make_dict_of_named_arrays({"y": held - r, "r": r})
+    partition = find_distributed_partition(None, outputs)
+    partition, _ = number_distributed_tags(None, partition, 5)
+    prgs = generate_code_for_partition(partition, target="numpy")
+    plans = []
+    for scale in (1.0, 3.0):
+        xv = scale * np.arange(3.0)
+        handle = execute_distributed_partition_async(
+            partition, prgs, None, None, input_args={"x": xv})
+        got = handle.wait()
+        assert handle.done()
+        np.testing.assert_array_equal(got["y"], -xv)
+        np.testing.assert_array_equal(got["r"], 2 * xv)
+        records = handle.fetch_trace()
+        assert sum(rec.kind == "part" for rec in records) == len(partition.parts)
+        assert not any(rec.kind in ("send", "recv") for rec in records)
+        assert handle.summary()[0]["n_parts"] == len(partition.parts)
+        plans.append(handle.plan)
+    assert plans[0] is plans[1] and plans[0].n_executions == 2
+
+
+def test_bad_message_mode_is_a_typed_error():
+    x = pt.make_placeholder("x", (2,))
+    partition = find_distributed_partition(None, {"y": x + 1})
+    partition, _ = number_distributed_tags(None, partition, 5)
+    prgs = generate_code_for_partition(partition, target="numpy")
+    for bad in ({"messages": "batched"}, {"pack_on": "gpu"}):
+        with pytest.raises(diagnostic.DistributedExecutionError,
+                           match=repr(next(iter(bad.values())))):
+            execute_distributed_partition(partition, prgs, None, None,
+                                          input_args={"x": np.ones(2)}, **bad)
+
+
+def test_messages_that_do_not_match_the_partition_are_rejected():
+    import dataclasses
+
+    from pytato_like.distributed import Message, message_plan
+    x = pt.make_placeholder("x", (2,))
+    partition = find_distributed_partition(None, {"y": x + 1})
+    partition, _ = number_distributed_tags(None, partition, 5)
+    tampered = dataclasses.replace(
+        partition, messages=(Message(1, 0, 7, (7, 8), 0),))
+    with pytest.raises(diagnostic.DistributedPartitionError,
+                       match=r"message from rank 1 \(tag 7\) carries tags "
+                             r"\[7, 8\] that no receive"):
+        message_plan(tampered, None)
+    # without the grouping (not numbered by us), one message per array
+    assert not message_plan(dataclasses.replace(partition, messages=None),
+                            None).packed
+
+# }}}

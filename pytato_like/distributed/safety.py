@@ -67,9 +67,13 @@ class SingleRankCommunicator:
         raise SystemExit(errorcode)
 
 
+_SINGLE_RANK = SingleRankCommunicator()
+
+
 def as_communicator(comm: Any) -> Any:
-    """*comm*, or a :class:`SingleRankCommunicator` for ``None``."""
-    return SingleRankCommunicator() if comm is None else comm
+    """*comm*, or the :class:`SingleRankCommunicator` for ``None`` (always
+    the same object, so what is cached per communicator is reused)."""
+    return _SINGLE_RANK if comm is None else comm
 
 
 def is_communicator(obj: Any) -> bool:
