@@ -554,3 +554,31 @@ def test_messages_that_do_not_match_the_partition_are_rejected():
                             None).packed
 
 # }}}
+
+
+def test_device_part_programs_get_the_pool_allocator():
+    cl = pytest.importorskip("pyopencl")
+    from pytato_like.runtime.pool import get_buffer_pool
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    x = pt.make_placeholder("x", (5,))
+    held = staple_distributed_send(pt.sin(x), 0, "s", x)
+    r = make_distributed_recv(0, "s", (5,))
+    partition = find_distributed_partition(None, {"y": held * r})
+    partition, _ = number_distributed_tags(None, partition, 5)
+    seen = []
+
+    class Recording:
+        def __init__(self, prg):
+            self.prg = prg
+
+        def __call__(self, queue, allocator=None, **inputs):
+            seen.append(allocator)
+            return self.prg(queue, allocator=allocator, **inputs)
+
+    prgs = {pid: Recording(p) for pid, p in
+            generate_code_for_partition(partition, target="loopy").items()}
+    xv = np.linspace(0, 1, 5)
+    got = execute_distributed_partition(partition, prgs, queue, None,
+                                        input_args={"x": xv})
+    np.testing.assert_allclose(got["y"].get(), xv * np.sin(xv), rtol=1e-14)
+    assert seen and all(a is get_buffer_pool(queue).memory_pool for a in seen)
