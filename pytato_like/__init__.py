@@ -123,8 +123,12 @@ from pytato_like.runtime import (
     Handle,
     QuantityHaloSpec,
     ReceiveBufferRegistry,
+    ToDevice,
     TraceRecorder,
     Transfer,
+    execute_partition_on_devices,
+    find_device_partition,
+    to_device,
 )
 from pytato_like import partition
 from pytato_like.distributed import (
@@ -132,8 +136,10 @@ from pytato_like.distributed import (
     DistributedGraphPartition,
     DistributedRecv,
     DistributedSend,
+    DistributedExecution,
     DistributedSendRefHolder,
     execute_distributed_partition,
+    execute_distributed_partition_async,
     find_distributed_partition,
     make_distributed_recv,
     make_distributed_send,
@@ -178,6 +184,8 @@ __all__ = [
     "Bufferizer", "DeviceGroup", "DeviceSpec", "HaloDataTransformer",
     "HaloExchangeSpec", "Handle", "QuantityHaloSpec", "ReceiveBufferRegistry",
     "TraceRecorder", "Transfer", "runtime",
+    "ToDevice", "execute_partition_on_devices", "find_device_partition",
+    "to_device", "DistributedExecution", "execute_distributed_partition_async",
     "DistributedGraphPart", "DistributedGraphPartition", "DistributedRecv",
     "DistributedSend", "DistributedSendRefHolder",
     "execute_distributed_partition", "find_distributed_partition",

@@ -1,5 +1,5 @@
 """Runtime pieces the executors use: halo packing, buffer pools, Bufferizer,
-traces, handles, registered receive buffers."""
+traces, handles, registered receive buffers, devices and device placement."""
 
 from pytato_like.runtime.bufferizer import Bufferizer
 from pytato_like.runtime.devices import DeviceGroup, DeviceSpec, Transfer, to_device
@@ -9,6 +9,13 @@ from pytato_like.runtime.halo import (
     QuantityHaloSpec,
 )
 from pytato_like.runtime.handles import Handle, barrier, wait_all
+from pytato_like.runtime.placement import (
+    ToDevice,
+    execute_partition_on_devices,
+    find_device_partition,
+    place_on_devices,
+    strip_device_transfers,
+)
 from pytato_like.runtime.pool import BufferPool, get_buffer_pool
 from pytato_like.runtime.recv_buffers import ReceiveBufferRegistry
 from pytato_like.runtime.trace import (
@@ -22,6 +29,9 @@ from pytato_like.runtime.trace import (
 __all__ = ["BufferPool", "Bufferizer", "DeviceGroup", "DeviceSpec",
            "HaloDataTransformer",
            "HaloExchangeSpec", "Handle", "QuantityHaloSpec",
-           "ReceiveBufferRegistry", "Trace", "TraceRecord", "TraceRecorder",
-           "Transfer", "barrier", "gather_traces", "get_buffer_pool",
-           "merge_traces", "to_device", "wait_all"]
+           "ReceiveBufferRegistry", "ToDevice", "Trace", "TraceRecord",
+           "TraceRecorder", "Transfer", "barrier",
+           "execute_partition_on_devices", "find_device_partition",
+           "gather_traces", "get_buffer_pool", "merge_traces",
+           "place_on_devices", "strip_device_transfers", "to_device",
+           "wait_all"]
