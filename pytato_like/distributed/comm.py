@@ -177,7 +177,12 @@ class MessagePlan:
         self.packed = messages == "packed" and partition.messages is not None
         self.pack_on_device = self.packed and queue is not None \
             and pack_on == "device"
-        self.lock = threading.Lock()     # one execution at a time
+        # one execution at a time, in the order they were started: ranks
+        # must run the executions of one partition in the same order, or
+        # the messages of one would be received by another
+        self._turn = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
         self.broken = False
         self.n_executions = 0
         self._freed = False
@@ -312,6 +317,23 @@ class MessagePlan:
 
     # }}}
 
+    def take_ticket(self) -> int:
+        """A place in the queue of executions (call when one is started)."""
+        with self._turn:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            return ticket
+
+    def wait_for_turn(self, ticket: int) -> None:
+        """Block until the executions started before *ticket* have ended."""
+        with self._turn:
+            self._turn.wait_for(lambda: self._serving == ticket)
+
+    def end_turn(self) -> None:
+        with self._turn:
+            self._serving += 1
+            self._turn.notify_all()
+
     @property
     def receive_buffers(self) -> ReceiveBufferRegistry:
         """The host buffers MPI receives packed messages into, by
@@ -355,6 +377,10 @@ class MessagePlan:
                 msg, "unpacker", None)
             if transformer is not None:
                 transformer.finalize()
+            if isinstance(msg, _Outgoing) and self.pack_on_device \
+                    and msg.buffer is not None:
+                get_buffer_pool(np).put(msg.buffer)   # host staging buffer
+                msg.buffer = None
         self.registry.clear()
 
 

@@ -12,7 +12,8 @@ What does not change between executions -- the messages, their buffers,
 packers and persistent MPI requests -- is a
 :class:`~pytato_like.distributed.comm.MessagePlan`, built on the first
 execution of a partition and reused by the next ones (see
-:func:`message_plan`); executions of one partition run one after the other.
+:func:`message_plan`); executions of one partition run one after the other,
+in the order they were started.
 
 Part programs follow the bound-program convention ``prg(queue, **inputs)
 -> (event, outputs)``: loopy/OpenCL programs (results are pyopencl arrays on
@@ -189,9 +190,11 @@ def _accepts_allocator(prg: Any) -> bool:
 
 def _run(partition: DistributedGraphPartition,
          prg_per_partition: Mapping[Hashable, BoundProgram], queue: Any,
-         plan: MessagePlan, allocator: Any, input_args: Mapping[str, Any],
-         recorder: TraceRecorder, stats: dict[str, Any]) -> dict[str, Any]:
-    with plan.lock:
+         plan: MessagePlan, ticket: int, allocator: Any,
+         input_args: Mapping[str, Any], recorder: TraceRecorder,
+         stats: dict[str, Any]) -> dict[str, Any]:
+    plan.wait_for_turn(ticket)
+    try:
         if plan.broken:
             raise DistributedExecutionError(
                 f"rank {plan.rank}: an earlier execution of this partition "
@@ -208,6 +211,8 @@ def _run(partition: DistributedGraphPartition,
                 exchange.abandon()
             raise
         plan.n_executions += 1
+    finally:
+        plan.end_turn()
     stats.update(n_parts_run=n_done, n_messages_sent=exchange.n_messages_sent,
                  n_messages_received=exchange.n_messages_received,
                  bytes_sent=exchange.bytes_sent,
@@ -340,10 +345,11 @@ def execute_distributed_partition(
     run_recorder = TraceRecorder(rank=comm.Get_rank())
     handle = DistributedExecution(plan, run_recorder)
     run_stats = handle.stats
+    ticket = plan.take_ticket()
 
     def run() -> dict[str, Any]:
         try:
-            return _run(partition, prg_per_partition, queue, plan,
+            return _run(partition, prg_per_partition, queue, plan, ticket,
                         allocator if on_device else None, input_args or {},
                         run_recorder, run_stats)
         finally:

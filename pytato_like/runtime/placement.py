@@ -39,7 +39,7 @@ device, and an executor with per-device queues and events.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np

@@ -272,6 +272,18 @@ def case_persistent():
     assert len(buffer_ids[0]) == n_messages == plans[0].n_incoming
     assert buffer_ids[0] == buffer_ids[1]
     assert len(set(requests)) == n_messages
+    # executions started back to back run in that order on every rank
+    handles = []
+    for seed in (7, 8, 9):
+        inputs, expected = heat_reference(n, n_fields, n_steps, seed)
+        handles.append((execute_distributed_partition_async(
+            partition, prgs, get_queue(), comm, input_args=inputs, **MODE),
+            expected))
+    for handle, expected in reversed(handles):
+        got = to_numpy(handle.wait())
+        for key, value in expected.items():
+            np.testing.assert_allclose(got[key], value, rtol=1e-12)
+    assert plans[0].n_executions == 5
     print(f"OK persistent rank {rank}", flush=True)
 
 
