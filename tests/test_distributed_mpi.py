@@ -23,7 +23,8 @@ pytestmark = pytest.mark.mpi
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ROOT / "tests" / "mpi" / "checks.py"
 CORRECTNESS_CASES = ["ring", "halo", "self_send", "random1", "random2",
-                     "random3", "unmatched", "packed", "persistent", "trace"]
+                     "random3", "unmatched", "packed", "persistent", "trace",
+                     "mixed"]
 #: what each case prints per rank when it passes (some print more than one)
 OK_LINES = {"packed": ["packed", "per_array"],
             "persistent": ["persistent1", "persistent2", "persistent"],
@@ -80,7 +81,8 @@ def test_per_array_messages_match_serial_numpy():
 def test_cases_with_loopy_part_programs(pack_on):
     if not _loopy_available():
         pytest.skip("pytato_like.generate_loopy is not available yet")
-    cases = ["ring", "halo", "self_send", "random1", "packed", "persistent"]
+    cases = ["ring", "halo", "self_send", "random1", "packed", "persistent",
+             "mixed"]
     proc = launch(2, CHECKS, "--target", "loopy", "--pack-on", pack_on, *cases,
                   timeout=300)
     assert_ok(proc, cases, 2)

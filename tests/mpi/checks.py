@@ -323,6 +323,35 @@ def case_trace():
     print(f"OK trace rank {rank}", flush=True)
 
 
+def case_mixed():
+    """Arrays of several dtypes and shapes to one rank travel in one
+    message (a byte buffer with aligned segments) and arrive intact."""
+    x = pt.make_placeholder("x", (6,))
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    sent = {"f32": pt.sin(x[:3]).astype(np.float32),
+            "i64": (x.reshape(2, 3)[:, :2] * 10).astype(np.int64),
+            "b": x[1:] > 2.5,
+            "c": (x[:1] + 1j * x[1:2]).astype(np.complex128)}
+    held = x
+    for name, value in sent.items():
+        held = staple_distributed_send(value, nxt, ("mixed", name), held)
+    got_from = {name: make_distributed_recv(prv, ("mixed", name), v.shape,
+                                            v.dtype)
+                for name, v in sent.items()}
+    partition, prgs = prepare({"h": held * 1.0, **got_from})
+    out = [m for m in partition.messages if m.src_rank == rank]
+    assert len(out) == (1 if size > 1 else 0) and out[0].n_arrays == 4, out
+    inputs = {"x": np.arange(6.0) + rank}
+    got = to_numpy(execute_distributed_partition(
+        partition, prgs, get_queue(), comm, input_args=inputs, **MODE))
+    xp = np.arange(6.0) + prv
+    check("mixed", got, {
+        "h": inputs["x"], "f32": np.sin(xp[:3]).astype(np.float32),
+        "i64": (xp.reshape(2, 3)[:, :2] * 10).astype(np.int64),
+        "b": xp[1:] > 2.5, "c": (xp[:1] + 1j * xp[1:2]).astype(np.complex128)})
+    assert got["i64"].dtype == np.int64 and got["b"].dtype == np.bool_
+
+
 def case_unmatched():
     x = pt.make_placeholder("x", (2,))
     out = staple_distributed_send(x, (rank + 1) % size, "sent", x)
