@@ -10,7 +10,9 @@ Figures are ratios measured within one run:
 * Bufferizer append cost vs a bare slice assignment; trace-record cost;
 * a message of device arrays: packed on the device and copied to the host
   once, versus copied to the host array by array and packed there (what
-  ``execute_distributed_partition(..., pack_on=...)`` chooses between).
+  ``execute_distributed_partition(..., pack_on=...)`` chooses between);
+* a program on two PoCL devices: how long the host takes to enqueue it
+  versus the time to the result, and the same program on one device.
 
 Run: ``python -m bench.bench_runtime [--quick]``
 """
@@ -250,6 +252,84 @@ def bench_device_staging(n_arrays: int, elems: int, repeat: int) -> dict:
     return figures
 
 
+_TWO_DEVICE_BENCH = r"""
+import json, sys, time
+import numpy as np
+import pytato_like as pt
+from pytato_like.runtime.devices import DeviceGroup
+from pytato_like.runtime.placement import strip_device_transfers
+
+n, repeat = int(sys.argv[1]), int(sys.argv[2])
+x = pt.make_placeholder("x", (n,))
+# two independent halves, the second on device 1, joined on device 0
+a, b = pt.sin(x), pt.cos(pt.to_device(x, 1))
+for _ in range(4):
+    a = pt.exp(-a * a) + 0.5 * a
+    b = pt.tanh(b * 1.5) - 0.25
+out = pt.make_dict_of_named_arrays({"y": a + pt.to_device(b, 0)})
+group = DeviceGroup()
+parts = pt.find_device_partition(out)
+prgs = pt.generate_code_for_partition(parts)
+single = pt.generate_loopy(strip_device_transfers(out))
+xv = np.random.default_rng(0).standard_normal(n)
+q0 = group.specs[0].compute_queue
+
+def finish():
+    for s in group.specs:
+        s.compute_queue.finish()
+        s.transfer_queue.finish()
+
+def two():
+    t0 = time.perf_counter()
+    res = pt.execute_partition_on_devices(parts, prgs, group, {"x": xv})
+    t1 = time.perf_counter()
+    res["y"].get()
+    finish()
+    return t1 - t0, time.perf_counter() - t0
+
+def one():
+    t0 = time.perf_counter()
+    single(q0, x=xv)[1]["y"].get()
+    return time.perf_counter() - t0
+
+two(); one()
+twos = [two() for _ in range(repeat)]
+ones = [one() for _ in range(repeat)]
+print(json.dumps({"n_devices": len(group), "parts": len(parts.parts),
+                  "enqueue_s": min(t[0] for t in twos),
+                  "two_devices_s": min(t[1] for t in twos),
+                  "one_device_s": min(ones)}))
+"""
+
+
+def bench_two_devices(n: int, repeat: int) -> dict:
+    """A program split over two PoCL devices (``POCL_DEVICES="pthread
+    pthread"``, in a subprocess): time until
+    ``execute_partition_on_devices`` returns (everything enqueued, nothing
+    waited for) versus until the result is on the host, and the same
+    program on one device."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        script = pathlib.Path(tmp) / "two_devices.py"
+        script.write_text(_TWO_DEVICE_BENCH)
+        proc = subprocess.run(
+            [sys.executable, str(script), str(n), str(repeat)],
+            env=dict(os.environ, POCL_DEVICES="pthread pthread"),
+            capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        return {"error": proc.stderr.strip()[-300:]}
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    figures["n"] = n
+    figures["enqueue_fraction"] = figures["enqueue_s"] / figures["two_devices_s"]
+    figures["two_over_one"] = figures["two_devices_s"] / figures["one_device_s"]
+    return figures
+
+
 def bench_small_things(repeat: int) -> dict:
     n = 2000
     b = Bufferizer((2,), n, np.float64, buffer_full_hook=lambda b: b.flush())
@@ -306,6 +386,8 @@ def main(argv=None) -> dict:
             staging.append(bench_device_staging(n_arrays, elems, repeat))
     except Exception as err:  # noqa: BLE001 -- report, keep the other figures
         staging.append({"opencl_error": f"{type(err).__name__}: {err}"})
+    two_devices = bench_two_devices(200_000 if args.quick else 2_000_000,
+                                    repeat)
 
     print(f"halo pack: {halo['n_regions']} regions (4 edges x 4 quantities "
           f"of {n + 6}x{n + 6}x{nz}, 1 quarter turn), "
@@ -352,8 +434,19 @@ def main(argv=None) -> dict:
               f"{f['send_host_s'] * 1e6:8.1f} us ({f['send_host_over_device']:.2f}x)"
               f"; receive device {f['recv_device_s'] * 1e6:8.1f} us, host "
               f"{f['recv_host_s'] * 1e6:8.1f} us ({f['recv_host_over_device']:.2f}x)")
+    if "error" in two_devices:
+        print(f"two devices: unavailable ({two_devices['error']})")
+    else:
+        f = two_devices
+        print(f"two devices ({f['n_devices']} PoCL devices, {f['parts']} parts, "
+              f"{f['n']} elements): execute_partition_on_devices returns after "
+              f"{f['enqueue_s'] * 1e3:.2f} ms ({100 * f['enqueue_fraction']:.0f}% "
+              f"of the {f['two_devices_s'] * 1e3:.2f} ms to the result: the "
+              "host does not wait); one device "
+              f"{f['one_device_s'] * 1e3:.2f} ms ({f['two_over_one']:.2f}x; "
+              "both PoCL devices share this machine's cores)")
     return {"halo": halo, "messages": msgs, "small": small,
-            "device_staging": staging}
+            "device_staging": staging, "two_devices": two_devices}
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ device, and an executor with per-device queues and events.
   a :class:`~pytato_like.runtime.devices.Transfer` on the transfer queue of
   that pair of devices, waiting for the event of the part that computed
   it, and the consuming device's compute queue waits for the copy's event.
-  The host never blocks, so a transfer overlaps with computation on both
-  devices.
+  Host inputs are uploaded the same way. The host never blocks, so a
+  transfer overlaps with computation on both devices.
 * :func:`strip_device_transfers` -- the DAG without :class:`ToDevice` nodes
   (what a single-device program computes).
 
@@ -307,8 +307,16 @@ def execute_partition_on_devices(partition: Any,
                 continue
             value = context[name]
             src = where.get(name)
-            if src is not None and src[0] != device and isinstance(value,
-                                                                   cla.Array):
+            if src is None and isinstance(value, np.ndarray):
+                # a host input: upload it without blocking the host (a
+                # blocking upload would wait for the device's earlier work)
+                key = (name, device)
+                if key not in moved:
+                    moved[key] = group.transfer(device, device)(value)
+                value = moved[key]
+                waits.extend(value.events)
+            elif src is not None and src[0] != device and isinstance(
+                    value, cla.Array):
                 key = (name, device)
                 if key not in moved:
                     rec = None if recorder is None else recorder.record(
