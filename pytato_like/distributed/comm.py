@@ -573,6 +573,9 @@ class Exchange:
             dev = msg.device_buffer
             evt = cl.enqueue_copy(plan.queue, msg.buffer, dev.base_data,
                                   src_offset=dev.offset, is_blocking=False)
+            # submit now: an unflushed queue may hold the copy back until
+            # this rank next blocks, delaying the send
+            plan.queue.flush()
             # the send starts once the copy is done (polled, or waited for
             # before this rank blocks)
             self._device_copies.append((msg, evt, rec))
