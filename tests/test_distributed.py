@@ -582,3 +582,15 @@ def test_device_part_programs_get_the_pool_allocator():
                                         input_args={"x": xv})
     np.testing.assert_allclose(got["y"].get(), xv * np.sin(xv), rtol=1e-14)
     assert seen and all(a is get_buffer_pool(queue).memory_pool for a in seen)
+
+
+def test_waiting_for_an_unsent_self_message_is_an_error_not_a_hang():
+    x = pt.make_placeholder("x", (2,))
+    r = make_distributed_recv(0, "never", (2,))
+    partition = find_distributed_partition(None, {"y": x + r})
+    partition, _ = number_distributed_tags(None, partition, 5)
+    prgs = generate_code_for_partition(partition, target="numpy")
+    with pytest.raises(diagnostic.DistributedPartitionError,
+                       match=r"rank 0 waits for values it sends to itself"):
+        execute_distributed_partition(partition, prgs, None, None,
+                                      input_args={"x": np.ones(2)})

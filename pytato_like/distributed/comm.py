@@ -452,7 +452,14 @@ class Exchange:
         self._start_ready_device_sends(block=False)
         self._poll_sends()
         result, self._arrived = self._arrived, []
-        if result or not self._recv_waiting:
+        if result:
+            return result
+        if not self._recv_waiting:
+            if block and self._pending_local:
+                raise DistributedPartitionError(
+                    f"rank {self.rank} waits for values it sends to itself "
+                    f"(tags {sorted(self._pending_local, key=repr)}) that no "
+                    "part left to run sends")
             return result
         if block:
             # never wait for a peer while our own data to it waits for us
