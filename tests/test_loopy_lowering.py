@@ -356,3 +356,10 @@ def test_inlined_narrow_integers_wrap_before_widening(queue):
         "not_sum": pt.sum(~x), "add_div": (y + y) // 3,
         "mean_not": pt.mean(~x)}),
         x=np.array([1, 200, 7], np.uint8), y=np.array([100, -100, 7], np.int8))
+
+
+def test_complex_powers_of_zero_with_small_integer_exponents(queue):
+    x = pt.make_placeholder("x", (3,), np.complex128)
+    check(queue, pt.make_dict_of_named_arrays({
+        "p1": x ** 1, "p2": x ** 2, "p3": x ** 3, "p0": x ** 0}),
+        x=np.array([0, 1 + 1j, -2j]))

@@ -519,6 +519,8 @@ class ScalarLowerer:
         if isinstance(b, (np.generic, int, float)) and b == 0:
             # loopy folds x**0 to the int 1, which C math calls reject
             return dtype.type(1), dtype
+        if isinstance(b, (np.generic, int, float)) and b == 1:
+            return a, dtype  # exact, also for a complex 0 (cpow gives NaN)
         if (dtype.kind == "c" and isinstance(b, np.generic) and b.imag == 0
                 and b.real in (2, 3, 4)):
             # loopy expands small integer powers of complex values itself,
