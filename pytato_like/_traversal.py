@@ -14,7 +14,7 @@ structurally equal but distinct subgraphs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pytato_like.array import (
@@ -29,9 +29,12 @@ from pytato_like.array import (
 )
 
 
-def topological_order(roots: Iterable[Array]) -> list[Array]:
-    """All arrays reachable from *roots*, each once, every node after all
-    the nodes it refers to."""
+def topological_order(roots: Iterable[Array],
+                      children: Callable[[Any], Iterable[Any]] = children_of
+                      ) -> list[Array]:
+    """All nodes reachable from *roots* through *children* (by default every
+    array a node refers to), each once, every node after all the nodes it
+    refers to."""
     order: list[Array] = []
     visited: set[int] = set()
     for root in roots:
@@ -47,7 +50,7 @@ def topological_order(roots: Iterable[Array]) -> list[Array]:
                 continue
             visited.add(id(node))
             stack.append((node, True))
-            for child in children_of(node):
+            for child in children(node):
                 if id(child) not in visited:
                     stack.append((child, False))
     return order

@@ -102,25 +102,8 @@ def toposort(roots: Iterable[Any], children: Callable[[Any], Iterable[Any]]
              ) -> list[Any]:
     """Every node reachable from *roots* through *children*, once each
     (by identity), children before their users."""
-    order: list[Any] = []
-    visited: set[int] = set()
-    for root in roots:
-        if id(root) in visited:
-            continue
-        stack: list[tuple[Any, bool]] = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in visited:
-                continue
-            visited.add(id(node))
-            stack.append((node, True))
-            for child in children(node):
-                if id(child) not in visited:
-                    stack.append((child, False))
-    return order
+    from pytato_like._traversal import topological_order
+    return topological_order(roots, children)
 
 
 class _ArrayRef(tuple):
