@@ -573,9 +573,19 @@ def _child_fields(cls: type) -> tuple[tuple[str, str], ...]:
     return fields
 
 
-def children_of(expr: Array) -> tuple[Array, ...]:
-    """Every array *expr* refers to: data-flow operands and the arrays in its
-    shape (or indices), in field order, duplicates kept."""
+def array_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """``(name, kind)`` of the fields of node class *cls* that can hold
+    arrays (computed once per class: walks ask per node)."""
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        fields = _child_fields(cls)
+    return fields
+
+
+def children_of(expr: Array, include_shape: bool = True) -> tuple[Array, ...]:
+    """Every array *expr* refers to: data-flow operands and index arrays,
+    and (unless *include_shape* is false) the size expressions in its shape,
+    in field order, duplicates kept."""
     cls = type(expr)
     if cls is NamedArray:
         return (expr.expr,)
@@ -593,6 +603,8 @@ def children_of(expr: Array) -> tuple[Array, ...]:
             result.extend(value.values())
         elif kind is ARRAY_TUPLE:
             result.extend(value)
+        elif kind is SHAPE and not include_shape:
+            continue
         else:  # SHAPE, INDICES
             for v in value:
                 if type(v) is not int and isinstance(v, Array):

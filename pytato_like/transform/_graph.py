@@ -35,49 +35,15 @@ from pytato_like.array import (
     ARRAY_TUPLE,
     BINDINGS,
     IDENTITY,
-    SHAPE,
     VALUE,
     AbstractResultWithNamedArrays,
     Array,
     NamedArray,
+    array_fields,  # noqa: F401  (re-exported for the copy mappers)
+    children_of,
 )
 
 _EMPTY: tuple = ()
-
-_array_fields_of: dict[type, tuple[tuple[str, str], ...]] = {}
-
-
-def array_fields(cls: type) -> tuple[tuple[str, str], ...]:
-    """``(name, kind)`` of the fields of node class *cls* that can hold
-    arrays (computed once per class: the walks below run per node)."""
-    try:
-        return _array_fields_of[cls]
-    except KeyError:
-        result = _array_fields_of[cls] = tuple(
-            (name, kind) for name, kind in cls._fields
-            if kind is not VALUE and kind is not IDENTITY)
-        return result
-
-
-def _arrays_of(expr: Array, skip_shape: bool) -> tuple:
-    t = type(expr)
-    if t is NamedArray:
-        return (expr.expr,)
-    result: list[Array] = []
-    for name, kind in array_fields(t):
-        value = getattr(expr, name)
-        if kind is ARRAY:
-            result.append(value)
-        elif kind is BINDINGS:
-            result.extend(value.values())
-        elif kind is ARRAY_TUPLE:
-            result.extend(value)
-        elif kind is SHAPE and skip_shape:
-            continue
-        else:  # SHAPE, INDICES: ints and slices mixed with arrays
-            result.extend(v for v in value if isinstance(v, Array))
-    return tuple(result)
-
 
 def walk_children(expr: Any) -> tuple:
     """What the built-in mappers visit below *expr*: for an array every array
@@ -86,7 +52,7 @@ def walk_children(expr: Any) -> tuple:
     :class:`~pytato_like.array.NamedArray` refers to the array it names);
     for a :class:`~pytato_like.array.DictOfNamedArrays` its arrays."""
     if isinstance(expr, Array):
-        return _arrays_of(expr, False)
+        return children_of(expr)
     if isinstance(expr, AbstractResultWithNamedArrays):
         return tuple(expr._data.values())
     return _EMPTY
@@ -95,7 +61,7 @@ def walk_children(expr: Any) -> tuple:
 def data_operands(expr: Array) -> tuple[Array, ...]:
     """The arrays whose values *expr* reads: operands and index arrays, but
     not the size expressions in shapes."""
-    return _arrays_of(expr, True)
+    return children_of(expr, include_shape=False)
 
 
 def toposort(roots: Iterable[Any], children: Callable[[Any], Iterable[Any]]
