@@ -363,3 +363,20 @@ def test_complex_powers_of_zero_with_small_integer_exponents(queue):
     check(queue, pt.make_dict_of_named_arrays({
         "p1": x ** 1, "p2": x ** 2, "p3": x ** 3, "p0": x ** 0}),
         x=np.array([0, 1 + 1j, -2j]))
+
+
+def test_callers_allocator_provides_outputs_and_temporaries(queue):
+    import pyopencl.tools as cl_tools
+    pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue))
+    requested = []
+
+    def counting_allocator(nbytes):
+        requested.append(nbytes)
+        return pool(nbytes)
+
+    x = pt.make_placeholder("x", (1000,), np.float64)
+    y = pt.sum(pt.sin(x) * 2) + pt.roll(x, 3) * pt.sum(x)
+    value = np.linspace(0, 1, 1000)
+    _, out = generate_loopy(y)(queue, allocator=counting_allocator, x=value)
+    assert requested, "the program allocated nothing through the caller's allocator"
+    assert_results_close(out.get(), pt.generate_numpy(y)(x=value))

@@ -177,7 +177,9 @@ class LoopyBoundProgram(BoundProgram):
         def concrete(shape):
             return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
-        pool = _pool(queue)
+        # the caller's allocator (e.g. the distributed executor's pool) when
+        # given, so intermediates and communication buffers share one pool
+        pool = allocator if allocator is not None else _pool(queue)
         buffers: dict[str, Any] = {}
         for name, ph in self.inputs.placeholders.items():
             value = values[name]
@@ -200,7 +202,7 @@ class LoopyBoundProgram(BoundProgram):
                                           storage_dtype(spec.dtype), allocator=pool)
 
         def allocate(nbytes):
-            return pool.allocate(max(int(nbytes), 1))
+            return pool(max(int(nbytes), 1))
 
         dummy = None
         evt = None
@@ -218,7 +220,7 @@ class LoopyBoundProgram(BoundProgram):
                 data = ary.base_data if ary.size else None
                 if data is None:
                     if dummy is None:
-                        dummy = pool.allocate(8)
+                        dummy = pool(8)
                     data = dummy
                 kwargs_k[arg] = data
             t0 = time.perf_counter()
