@@ -380,3 +380,11 @@ def test_callers_allocator_provides_outputs_and_temporaries(queue):
     _, out = generate_loopy(y)(queue, allocator=counting_allocator, x=value)
     assert requested, "the program allocated nothing through the caller's allocator"
     assert_results_close(out.get(), pt.generate_numpy(y)(x=value))
+
+
+def test_device_transfer_node_is_the_identity_within_one_program(queue):
+    x = pt.make_placeholder("x", (50,), np.float64)
+    y = pt.to_device(x, 0) * 2 + pt.to_device(x * 3, 0)
+    value = np.linspace(-1, 1, 50)
+    _, out = generate_loopy(y)(queue, x=value)
+    assert_results_close(out.get(), 5 * value)

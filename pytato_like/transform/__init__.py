@@ -26,7 +26,11 @@ All of them work on DAGs of any depth at Python's default recursion limit,
 including user subclasses of the caching mappers whose methods recurse with
 ``self.rec`` (see :mod:`pytato_like.transform.mapper`).
 
-Rewrites: :func:`materialize_with_mpms`, :func:`deduplicate_data_wrappers`,
+Rewrites: :func:`materialize_with_mpms`, the cost-model
+:func:`~pytato_like.transform.materialize_cost.materialize_with_cost_model`
+that code generation uses by default (with
+:func:`~pytato_like.transform.materialize_cost.explain_materialization`),
+:func:`deduplicate_data_wrappers`,
 :func:`map_and_copy`, :func:`copy_dict_of_named_arrays`,
 :func:`~pytato_like.transform.lower_to_index_lambda.to_index_lambda`,
 :func:`~pytato_like.transform.remove_broadcasts_einsum.\
@@ -70,6 +74,10 @@ from pytato_like.transform import (  # noqa: I001
 )
 from pytato_like.transform.deduplicate import deduplicate_data_wrappers
 from pytato_like.transform.materialize import materialize_with_mpms
+from pytato_like.transform.materialize_cost import (
+    explain_materialization,
+    materialize_with_cost_model,
+)
 
 __all__ = [
     "CachedMapAndCopyMapper", "CachedMapper", "CachedWalkMapper",
@@ -79,6 +87,7 @@ __all__ = [
     "TransformMapper", "UsersCollector", "WalkMapper",
     "copy_dict_of_named_arrays", "dead_code_elimination",
     "deduplicate_data_wrappers", "get_dependencies", "lower_to_index_lambda",
-    "map_and_copy", "materialize_with_mpms", "rec_get_user_nodes",
+    "map_and_copy", "materialize_with_mpms", "materialize_with_cost_model",
+    "explain_materialization", "rec_get_user_nodes",
     "remove_broadcasts_einsum", "tag_user_nodes",
 ]

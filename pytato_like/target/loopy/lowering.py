@@ -358,6 +358,11 @@ class NodeLowerer:
                 prim.Comparison(i, "==", k), value, result)
         return result
 
+    def lower_to_device(self, node, idx):
+        # within one program a transfer is the identity; moving data between
+        # devices happens between parts (runtime.placement)
+        return self.value_at(node.array, idx)
+
     def handle_unsupported(self, node, idx):
         raise UnknownIndexLambdaExpr(
             f"the loopy target cannot lower a {type(node).__name__} of shape "
