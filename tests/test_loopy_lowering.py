@@ -388,3 +388,15 @@ def test_device_transfer_node_is_the_identity_within_one_program(queue):
     value = np.linspace(-1, 1, 50)
     _, out = generate_loopy(y)(queue, x=value)
     assert_results_close(out.get(), 5 * value)
+
+
+def test_computed_narrow_integer_index_arrays_compile(queue):
+    # found by fuzzing: an int8 index computed inline carried wrap-around
+    # casts into the subscript, which loopy's index analysis rejects
+    x0 = pt.make_placeholder("x0", (2, 3), np.int8)
+    x2 = pt.make_placeholder("x2", (4,), np.float32)
+    y = x2[x0 % 3] + x2[(x0 + 1) % 4]
+    inputs = {"x0": np.array([[0, 1, 2], [3, -1, 5]], np.int8),
+              "x2": np.arange(4, dtype=np.float32)}
+    _, out = generate_loopy(y)(queue, **inputs)
+    assert_results_close(out.get(), pt.generate_numpy(y)(**inputs))

@@ -23,6 +23,10 @@ reason                    rule
                           expressions, and loopy's recursion, bounded)
 ``size``                  its inlined expression would exceed
                           ``max_inline_work`` operations per element
+``index``                 a computed integer array narrower than 32 bits
+                          used as an index array: its inlined value
+                          carries wrap-around casts that loopy's index
+                          analysis cannot read
 ========================  =============================================
 
 Arrays tagged :class:`~pytato_like.tags.ImplInlined` are never stored unless
@@ -58,6 +62,7 @@ from pytato_like.array import (
     Concatenate,
     DictOfNamedArrays,
     Einsum,
+    IndexBase,
     IndexLambda,
     InputArgumentBase,
     NamedArray,
@@ -305,6 +310,12 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
             if not elw:
                 elementwise[cid] = False
 
+    narrow_index_ids = {
+        id(i) for node in order if isinstance(node, IndexBase)
+        for i in node.indices
+        if isinstance(i, Array) and not isinstance(i, InputArgumentBase)
+        and i.dtype.kind in "iu" and i.dtype.itemsize < 4}
+
     costs: dict[int, NodeCost] = {}
     for node in order:
         ops, own_depth, child_uses = own[id(node)]
@@ -334,6 +345,8 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
             cost.stored, cost.reason = True, "tag"
         elif strategy:
             cost.reason = "tag"
+        elif id(node) in narrow_index_ids:
+            cost.stored, cost.reason = True, "index"
         else:
             threshold = (model.register_duplication_threshold
                          if cost.elementwise_uses
