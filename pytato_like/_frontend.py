@@ -294,8 +294,25 @@ def _binary_op_uncached(op_name: str, a: Any, b: Any) -> Array | np.generic:
     return builder.build(expr, dt_out)
 
 
+_UNARY_CACHE: dict[tuple, tuple] = {}
+
+
 def unary_op(op_name: str, x: Array) -> Array:
     """``-x``, ``+x``, ``~x``."""
+    signature = (op_name, x.dtype, x.shape)
+    cached = _UNARY_CACHE.get(signature)
+    if cached is not None:
+        expr, dtype = cached
+        return IndexLambda(expr, x.shape, dtype, {"_in0": x}, None, None, _NO_TAGS)
+    result = _unary_op_uncached(op_name, x)
+    if result is not x:
+        if len(_UNARY_CACHE) > 10_000:
+            _UNARY_CACHE.clear()
+        _UNARY_CACHE[signature] = (result.expr, result.dtype)
+    return result
+
+
+def _unary_op_uncached(op_name: str, x: Array) -> Array:
     ufunc = {"neg": np.negative, "pos": np.positive, "invert": np.invert}[op_name]
     dt_in, dt_out = resolve_dtypes(ufunc, (x,), f"unary '{op_name}'")
     if op_name == "pos":
