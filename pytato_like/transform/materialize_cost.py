@@ -70,9 +70,9 @@ from pytato_like.array import (
     Roll,
     Stack,
     children_of,
-    map_arrays_in_field,
 )
 from pytato_like.tags import ImplInlined, ImplStored
+from pytato_like.transform.copy import rebuild_with
 
 
 @dataclasses.dataclass(frozen=True)
@@ -389,13 +389,7 @@ def materialize_with_cost_model(result, model: CostModel | None = None):
         if isinstance(node, NamedArray):
             new[id(node)] = node  # containers are rebuilt below
             continue
-        changes = {}
-        for name, kind in node._fields:
-            value = getattr(node, name)
-            new_value = map_arrays_in_field(value, kind, mapped)
-            if new_value is not value:
-                changes[name] = new_value
-        copy = node.copy(**changes) if changes else node
+        copy = rebuild_with(node, mapped)
         c = costs[id(node)]
         if (c.stored and c.reason not in ("input", "tag")
                 and not isinstance(node, InputArgumentBase)):
