@@ -217,6 +217,12 @@ def _expression_children(e) -> tuple:
 # }}}
 
 
+#: operations per element of the index computation of a rearranging node
+_INDEXING_OPS = {Reshape: 4.0, Roll: 2.0, BasicIndex: 1.0, AxisPermutation: 0.0,
+                 AdvancedIndexInContiguousAxes: 3.0,
+                 AdvancedIndexInNoncontiguousAxes: 3.0}
+
+
 def _size(ary: Array) -> int | None:
     total = 1
     for d in ary.shape:
@@ -257,13 +263,10 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None
         return float(len(node.args) * n_red), 3, uses
     if isinstance(node, NamedArray):
         return 0.0, 0, [(node.expr, 1.0, True)]
-    own = {Reshape: 4.0, Roll: 2.0, BasicIndex: 1.0, AxisPermutation: 0.0,
-           AdvancedIndexInContiguousAxes: 3.0,
-           AdvancedIndexInNoncontiguousAxes: 3.0}
     if isinstance(node, (Concatenate, Stack)):
         ops = float(len(node.arrays))
     else:
-        ops = own.get(type(node), 2.0)
+        ops = _INDEXING_OPS.get(type(node), 2.0)
     uses = []
     for child in children_of(node):
         # index arrays and shape expressions are read once per element
