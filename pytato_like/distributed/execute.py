@@ -202,8 +202,9 @@ def _run(partition: DistributedGraphPartition,
         exchange: Exchange | None = None
         try:
             exchange = plan.begin(recorder)
-            n_done = _schedule(partition, prg_per_partition, queue, exchange,
-                               allocator, input_args, recorder, stats)
+            n_done, context = _schedule(partition, prg_per_partition, queue,
+                                        exchange, allocator, input_args,
+                                        recorder)
             exchange.finish()
         except BaseException as exc:
             if exchange is not None and not isinstance(exc, RemoteRankError):
@@ -218,7 +219,6 @@ def _run(partition: DistributedGraphPartition,
                  bytes_sent=exchange.bytes_sent,
                  bytes_received=exchange.bytes_received,
                  messages="packed" if plan.packed else "per_array")
-    context = stats.pop("_context")
     host_buffers = plan.host_buffers()
     results = {}
     for name in partition.overall_output_names:
@@ -232,9 +232,9 @@ def _run(partition: DistributedGraphPartition,
 
 
 def _schedule(partition, prg_per_partition, queue, exchange, allocator,
-              input_args, recorder, stats) -> int:
+              input_args, recorder) -> tuple[int, dict[str, Any]]:
+    """Run every part; the number run and every value by name."""
     context: dict[str, Any] = dict(input_args or {})
-    stats["_context"] = context
     position = {pid: i for i, pid in enumerate(partition.toposorted_part_ids)}
     missing: dict[Hashable, set[str]] = {}
     readers: dict[str, list[Hashable]] = {}
@@ -294,7 +294,7 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
             deliver(name, value)
         n_done += 1
         receive(block=False)
-    return n_done
+    return n_done, context
 
 
 def _threads_allowed(comm: Any) -> bool:
@@ -353,7 +353,6 @@ def execute_distributed_partition(
                         allocator if on_device else None, input_args or {},
                         run_recorder, run_stats)
         finally:
-            run_stats.pop("_context", None)
             if stats is not None:
                 stats.update(run_stats)
             if recorder is not None:
