@@ -80,8 +80,20 @@ def is_communicator(obj: Any) -> bool:
     return obj is None or (hasattr(obj, "allgather") and hasattr(obj, "bcast"))
 
 
-def _describe(exc: BaseException) -> tuple[str, str]:
-    return type(exc).__name__, str(exc)
+def _attempt(work: Callable[[], Any]
+             ) -> tuple[BaseException | None, tuple[bool, Any]]:
+    """Run *work*: ``(None, (True, result))``, or on failure ``(error,
+    (False, (class name, message)))`` -- the outcome is what a collective
+    shares with the other ranks."""
+    try:
+        return None, (True, work())
+    except Exception as exc:
+        return exc, (False, (type(exc).__name__, str(exc)))
+
+
+def _failure_message(rank: int, step: str, payload: tuple[str, str]) -> str:
+    cls_name, msg = payload
+    return f"rank {rank} failed during {step}: {cls_name}: {msg}"
 
 
 def allgather_or_raise(comm: Any, step: str, work: Callable[[], Any]
@@ -90,12 +102,7 @@ def allgather_or_raise(comm: Any, step: str, work: Callable[[], Any]
     that rank re-raises its error and every other rank raises
     :class:`~pytato_like.diagnostic.RemoteRankError` naming the rank and
     *step*."""
-    error: BaseException | None = None
-    try:
-        outcome: tuple[bool, Any] = (True, work())
-    except Exception as exc:
-        error = exc
-        outcome = (False, _describe(exc))
+    error, outcome = _attempt(work)
     outcomes = comm.allgather(outcome)
     if error is not None:
         raise error
@@ -113,21 +120,15 @@ def gather_to_root_or_raise(comm: Any, step: str, work: Callable[[], Any],
     error; the others raise :class:`~pytato_like.diagnostic.RemoteRankError`.
     """
     from pytato_like import diagnostic
-    error: BaseException | None = None
-    try:
-        outcome: tuple[bool, Any] = (True, work())
-    except Exception as exc:
-        error = exc
-        outcome = (False, _describe(exc))
+    error, outcome = _attempt(work)
     outcomes = comm.gather(outcome, root=0)
     verdict = None
     if comm.Get_rank() == 0:
         failed = [(rank, payload) for rank, (ok, payload) in enumerate(outcomes)
                   if not ok]
         if failed:
-            rank, (cls_name, msg) = failed[0]
-            verdict = ("RemoteRankError",
-                       f"rank {rank} failed during {step}: {cls_name}: {msg}")
+            rank, payload = failed[0]
+            verdict = ("RemoteRankError", _failure_message(rank, step, payload))
         else:
             try:
                 verdict = decide([payload for _, payload in outcomes])
@@ -147,9 +148,7 @@ def _raise_first_remote_failure(outcomes: list[tuple[bool, Any]],
                                 step: str) -> None:
     for rank, (ok, payload) in enumerate(outcomes):
         if not ok:
-            cls_name, msg = payload
-            raise RemoteRankError(
-                f"rank {rank} failed during {step}: {cls_name}: {msg}")
+            raise RemoteRankError(_failure_message(rank, step, payload))
 
 
 @contextlib.contextmanager
