@@ -207,27 +207,61 @@ _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//",
 
 # Building the expression and resolving dtypes dominates construction time,
 # and programs repeat the same few operation signatures many times, so the
-# (expression, dtype, shape) of a binary operation is memoized per signature.
-# Array operands are named _in0 (and _in1) in order, so the expression does
-# not depend on which arrays are combined, only on their dtypes and shapes.
-_SIGNATURE_CACHE: dict[tuple, tuple] = {}
+# (expression, dtype, shape) of an elementwise operation is memoized per
+# signature: the operation and, per operand, dtype and shape of an array (or
+# which earlier operand it is) or type and value of a scalar. Arrays are
+# bound as _in0, _in1, ... in order of first occurrence, so the expression
+# does not depend on which arrays are combined.
+_ELEMENTWISE_MEMO: dict[tuple, tuple] = {}
 _CACHEABLE_SCALARS = frozenset({int, float, bool, np.float64, np.float32,
                                 np.int64, np.int32})
 
 
-def _signature(op_name: str, a: Any, b: Any) -> tuple | None:
-    ta = type(a)
-    tb = type(b)
-    if isinstance(a, Array):
-        if isinstance(b, Array):
-            return (op_name, a.dtype, a.shape, b.dtype, b.shape,
-                    "same" if a is b else "two")
-        # NaN never equals itself and -0.0 equals 0.0: keep those uncached
-        if tb in _CACHEABLE_SCALARS and b == b and (b != 0 or tb is not float):
-            return (op_name, a.dtype, a.shape, tb, b, "array-scalar")
-    elif ta in _CACHEABLE_SCALARS and a == a and (a != 0 or ta is not float):
-        return (op_name, ta, a, b.dtype, b.shape, "scalar-array")
-    return None
+def memoized_elementwise(operation: tuple, operands: tuple, build) -> Any:
+    """``build()``, or a copy of its memoized expression bound to
+    *operands* when an operation of the same signature was built before."""
+    # one pass builds the key and the bindings (this is the hot path of
+    # graph construction)
+    key: list[Any] = [operation]
+    arrays: list[Array] = []
+    for x in operands:
+        if isinstance(x, Array):
+            for k, seen in enumerate(arrays):
+                if seen is x:
+                    key.append(k)
+                    break
+            else:
+                key.append((x.dtype, x.shape))
+                arrays.append(x)
+        else:
+            tx = type(x)
+            # NaN never equals itself and -0.0 equals 0.0: not memoized
+            if tx in _CACHEABLE_SCALARS and x == x and (x != 0 or tx is not float):
+                key.append((tx, x))
+            else:
+                return build()
+    signature = tuple(key)
+    cached = _ELEMENTWISE_MEMO.get(signature)
+    if cached is not None:
+        expr, dtype, shape = cached
+        return IndexLambda(expr, shape, dtype,
+                           {_binding_name(k): a for k, a in enumerate(arrays)},
+                           None, None, _NO_TAGS)
+    result = build()
+    # e.g. a comparison decided by the scalar alone binds no array
+    if isinstance(result, IndexLambda) and len(result.bindings) == len(arrays):
+        if len(_ELEMENTWISE_MEMO) > 100_000:
+            _ELEMENTWISE_MEMO.clear()
+        _ELEMENTWISE_MEMO[signature] = (result.expr, result.dtype, result.shape)
+    return result
+
+
+def _binding_name(k: int) -> str:
+    """The name ElementwiseBuilder gives the *k*-th distinct array."""
+    return _BINDING_NAMES[k] if k < len(_BINDING_NAMES) else f"_in{k}"
+
+
+_BINDING_NAMES = tuple(f"_in{k}" for k in range(8))
 
 
 _COMPARISON_OPS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
@@ -254,25 +288,8 @@ def _comparison_decided_by_range(op_name, a, b, dt_a, dt_b) -> bool | None:
 
 def binary_op(op_name: str, a: Any, b: Any) -> Array | np.generic:
     """``a <op> b`` with NumPy broadcasting and dtype promotion."""
-    signature = _signature(op_name, a, b)
-    if signature is not None:
-        cached = _SIGNATURE_CACHE.get(signature)
-        if cached is not None:
-            expr, dtype, shape = cached
-            kind = signature[-1]
-            if kind == "two":
-                bindings = {"_in0": a, "_in1": b}
-            else:
-                bindings = {"_in0": b if kind == "scalar-array" else a}
-            return IndexLambda(expr, shape, dtype, bindings, None, None, _NO_TAGS)
-    result = _binary_op_uncached(op_name, a, b)
-    if (signature is not None and isinstance(result, IndexLambda)
-            # a comparison decided by the scalar alone binds no array
-            and len(result.bindings) == (2 if signature[-1] == "two" else 1)):
-        if len(_SIGNATURE_CACHE) > 100_000:
-            _SIGNATURE_CACHE.clear()
-        _SIGNATURE_CACHE[signature] = (result.expr, result.dtype, result.shape)
-    return result
+    return memoized_elementwise((op_name,), (a, b),
+                                lambda: _binary_op_uncached(op_name, a, b))
 
 
 def _binary_op_uncached(op_name: str, a: Any, b: Any) -> Array | np.generic:
@@ -294,22 +311,10 @@ def _binary_op_uncached(op_name: str, a: Any, b: Any) -> Array | np.generic:
     return builder.build(expr, dt_out)
 
 
-_UNARY_CACHE: dict[tuple, tuple] = {}
-
-
 def unary_op(op_name: str, x: Array) -> Array:
     """``-x``, ``+x``, ``~x``."""
-    signature = (op_name, x.dtype, x.shape)
-    cached = _UNARY_CACHE.get(signature)
-    if cached is not None:
-        expr, dtype = cached
-        return IndexLambda(expr, x.shape, dtype, {"_in0": x}, None, None, _NO_TAGS)
-    result = _unary_op_uncached(op_name, x)
-    if result is not x:
-        if len(_UNARY_CACHE) > 10_000:
-            _UNARY_CACHE.clear()
-        _UNARY_CACHE[signature] = (result.expr, result.dtype)
-    return result
+    return memoized_elementwise(("unary", op_name), (x,),
+                                lambda: _unary_op_uncached(op_name, x))
 
 
 def _unary_op_uncached(op_name: str, x: Array) -> Array:
@@ -351,62 +356,14 @@ def astype(x: Array, dtype: Any) -> Array:
     return builder.build(builder.access(x, dtype), dtype)
 
 
-def _operands_signature(operands: tuple) -> tuple | None:
-    """A cache key describing *operands* for an elementwise builder: dtype,
-    shape and first-occurrence position of arrays, type and value of
-    scalars; None when some operand is not cacheable."""
-    key = []
-    seen: list[Any] = []
-    for x in operands:
-        if isinstance(x, Array):
-            for k, other in enumerate(seen):
-                if other is x:
-                    key.append(("same", k))
-                    break
-            else:
-                seen.append(x)
-                key.append((x.dtype, x.shape))
-        elif type(x) in _CACHEABLE_SCALARS and x == x and (
-                x != 0 or type(x) is not float):
-            key.append((type(x), x))
-        else:
-            return None
-    return tuple(key)
-
-
-def _distinct_arrays(operands: tuple) -> dict[str, Array]:
-    """Bindings as ElementwiseBuilder names them: arrays in order of first
-    occurrence."""
-    bindings: dict[str, Array] = {}
-    for x in operands:
-        if isinstance(x, Array) and not any(x is b for b in bindings.values()):
-            bindings[f"_in{len(bindings)}"] = x
-    return bindings
-
-
-_WHERE_CACHE: dict[tuple, tuple] = {}
-
-
 def where(condition: Any, x: Any = None, y: Any = None) -> Array:
     """Elements of *x* where *condition* holds, else of *y*."""
     if x is None or y is None:
         raise DTypeError("where() with one argument (nonzero) has a "
                          "data-dependent shape and is not supported")
     condition, x, y = as_operand(condition), as_operand(x), as_operand(y)
-    signature = _operands_signature((condition, x, y))
-    if signature is not None:
-        cached = _WHERE_CACHE.get(signature)
-        if cached is not None:
-            expr, dtype, shape = cached
-            return IndexLambda(expr, shape, dtype,
-                               _distinct_arrays((condition, x, y)), None, None,
-                               _NO_TAGS)
-    result = _where_uncached(condition, x, y)
-    if signature is not None and isinstance(result, IndexLambda):
-        if len(_WHERE_CACHE) > 10_000:
-            _WHERE_CACHE.clear()
-        _WHERE_CACHE[signature] = (result.expr, result.dtype, result.shape)
-    return result
+    return memoized_elementwise(("where",), (condition, x, y),
+                                lambda: _where_uncached(condition, x, y))
 
 
 def _where_uncached(condition: Any, x: Any, y: Any) -> Array:
