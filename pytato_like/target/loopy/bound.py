@@ -63,9 +63,9 @@ def _build_kernel(ctx, source: KernelSource, stats=None):
     return built
 
 
-def _to_device(queue, value, dtype: np.dtype, what: str):
-    """*value* (NumPy or pyopencl array) as a contiguous device array of
-    *dtype*'s storage type."""
+def _to_device(queue, value):
+    """*value* (NumPy or pyopencl array) as a contiguous device array
+    (booleans viewed as int8, the type kernels store them in)."""
     import pyopencl.array as cla
     if isinstance(value, cla.Array):
         if value.queue is None or value.context != queue.context:
@@ -154,7 +154,7 @@ class LoopyBoundProgram(BoundProgram):
             bufs = {}
             for name, dw in zip(self.plan.data_wrapper_buffers, self.data_wrappers,
                                 strict=True):
-                bufs[name] = _to_device(queue, dw.data, dw.dtype, name)
+                bufs[name] = _to_device(queue, dw.data)
             self._device_data[ctx] = bufs
         return bufs
 
@@ -185,7 +185,7 @@ class LoopyBoundProgram(BoundProgram):
             value = values[name]
             buf = plan.placeholder_buffers[name]
             check_input_value(value, ph, concrete(plan.buffers[buf].shape))
-            buffers[buf] = _to_device(queue, value, ph.dtype, name)
+            buffers[buf] = _to_device(queue, value)
         buffers.update(self._data_buffers(queue))
         results = {}
         for out_name, buf_name in plan.outputs.items():
