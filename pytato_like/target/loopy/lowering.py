@@ -197,14 +197,10 @@ class NodeLowerer:
             index = []
             for descr, dim in zip(acc, arg.shape, strict=True):
                 if isinstance(descr, EinsumElementwiseAxis):
-                    out_dim = node.shape[descr.dim]
-                    broadcast = (isinstance(dim, int) and dim == 1
-                                 and not (isinstance(out_dim, int) and out_dim == 1))
+                    broadcast = _is_one(dim) and not _is_one(node.shape[descr.dim])
                     index.append(0 if broadcast else idx[descr.dim])
                 else:
-                    ext = extents[descr]
-                    broadcast = (isinstance(dim, int) and dim == 1
-                                 and not (isinstance(ext, int) and ext == 1))
+                    broadcast = _is_one(dim) and not _is_one(extents[descr])
                     index.append(0 if broadcast else red_vars[descr])
             value = self.value_at(arg, tuple(index))
             factors.append(self.cast(value, arg.dtype, node.dtype))
