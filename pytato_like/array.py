@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -526,22 +526,6 @@ def _make_hash_getter(cls: type):
     return getter
 
 
-def iter_arrays_in_field(value: Any, kind: str) -> Iterator[Array]:
-    """The arrays inside one field *value* of kind *kind*."""
-    if kind is VALUE or kind is IDENTITY:
-        return
-    if kind is ARRAY:
-        yield value
-    elif kind is ARRAY_TUPLE:
-        yield from value
-    elif kind is BINDINGS:
-        yield from value.values()
-    else:  # SHAPE, INDICES
-        for v in value:
-            if isinstance(v, Array):
-                yield v
-
-
 def map_arrays_in_field(value: Any, kind: str, fn) -> Any:
     """*value* with every array inside replaced by ``fn(array)``; the same
     object when nothing changed."""
@@ -593,8 +577,7 @@ def children_of(expr: Array, include_shape: bool = True) -> tuple[Array, ...]:
     if fields is None:
         fields = _child_fields(cls)
     result: list[Array] = []
-    # Every traversal calls this once per node: kinds are tested inline
-    # rather than through iter_arrays_in_field's generator.
+    # Every traversal calls this once per node: kinds are tested inline.
     for name, kind in fields:
         value = getattr(expr, name)
         if kind is ARRAY:
