@@ -31,7 +31,7 @@ from pytato_like.transform._graph import (
     structural_representatives,
     walk_children,
 )
-from pytato_like.transform.mapper import Mapper
+from pytato_like.transform.mapper import ARRAY_MAPPER_METHODS, Mapper
 
 __all__ = [
     "DirectPredecessorsGetter",
@@ -150,12 +150,8 @@ class DirectPredecessorsGetter(Mapper):
         return super().rec(expr)
 
 
-for _name in ("map_placeholder", "map_data_wrapper", "map_size_param",
-              "map_index_lambda", "map_einsum", "map_reshape",
-              "map_axis_permutation", "map_roll", "map_basic_index",
-              "map_contiguous_advanced_index",
-              "map_non_contiguous_advanced_index", "map_concatenate",
-              "map_stack", "map_named_array", "map_distributed_recv",
-              "map_dict_of_named_arrays"):
-    setattr(DirectPredecessorsGetter, _name, DirectPredecessorsGetter._predecessors)
+for _name in ARRAY_MAPPER_METHODS:
+    if _name not in DirectPredecessorsGetter.__dict__:
+        setattr(DirectPredecessorsGetter, _name,
+                DirectPredecessorsGetter._predecessors)
 del _name
