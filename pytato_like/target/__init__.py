@@ -5,6 +5,8 @@
 .. autoclass:: ProgramInputs
 .. autofunction:: gather_program_inputs
 .. autofunction:: normalize_outputs
+.. autofunction:: scalar_input_as_placeholder_dtype
+.. autofunction:: check_input_value
 """
 
 from __future__ import annotations
@@ -95,6 +97,17 @@ class ProgramInputs:
                 raise MissingInputError(f"missing value for size parameter '{name}'")
             values[name] = np.int64(sizes[name])
         return values
+
+
+def scalar_input_as_placeholder_dtype(value: np.ndarray, ph: Placeholder
+                                      ) -> np.ndarray:
+    """A 0-d input (typically a Python scalar) converted to the placeholder's
+    dtype when NumPy's same-kind casting allows it; anything else unchanged
+    (and checked by :func:`check_input_value`)."""
+    if value.dtype != ph.dtype and value.ndim == 0 and np.can_cast(
+            value.dtype, ph.dtype, "same_kind"):
+        return value.astype(ph.dtype)
+    return value
 
 
 def check_input_value(value: Any, ph: Placeholder, shape: tuple[int, ...]) -> None:

@@ -49,6 +49,7 @@ from pytato_like.target import (
     check_input_value,
     gather_program_inputs,
     normalize_outputs,
+    scalar_input_as_placeholder_dtype,
 )
 
 
@@ -417,11 +418,7 @@ class NumpyBoundProgram(BoundProgram):
                 self._release_after[i].append(j)
 
     def _input_to_numpy(self, value: Any, ph: Placeholder) -> np.ndarray:
-        value = _to_numpy(value)
-        if value.dtype != ph.dtype and value.ndim == 0 and np.can_cast(
-                value.dtype, ph.dtype, "same_kind"):
-            value = value.astype(ph.dtype)  # Python scalars for 0-d inputs
-        return value
+        return scalar_input_as_placeholder_dtype(_to_numpy(value), ph)
 
     def __call__(self, **kwargs: Any) -> Any:
         inputs = self.inputs.check_and_convert(kwargs, self._input_to_numpy)

@@ -247,8 +247,5 @@ def _as_checked_value(value, ph):
     import pyopencl.array as cla
     if isinstance(value, cla.Array):
         return value
-    value = np.asarray(value)
-    if value.dtype != ph.dtype and value.ndim == 0 and np.can_cast(
-            value.dtype, ph.dtype, "same_kind"):
-        value = value.astype(ph.dtype)
-    return value
+    from pytato_like.target import scalar_input_as_placeholder_dtype
+    return scalar_input_as_placeholder_dtype(np.asarray(value), ph)
