@@ -36,3 +36,21 @@ def default_recursion_limit():
     sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT)
     yield
     sys.setrecursionlimit(DEFAULT_RECURSION_LIMIT)
+
+
+@pytest.fixture(scope="module")
+def queue():
+    """A command queue on the default OpenCL device (PoCL here)."""
+    cl = pytest.importorskip("pyopencl")
+    return cl.CommandQueue(cl.create_some_context(interactive=False))
+
+
+@pytest.fixture(scope="module")
+def loopy_cache_dir(tmp_path_factory):
+    """A private on-disk code cache for one test module (use with
+    ``pytestmark = pytest.mark.usefixtures("loopy_cache_dir")``)."""
+    mp = pytest.MonkeyPatch()
+    path = tmp_path_factory.mktemp("ptcache")
+    mp.setenv("PYTATO_LIKE_CACHE_DIR", str(path))
+    yield path
+    mp.undo()

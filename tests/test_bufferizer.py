@@ -13,11 +13,6 @@ cl = pytest.importorskip("pyopencl")
 cla = pytest.importorskip("pyopencl.array")
 
 
-@pytest.fixture(scope="module")
-def queue():
-    return cl.CommandQueue(cl.create_some_context(interactive=False))
-
-
 def recording(log, snapshots=None, flush_on_full=False):
     """Hooks that log (hook name, length at call time)."""
     def hook(name):

@@ -22,11 +22,6 @@ cl = pytest.importorskip("pyopencl")
 cla = pytest.importorskip("pyopencl.array")
 
 
-@pytest.fixture(scope="module")
-def queue():
-    return cl.CommandQueue(cl.create_some_context(interactive=False))
-
-
 # {{{ independent reference
 
 def ref_turn_2d(a, k):

@@ -21,11 +21,6 @@ def _cache_dir(tmp_path_factory):
     mp.undo()
 
 
-@pytest.fixture(scope="module")
-def queue():
-    return cl.CommandQueue(cl.create_some_context(interactive=False))
-
-
 def test_fifty_seeded_random_dags_match_numpy():
     import sys
     import os

@@ -18,18 +18,7 @@ from pytato_like.testing import assert_results_close
 cl = pytest.importorskip("pyopencl")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PYTATO_LIKE_CACHE_DIR", str(tmp_path_factory.mktemp("ptcache")))
-    yield
-    mp.undo()
-
-
-@pytest.fixture(scope="module")
-def queue():
-    ctx = cl.create_some_context(interactive=False)
-    return cl.CommandQueue(ctx)
+pytestmark = pytest.mark.usefixtures("loopy_cache_dir")
 
 
 def run_both(queue, result, **inputs):

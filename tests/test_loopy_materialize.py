@@ -21,17 +21,7 @@ from pytato_like.transform.materialize_cost import (
 cl = pytest.importorskip("pyopencl")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PYTATO_LIKE_CACHE_DIR", str(tmp_path_factory.mktemp("ptcache")))
-    yield
-    mp.undo()
-
-
-@pytest.fixture(scope="module")
-def queue():
-    return cl.CommandQueue(cl.create_some_context(interactive=False))
+pytestmark = pytest.mark.usefixtures("loopy_cache_dir")
 
 
 DEPTH = 100_000

@@ -20,11 +20,6 @@ def _cache_dir(tmp_path, monkeypatch):
     cache.clear_memory_cache()
 
 
-@pytest.fixture(scope="module")
-def queue():
-    return cl.CommandQueue(cl.create_some_context(interactive=False))
-
-
 def test_report_option_prints_phases_and_launches(queue, capsys):
     x = pt.make_placeholder("x", (100,), np.float64)
     prg = pt.generate_loopy(pt.sum(x * 2.5), options={"report": True})
