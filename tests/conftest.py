@@ -54,3 +54,15 @@ def loopy_cache_dir(tmp_path_factory):
     mp.setenv("PYTATO_LIKE_CACHE_DIR", str(path))
     yield path
     mp.undo()
+
+
+@pytest.fixture(scope="module")
+def deep_chain():
+    """``(x, y)``: ``y = 0.5*y + 1.0`` applied 100 000 times to the
+    placeholder ``x`` of shape (3,) (200 000 nodes)."""
+    import pytato_like as pt
+    x = pt.make_placeholder("x", (3,))
+    y = x
+    for _ in range(100_000):
+        y = 0.5 * y + 1.0
+    return x, y

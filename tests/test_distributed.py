@@ -239,15 +239,6 @@ def test_one_argument_form_is_accepted():
     assert partition.overall_output_names == ("y",)
 
 
-@pytest.fixture(scope="module")
-def deep_chain():
-    x = pt.make_placeholder("x", (3,))
-    y = x
-    for _ in range(100_000):
-        y = 0.5 * y + 1.0
-    return x, y
-
-
 def test_deep_chain_with_communication_partitions(deep_chain):
     x, y = deep_chain
     held = staple_distributed_send(y, 0, "deep", y)

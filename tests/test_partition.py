@@ -121,15 +121,6 @@ def test_random_layered_partitions_match_numpy():
         np.testing.assert_allclose(result[name], expected[name], rtol=1e-12)
 
 
-@pytest.fixture(scope="module")
-def deep_chain():
-    x = pt.make_placeholder("x", (3,))
-    y = x
-    for _ in range(100_000):
-        y = 0.5 * y + 1.0
-    return x, y
-
-
 def test_deep_chain_partitions_without_recursion(deep_chain):
     x, y = deep_chain
     # two parts: the first half of the chain and the second
