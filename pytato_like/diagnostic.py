@@ -38,6 +38,8 @@ anything the library raises on purpose.
 .. autoexception:: UnmatchedRecvError
 .. autoexception:: SendRecvMismatchError
 .. autoexception:: RemoteRankError
+.. autoexception:: RankDepartedError
+.. autoexception:: CommunicationTagError
 .. autoexception:: UnsupportedArrayError
 .. autoexception:: DistributedExecutionError
 .. autoexception:: DevicePlacementError
@@ -205,6 +207,18 @@ class RemoteRankError(DistributedPartitionError):
     """Raised on every other rank when one rank failed in a collective step
     (partitioning, verification, tag numbering) or during distributed
     execution; the message names the failed rank and its error."""
+
+
+class RankDepartedError(RemoteRankError):
+    """Another rank left the program (normal exit, ``sys.exit``, an
+    uncaught exception) while this rank still waited to communicate with
+    it; the message names the rank that left."""
+
+
+class CommunicationTagError(DistributedPartitionError):
+    """A communication tag that MPI cannot carry: negative, above the
+    communicator's ``MPI.TAG_UB`` (minus the tags reserved by the
+    executor), or not an integer after numbering."""
 
 
 class UnsupportedArrayError(PytatoLikeError, ValueError):
