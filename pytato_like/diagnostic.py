@@ -176,9 +176,11 @@ class DistributedPartitionError(PytatoLikeError, ValueError):
     that cannot run as given. Messages name the ranks and tags involved."""
 
 
-class CycleAcrossRanksError(DistributedPartitionError):
+class CycleAcrossRanksError(DistributedPartitionError,
+                            PartitionInducedCycleError):
     """The parts of all ranks, joined by their sends and receives, depend on
-    each other in a cycle: running them would deadlock."""
+    each other in a cycle: running them would deadlock (a
+    :class:`PartitionInducedCycleError`, as pytato calls it)."""
 
 
 class DuplicateSendError(DistributedPartitionError):

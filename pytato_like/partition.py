@@ -3,7 +3,7 @@
 A *part* is a sub-DAG. Where an edge of the original DAG goes from a node in
 one part to a user in another, the user's part reads a placeholder instead
 and the producing part outputs the node under that placeholder's name
-(:attr:`GraphPartition.var_name_to_result` maps every such name to the array
+(:attr:`GraphPartition.name_to_output` maps every such name to the array
 it stands for). Inputs (placeholders, size parameters, data wrappers) and
 pure size expressions are never cut: each part that needs them refers to
 them directly.
@@ -64,7 +64,7 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class GraphPart:
-    """One part of a :class:`GraphPartition`.
+    """One part of a :class:`GraphPartition` (pytato's attribute names).
 
     .. attribute:: pid
 
@@ -86,7 +86,9 @@ class GraphPart:
     .. attribute:: output_names
 
         Names of the values this part computes
-        (keys of :attr:`GraphPartition.var_name_to_result`).
+        (keys of :attr:`GraphPartition.name_to_output`).
+
+    .. automethod:: all_input_names
     """
 
     pid: Hashable
@@ -96,36 +98,76 @@ class GraphPart:
     output_names: frozenset[str]
 
     def all_input_names(self) -> frozenset[str]:
+        """Every name the part reads: user inputs and partition inputs."""
         return self.user_input_names | self.partition_input_names
 
 
-@dataclasses.dataclass(frozen=True)
+def _toposorted_pids(parts: Mapping[Hashable, GraphPart]) -> list[Hashable]:
+    return part_order(list(parts), {pid: part.needed_pids
+                                    for pid, part in parts.items()})
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class GraphPartition:
-    """A DAG cut into parts.
+    """A DAG cut into parts (pytato's attribute names; construct it as
+    pytato does, ``GraphPartition(parts=..., name_to_output=...,
+    overall_output_names=...)``).
 
     .. attribute:: parts
 
         Mapping from part id to :class:`GraphPart`.
 
-    .. attribute:: var_name_to_result
+    .. attribute:: name_to_output
 
         Mapping from each part output name to the array (in its part's
-        sub-DAG) it names.
+        sub-DAG) it names: values computed for other parts as well as the
+        partitioned DAG's own results.
+
+    .. attribute:: overall_output_names
+
+        The names (keys of :attr:`name_to_output`) of the partitioned DAG's
+        own results.
 
     .. attribute:: toposorted_part_ids
 
         One order of the part ids that respects
-        :attr:`GraphPart.needed_pids`.
+        :attr:`GraphPart.needed_pids` (computed from them when not given).
 
-    .. attribute:: overall_output_names
+    .. attribute:: var_name_to_result
 
-        The names of the partitioned DAG's own results.
+        The same mapping as :attr:`name_to_output` (its earlier name; also
+        accepted as a constructor keyword).
     """
 
     parts: Mapping[Hashable, GraphPart]
-    var_name_to_result: Mapping[str, Array]
+    name_to_output: Mapping[str, Array]
+    overall_output_names: tuple[str, ...]
     toposorted_part_ids: list[Hashable]
-    overall_output_names: tuple[str, ...] = ()
+
+    def __init__(self, parts: Mapping[Hashable, GraphPart],
+                 name_to_output: Mapping[str, Array] | None = None,
+                 overall_output_names=(),
+                 toposorted_part_ids: list[Hashable] | None = None, *,
+                 var_name_to_result: Mapping[str, Array] | None = None,
+                 ) -> None:
+        if var_name_to_result is not None:
+            # the earlier keyword; dataclasses.replace passes both, and the
+            # one the caller wrote is this one
+            name_to_output = var_name_to_result
+        if name_to_output is None:
+            raise TypeError(f"{type(self).__name__} needs name_to_output")
+        if toposorted_part_ids is None:
+            toposorted_part_ids = _toposorted_pids(parts)
+        object.__setattr__(self, "parts", parts)
+        object.__setattr__(self, "name_to_output", name_to_output)
+        object.__setattr__(self, "overall_output_names",
+                           tuple(overall_output_names))
+        object.__setattr__(self, "toposorted_part_ids",
+                           list(toposorted_part_ids))
+
+    @property
+    def var_name_to_result(self) -> Mapping[str, Array]:
+        return self.name_to_output
 
 # }}}
 
@@ -440,8 +482,10 @@ class GraphPartitioner:
                     builder.parts[pid].partition_inputs),
                 output_names=frozenset(builder.parts[pid].outputs))
             for pid in toposorted}
-        return GraphPartition(parts, builder.var_name_to_result, toposorted,
-                              tuple(output_map))
+        return GraphPartition(parts=parts,
+                              name_to_output=builder.var_name_to_result,
+                              overall_output_names=tuple(output_map),
+                              toposorted_part_ids=toposorted)
 
 
 def find_partition(outputs, part_func: Callable[[Array], Hashable],
@@ -503,7 +547,7 @@ def generate_code_for_partition(partition: GraphPartition,
                          "expected 'loopy' or 'numpy'")
     return {
         pid: make(make_dict_of_named_arrays({
-            name: partition.var_name_to_result[name]
+            name: partition.name_to_output[name]
             for name in sorted(part.output_names)}))
         for pid, part in partition.parts.items()}
 

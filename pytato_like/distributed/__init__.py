@@ -13,9 +13,12 @@ every rank (all steps but the last are collective)::
 The package has one module per concern:
 
 * :mod:`~pytato_like.distributed.nodes` -- send and receive nodes;
-* :mod:`~pytato_like.distributed.partition` -- the partitioner;
+* :mod:`~pytato_like.distributed.partition` -- the partitioner and the
+  partition objects (pytato's ``DistributedGraphPart`` attributes
+  ``name_to_recv_node``, ``name_to_send_nodes``, ...);
 * :mod:`~pytato_like.distributed.tags` -- user tags to MPI tags;
-* :mod:`~pytato_like.distributed.verify` -- global checks before running;
+* :mod:`~pytato_like.distributed.verify` -- global checks before running
+  (and pytato's names for their errors);
 * :mod:`~pytato_like.distributed.messages` -- which arrays travel together;
 * :mod:`~pytato_like.distributed.comm` -- the send/receive layer (packed,
   persistent messages);
@@ -45,6 +48,7 @@ from pytato_like.distributed.nodes import (
     staple_distributed_send,
 )
 from pytato_like.distributed.partition import (
+    CommunicationOpIdentifier,
     DistributedGraphPart,
     DistributedGraphPartition,
     find_distributed_partition,
@@ -56,6 +60,7 @@ from pytato_like.partition import generate_code_for_partition
 
 __all__ = [
     "CommTagType",
+    "CommunicationOpIdentifier",
     "DistributedExecution",
     "DistributedGraphPart",
     "DistributedGraphPartition",

@@ -33,6 +33,7 @@ communicator):
 
 Everything is iterative (explicit passes over a topological order).
 
+.. autoclass:: CommunicationOpIdentifier
 .. autoclass:: DistributedGraphPart
 .. autoclass:: DistributedGraphPartition
 .. autofunction:: find_distributed_partition
@@ -41,8 +42,8 @@ Everything is iterative (explicit passes over a topological order).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from pytato_like.array import Array
 from pytato_like.diagnostic import CycleAcrossRanksError, NotAnArrayError
@@ -64,39 +65,130 @@ from pytato_like.partition import (
 from pytato_like.tags import ImplStored
 from pytato_like.target import normalize_outputs
 
-CommID = tuple[int, int, Any]  # (source rank, destination rank, tag)
+class CommunicationOpIdentifier(NamedTuple):
+    """One communication: a send and its receive, named by the ranks at
+    both ends and the tag (pytato's name). A tuple, so it equals
+    ``(src_rank, dest_rank, comm_tag)``; which end is the local rank's
+    depends on whether the local rank is *src_rank* or *dest_rank*.
+
+    .. attribute:: src_rank
+    .. attribute:: dest_rank
+    .. attribute:: comm_tag
+    """
+
+    src_rank: int
+    dest_rank: int
+    comm_tag: Any
 
 
-@dataclasses.dataclass(frozen=True)
+CommID = CommunicationOpIdentifier
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class DistributedGraphPart(GraphPart):
-    """A :class:`~pytato_like.partition.GraphPart` with its communication.
+    """A :class:`~pytato_like.partition.GraphPart` with its communication,
+    under pytato's attribute names. Names in :attr:`name_to_recv_node` are
+    partition inputs (never outputs); names in :attr:`name_to_send_nodes`
+    are outputs of the part.
 
-    .. attribute:: input_name_to_recv_node
+    .. attribute:: name_to_recv_node
 
         Mapping from the names of received values this part reads to their
         :class:`~pytato_like.DistributedRecv`.
 
+    .. attribute:: name_to_send_nodes
+
+        Mapping from each part output name that is sent to the sequence of
+        :class:`~pytato_like.DistributedSend` nodes sending it (the
+        partitioner gives every send a name of its own, so each sequence
+        holds one send).
+
+    The earlier names stay available (as attributes and constructor
+    keywords; as keywords they take precedence, so
+    :func:`dataclasses.replace` with them works):
+
+    .. attribute:: input_name_to_recv_node
+
+        The same mapping as :attr:`name_to_recv_node`.
+
     .. attribute:: output_name_to_send_node
 
-        Mapping from the part output names that are sent to the
-        :class:`~pytato_like.DistributedSend` sending them (one name per
-        send).
+        Mapping from output name to its one send.
 
     .. attribute:: distributed_sends
 
-        The sends issued when this part has run.
+        Every send issued when this part has run, as a list.
     """
 
-    input_name_to_recv_node: Mapping[str, DistributedRecv]
-    output_name_to_send_node: Mapping[str, DistributedSend]
-    distributed_sends: list[DistributedSend]
+    name_to_recv_node: Mapping[str, DistributedRecv]
+    name_to_send_nodes: Mapping[str, Sequence[DistributedSend]]
+
+    def __init__(self, pid: Hashable, needed_pids: frozenset,
+                 user_input_names: frozenset[str],
+                 partition_input_names: frozenset[str],
+                 output_names: frozenset[str],
+                 name_to_recv_node: Mapping[str, DistributedRecv] | None = None,
+                 name_to_send_nodes: Mapping[str, Sequence[DistributedSend]]
+                 | None = None, *,
+                 input_name_to_recv_node: Mapping[str, DistributedRecv]
+                 | None = None,
+                 output_name_to_send_node: Mapping[str, DistributedSend]
+                 | None = None,
+                 distributed_sends: Sequence[DistributedSend] | None = None,
+                 ) -> None:
+        if input_name_to_recv_node is not None:
+            name_to_recv_node = input_name_to_recv_node
+        if output_name_to_send_node is not None:
+            name_to_send_nodes = {name: (send,) for name, send
+                                  in output_name_to_send_node.items()}
+        name_to_send_nodes = {name: tuple(sends) for name, sends
+                              in (name_to_send_nodes or {}).items()}
+        if distributed_sends is not None:
+            # derived from the named sends; a list that disagrees is a bug
+            named = {id(s) for sends in name_to_send_nodes.values()
+                     for s in sends}
+            stray = [s for s in distributed_sends if id(s) not in named]
+            if stray or len(named) != len({id(s) for s in distributed_sends}):
+                raise ValueError(
+                    f"part {pid!r}: distributed_sends must be the sends of "
+                    "name_to_send_nodes (output_name_to_send_node); got "
+                    f"{len(distributed_sends)} sends for {len(named)} named")
+        for name in name_to_send_nodes:
+            if name not in output_names:
+                raise ValueError(
+                    f"part {pid!r}: sent name {name!r} is not one of its "
+                    f"output_names {sorted(output_names, key=str)}")
+        set_ = object.__setattr__
+        set_(self, "pid", pid)
+        set_(self, "needed_pids", frozenset(needed_pids))
+        set_(self, "user_input_names", frozenset(user_input_names))
+        set_(self, "partition_input_names", frozenset(partition_input_names))
+        set_(self, "output_names", frozenset(output_names))
+        set_(self, "name_to_recv_node", dict(name_to_recv_node or {}))
+        set_(self, "name_to_send_nodes", name_to_send_nodes)
+
+    @property
+    def input_name_to_recv_node(self) -> Mapping[str, DistributedRecv]:
+        return self.name_to_recv_node
+
+    @property
+    def output_name_to_send_node(self) -> dict[str, DistributedSend]:
+        # one send per name (see name_to_send_nodes); the first otherwise
+        return {name: sends[0]
+                for name, sends in self.name_to_send_nodes.items() if sends}
+
+    @property
+    def distributed_sends(self) -> list[DistributedSend]:
+        return [send for sends in self.name_to_send_nodes.values()
+                for send in sends]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class DistributedGraphPartition(GraphPartition):
     """A :class:`~pytato_like.partition.GraphPartition` whose
     :attr:`~pytato_like.partition.GraphPartition.parts` are
-    :class:`DistributedGraphPart` instances.
+    :class:`DistributedGraphPart` instances (pytato's attributes:
+    ``parts``, ``name_to_output``, ``overall_output_names``).
 
     .. attribute:: messages
 
@@ -107,12 +199,24 @@ class DistributedGraphPartition(GraphPartition):
         are known, one per array otherwise.
     """
 
-    messages: tuple[Any, ...] | None = None
+    messages: tuple[Any, ...] | None
+
+    def __init__(self, parts: Mapping[Hashable, DistributedGraphPart],
+                 name_to_output: Mapping[str, Array] | None = None,
+                 overall_output_names=(),
+                 toposorted_part_ids: list[Hashable] | None = None,
+                 messages: tuple[Any, ...] | None = None, *,
+                 var_name_to_result: Mapping[str, Array] | None = None,
+                 ) -> None:
+        super().__init__(parts, name_to_output, overall_output_names,
+                         toposorted_part_ids,
+                         var_name_to_result=var_name_to_result)
+        object.__setattr__(self, "messages", messages)
 
     def recv_name_to_node(self) -> dict[str, DistributedRecv]:
         """Every receive of the partition, by input name."""
         return {name: node for part in self.parts.values()
-                for name, node in part.input_name_to_recv_node.items()}
+                for name, node in part.name_to_recv_node.items()}
 
     def send_name_to_node(self) -> dict[str, DistributedSend]:
         """Every send of the partition, by output name."""
@@ -128,10 +232,10 @@ def _comm_batches(summaries: list[tuple[list, list]]) -> dict[CommID, int]:
     needs: dict[CommID, set[CommID]] = {}
     for rank, (sends, recvs) in enumerate(summaries):
         for dest, tag, needed in sends:
-            needs.setdefault((rank, dest, tag), set()).update(
-                (src, rank, rtag) for src, rtag in needed)
+            needs.setdefault(CommID(rank, dest, tag), set()).update(
+                CommID(src, rank, rtag) for src, rtag in needed)
         for src, tag in recvs:
-            needs.setdefault((src, rank, tag), set())
+            needs.setdefault(CommID(src, rank, tag), set())
     for needed in list(needs.values()):
         for c in needed:
             needs.setdefault(c, set())
@@ -228,7 +332,7 @@ class _LocalAnalysis:
                 continue
             if kind[i] is RECV:
                 node = order[i]
-                key = (node.src_rank, rank, node.comm_tag)
+                key = CommID(node.src_rank, rank, node.comm_tag)
                 time[i] = batches[key] + 1 if key in batches else 1
             elif kind[i] is COMPUTED:
                 t = 0
@@ -291,13 +395,13 @@ class _LocalAnalysis:
                 user_input_names=frozenset(build.user_inputs),
                 partition_input_names=frozenset(build.partition_inputs),
                 output_names=frozenset(build.outputs),
-                input_name_to_recv_node=dict(build.recvs),
-                output_name_to_send_node=dict(sends),
-                distributed_sends=list(sends.values()))
+                name_to_recv_node=dict(build.recvs),
+                name_to_send_nodes={name: (send,)
+                                    for name, send in sends.items()})
         return DistributedGraphPartition(
-            parts=parts, var_name_to_result=builder.var_name_to_result,
-            toposorted_part_ids=list(range(len(keys))),
-            overall_output_names=tuple(self.output_map))
+            parts=parts, name_to_output=builder.var_name_to_result,
+            overall_output_names=tuple(self.output_map),
+            toposorted_part_ids=list(range(len(keys))))
 
 
 def find_distributed_partition(mpi_communicator: Any, outputs: Any = None

@@ -18,6 +18,17 @@ parts, sends and receives on rank 0, which checks, in this order:
 
 The verdict is broadcast, so every rank raises the same error.
 
+pytato's names for these errors are importable from here and catch the
+same exceptions: :class:`DuplicateSendError`, :class:`DuplicateRecvError`,
+``MissingSendError`` (a receive without its send, the same class as
+:class:`~pytato_like.diagnostic.UnmatchedRecvError`), ``MissingRecvError``
+(a send without its receive, i.e.
+:class:`~pytato_like.diagnostic.UnmatchedSendError`),
+``DistributedPartitionVerificationError`` (their base,
+:class:`~pytato_like.diagnostic.DistributedPartitionError`) and
+:class:`PartitionInducedCycleError` (also the base of
+:class:`~pytato_like.diagnostic.CycleAcrossRanksError`).
+
 .. autofunction:: verify_distributed_partition
 """
 
@@ -25,11 +36,42 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytato_like.distributed.partition import DistributedGraphPartition
+from pytato_like.diagnostic import (
+    CycleAcrossRanksError,
+    DistributedPartitionError,
+    DuplicateRecvError,
+    DuplicateSendError,
+    PartitionInducedCycleError,
+    SendRecvMismatchError,
+    UnmatchedRecvError,
+    UnmatchedSendError,
+)
+from pytato_like.distributed.partition import (
+    CommunicationOpIdentifier,
+    DistributedGraphPartition,
+)
 from pytato_like.distributed.safety import (
     as_communicator,
     gather_to_root_or_raise,
 )
+
+
+# pytato's names for the same errors
+DistributedPartitionVerificationError = DistributedPartitionError
+MissingSendError = UnmatchedRecvError   # a receive whose send is missing
+MissingRecvError = UnmatchedSendError   # a send whose receive is missing
+
+__all__ = [
+    "CycleAcrossRanksError",
+    "DistributedPartitionVerificationError",
+    "DuplicateRecvError",
+    "DuplicateSendError",
+    "MissingRecvError",
+    "MissingSendError",
+    "PartitionInducedCycleError",
+    "SendRecvMismatchError",
+    "verify_distributed_partition",
+]
 
 
 def _shape_repr(shape) -> tuple:
@@ -42,11 +84,12 @@ def _summary(partition: DistributedGraphPartition) -> dict[str, Any]:
     sends = []
     recvs: dict[str, list] = {}
     for pid, part in partition.parts.items():
-        for name, send in part.output_name_to_send_node.items():
-            data = partition.var_name_to_result[name]
-            sends.append((pid, send.dest_rank, send.comm_tag,
-                          _shape_repr(data.shape), str(data.dtype)))
-        for name, recv in part.input_name_to_recv_node.items():
+        for name, name_sends in part.name_to_send_nodes.items():
+            data = partition.name_to_output[name]
+            sends.extend((pid, send.dest_rank, send.comm_tag,
+                          _shape_repr(data.shape), str(data.dtype))
+                         for send in name_sends)
+        for name, recv in part.name_to_recv_node.items():
             entry = recvs.setdefault(
                 name, [recv.src_rank, recv.comm_tag, _shape_repr(recv.shape),
                        str(recv.dtype), []])
@@ -57,18 +100,20 @@ def _summary(partition: DistributedGraphPartition) -> dict[str, Any]:
 def _check(summaries: list[dict[str, Any]]) -> tuple[str, str] | None:
     import networkx as nx
 
-    send_at: dict[tuple, tuple] = {}   # (src, dest, tag) -> (pid, shape, dtype)
-    recv_at: dict[tuple, tuple] = {}   # (src, dest, tag) -> (pids, shape, dtype)
+    # communication -> (pid, shape, dtype) of its send, (pids, shape, dtype)
+    # of its receive
+    send_at: dict[CommunicationOpIdentifier, tuple] = {}
+    recv_at: dict[CommunicationOpIdentifier, tuple] = {}
     for rank, summary in enumerate(summaries):
         for pid, dest, tag, shape, dtype in summary["sends"]:
-            key = (rank, dest, tag)
+            key = CommunicationOpIdentifier(rank, dest, tag)
             if key in send_at:
                 return ("DuplicateSendError",
                         f"rank {rank} sends twice to rank {dest} with tag "
                         f"{tag!r} (parts {send_at[key][0]!r} and {pid!r})")
             send_at[key] = (pid, shape, dtype)
         for src, tag, shape, dtype, pids in summary["recvs"]:
-            key = (src, rank, tag)
+            key = CommunicationOpIdentifier(src, rank, tag)
             if key in recv_at:
                 return ("DuplicateRecvError",
                         f"rank {rank} receives twice from rank {src} with tag "
