@@ -112,6 +112,7 @@ from pytato_like.visualization import (
     get_dot_graph_from_partition,
     show_ascii_graph,
     show_dot_graph,
+    show_fancy_placeholder_data_flow,
 )
 from pytato_like import runtime
 from pytato_like.runtime import (
@@ -180,7 +181,7 @@ __all__ = [
     "sqrt", "squeeze", "stack", "sum", "tags", "tan", "tanh", "transpose",
     "utils", "vdot", "where", "zeros", "zeros_like",
     "get_ascii_graph", "get_dot_graph", "get_dot_graph_from_partition",
-    "show_ascii_graph", "show_dot_graph",
+    "show_ascii_graph", "show_dot_graph", "show_fancy_placeholder_data_flow",
     "Bufferizer", "DeviceGroup", "DeviceSpec", "HaloDataTransformer",
     "HaloExchangeSpec", "Handle", "QuantityHaloSpec", "ReceiveBufferRegistry",
     "TraceRecorder", "Transfer", "runtime",

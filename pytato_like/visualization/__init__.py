@@ -3,6 +3,7 @@
 .. automodule:: pytato_like.visualization.dot
 .. automodule:: pytato_like.visualization.display
 .. automodule:: pytato_like.visualization.ascii
+.. automodule:: pytato_like.visualization.fancy_placeholder_data_flow
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ from pytato_like.visualization.dot import (
     get_dot_graph,
     get_dot_graph_from_partition,
 )
+from pytato_like.visualization.fancy_placeholder_data_flow import (
+    get_fancy_placeholder_data_flow_dot,
+    show_fancy_placeholder_data_flow,
+)
 
 __all__ = [
     "get_ascii_graph",
     "get_dot_graph",
     "get_dot_graph_from_partition",
+    "get_fancy_placeholder_data_flow_dot",
     "render_svg",
     "show_ascii_graph",
     "show_dot_graph",
+    "show_fancy_placeholder_data_flow",
 ]
