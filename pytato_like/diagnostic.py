@@ -38,6 +38,7 @@ anything the library raises on purpose.
 .. autoexception:: UnmatchedRecvError
 .. autoexception:: SendRecvMismatchError
 .. autoexception:: RemoteRankError
+.. autoexception:: ConfigurationError
 .. autoexception:: RankDepartedError
 .. autoexception:: CommunicationTagError
 .. autoexception:: UnsupportedArrayError
@@ -236,3 +237,8 @@ class DistributedExecutionError(DistributedPartitionError):
 class DevicePlacementError(PytatoLikeError, ValueError):
     """An array reads arrays placed on different devices without a
     ``to_device`` transfer between them."""
+
+
+class ConfigurationError(PytatoLikeError, ValueError):
+    """A malformed setting (environment variable or option); the message
+    names the setting and the value."""

@@ -46,7 +46,8 @@ def _build_kernel(ctx, source: KernelSource, stats=None):
         return built
     from pytato_like.target.loopy import cache
     t0 = time.perf_counter()
-    prg = cache.build_program_cached(ctx, source.device_code)
+    # all kernels of the program are built at once (one clBuildProgram)
+    prg = cache.build_program(ctx, source.program_code or source.device_code)
     elapsed = time.perf_counter() - t0
     if stats is not None:
         stats.record_phase("opencl_build", elapsed)

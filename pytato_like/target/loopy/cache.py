@@ -1,4 +1,4 @@
-"""Compile cache: program plans and OpenCL binaries, in memory and on disk.
+"""Compile cache: program plans and generated kernels, in memory and on disk.
 
 **Keys.** A program is keyed by a persistent structural key of its DAG
 (:func:`dag_key`): one line per node in topological order, children
@@ -6,25 +6,41 @@ referred to by their local position, every field written with ``repr``
 (expressions, dtypes, shapes, tags, names); data wrappers contribute their
 shape and dtype only (their data are kernel arguments, never part of the
 key). The output names, the options, the device and the versions of
-pytato_like, loopy, pyopencl and Python complete the key, which is a
-SHA-256 hex digest, equal across processes (Python's ``hash`` is not).
+pytato_like (its release and a fingerprint of its source files), loopy,
+pyopencl, pymbolic, islpy and Python complete the key, which is a SHA-256
+hex digest, equal across processes (Python's ``hash`` is not). A kernel
+(one distinct chunk of a program) is keyed by its structure with
+canonical names (:mod:`~pytato_like.target.loopy.codegen`), so programs
+sharing a computation -- time loops of any length, the parts of a
+partition -- share its generated code.
 
-**Store.** A :class:`~pytato_like.target.loopy.codegen.ProgramPlan` (the
-generated OpenCL and launchers) is kept in a dict and pickled to
-``<cache dir>/plans/<key>.pkl``; OpenCL binaries of each kernel source are
-kept per device in ``<cache dir>/binaries/<key>.pkl``. A second process
-compiling the same DAG thus runs neither loopy nor the OpenCL compiler.
+**Store.** Plans (:class:`~pytato_like.target.loopy.codegen.ProgramPlan`)
+and kernels (:class:`~pytato_like.target.loopy.codegen.KernelSource`) are
+kept in dicts and written to ``<cache dir>/plans/<key>.pkl`` and
+``<cache dir>/kernels/<key>.pkl``. Each file holds the versions, the key
+and a SHA-256 checksum of the pickled value: an entry whose key, checksum
+or versions do not match the request is deleted and recompiled, never
+used. OpenCL binaries are not stored here: PoCL caches builds itself
+(``POCL_CACHE_DIR``) and pyopencl caches binaries for other drivers.
+
+**Size.** The disk cache (all versions) is kept under
+:func:`cache_size_limit` bytes (``PYTATO_LIKE_CACHE_SIZE``, e.g. ``200M``;
+default 1G): after each write, the least recently used entries (a hit
+refreshes an entry's time) are removed until it fits.
 
 **Location.** ``$PYTATO_LIKE_CACHE_DIR`` if set, else
 ``$XDG_CACHE_HOME/pytato_like`` (``~/.cache/pytato_like``), in a
 subdirectory named after the versions above: a version change starts a
-fresh cache. Files are written atomically (temporary file + rename); an
-entry that cannot be read (truncated, corrupted, from an incompatible
-version) is deleted and recompiled, never fatal. ``PYTATO_LIKE_CACHE=0``
-disables the disk cache.
+fresh cache. Files are written atomically (temporary file + rename).
+``PYTATO_LIKE_CACHE=0`` disables the disk cache. ``python -m
+pytato_like.cache info|clear`` shows or empties it (:mod:`pytato_like.cache`).
 
 .. autofunction:: dag_key
 .. autofunction:: cache_dir
+.. autofunction:: cache_base_dir
+.. autofunction:: cache_size_limit
+.. autofunction:: cache_info
+.. autofunction:: clear_disk_cache
 .. autodata:: CODEGEN_CALLS
 """
 
@@ -32,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import pickle
 import sys
@@ -53,7 +70,11 @@ from pytato_like.array import (
 CODEGEN_CALLS = 0
 
 _MEMORY: dict[str, Any] = {}
-_MEMORY_BINARIES: dict[tuple, Any] = {}
+_MEMORY_KERNELS: dict[str, Any] = {}
+# (context, digest of the OpenCL text) -> built pyopencl.Program
+_PROGRAMS: dict[tuple, Any] = {}
+
+logger = logging.getLogger("pytato_like.cache")
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,20 +86,69 @@ def _library_versions() -> str:
                     for name in ("loopy", "pyopencl", "pymbolic", "islpy"))
 
 
+@functools.lru_cache(maxsize=1)
+def _source_fingerprint() -> str:
+    """Digest of the names, sizes and modification times of the package's
+    Python files: an edited checkout (same release number) does not use
+    entries an older code generator wrote."""
+    import pytato_like
+    root = os.path.dirname(os.path.abspath(pytato_like.__file__))
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, name))
+                rel = os.path.relpath(os.path.join(dirpath, name), root)
+                h.update(f"{rel}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:12]
+
+
 def _versions() -> str:
     import pytato_like
-    return (f"pytato_like-{pytato_like.__version__}_{_library_versions()}"
+    return (f"pytato_like-{pytato_like.__version__}-{_source_fingerprint()}"
+            f"_{_library_versions()}"
             f"_py{sys.version_info[0]}.{sys.version_info[1]}")
 
 
-def cache_dir() -> str:
-    """The versioned directory of the disk cache."""
+def cache_base_dir() -> str:
+    """The directory holding the disk cache of every version."""
     base = os.environ.get("PYTATO_LIKE_CACHE_DIR")
     if not base:
         xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(
             os.path.expanduser("~"), ".cache")
         base = os.path.join(xdg, "pytato_like")
-    return os.path.join(base, _versions())
+    return base
+
+
+def cache_dir() -> str:
+    """The versioned directory of the disk cache (this version's entries)."""
+    return os.path.join(cache_base_dir(), _versions())
+
+
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def cache_size_limit() -> int:
+    """Bytes the disk cache may take: ``PYTATO_LIKE_CACHE_SIZE`` (an integer
+    with an optional ``K``/``M``/``G`` suffix), default 1G.
+
+    :raises ~pytato_like.diagnostic.ConfigurationError: for a malformed value.
+    """
+    text = os.environ.get("PYTATO_LIKE_CACHE_SIZE", "1G").strip().upper()
+    text = text[:-1] if text.endswith("B") and len(text) > 1 else text
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
+    number = text[:-1] if unit else text
+    try:
+        value = float(number) * _SIZE_UNITS[unit]
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        from pytato_like.diagnostic import ConfigurationError
+        raise ConfigurationError(
+            f"PYTATO_LIKE_CACHE_SIZE={os.environ['PYTATO_LIKE_CACHE_SIZE']!r} "
+            "is not a size (expected e.g. 500M, 2G or a number of bytes)")
+    return int(value)
 
 
 def _disk_enabled() -> bool:
@@ -150,39 +220,145 @@ def dag_key(outputs: dict[str, Array], order: list[Array], extra: str = "") -> s
 
 # {{{ files
 
+_MAGIC = "pytato_like-cache-entry-1"
+
+
 def _path(kind: str, key: str) -> str:
     return os.path.join(cache_dir(), kind, key + ".pkl")
 
 
+def _discard(path: str, why: str) -> None:
+    logger.info("cache: discarding %s (%s)", path, why)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _load(kind: str, key: str):
+    """The value stored under *key*, or None. An entry is used only when
+    it was written by these versions for this very key and its checksum
+    matches; anything else is deleted (and the caller recompiles)."""
     if not _disk_enabled():
         return None
     path = _path(kind, key)
     try:
         with open(path, "rb") as f:
-            return pickle.load(f)
+            record = pickle.load(f)
     except FileNotFoundError:
         return None
     except Exception:  # noqa: BLE001 - any unreadable entry is a miss
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        _discard(path, "unreadable")
         return None
+    if not (isinstance(record, dict) and record.get("magic") == _MAGIC):
+        _discard(path, "not a cache entry")
+        return None
+    if record.get("versions") != _versions():
+        _discard(path, "written by other versions")
+        return None
+    if record.get("key") != key:
+        _discard(path, f"stored key {str(record.get('key'))[:16]}... is not "
+                       f"the requested {key[:16]}...")
+        return None
+    payload = record.get("payload")
+    if (not isinstance(payload, bytes)
+            or hashlib.sha256(payload).hexdigest() != record.get("checksum")):
+        _discard(path, "checksum mismatch")
+        return None
+    try:
+        value = pickle.loads(payload)
+    except Exception:  # noqa: BLE001 - e.g. a class that changed shape
+        _discard(path, "payload does not unpickle")
+        return None
+    try:
+        os.utime(path)  # least recently used eviction goes by this time
+    except OSError:
+        pass
+    return value
 
 
 def _store(kind: str, key: str, value) -> None:
     if not _disk_enabled():
         return
     path = _path(kind, key)
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    record = {"magic": _MAGIC, "versions": _versions(), "key": key,
+              "checksum": hashlib.sha256(payload).hexdigest(),
+              "payload": payload}
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(record, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
     except OSError:
-        pass  # a read-only or full disk only costs a recompile later
+        return  # a read-only or full disk only costs a recompile later
+    evict(cache_size_limit())
+
+
+def _entries(base: str) -> list[tuple[float, int, str]]:
+    """``(last use, bytes, path)`` of every entry under *base*."""
+    result = []
+    for dirpath, _, filenames in os.walk(base):
+        for name in filenames:
+            if name.endswith(".pkl"):
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                result.append((st.st_mtime, st.st_size, path))
+    return result
+
+
+def evict(limit: int) -> int:
+    """Remove least recently used entries (of every version) until the
+    disk cache takes at most *limit* bytes; returns the bytes removed."""
+    entries = _entries(cache_base_dir())
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    for _, size, path in sorted(entries):
+        if total - removed <= limit:
+            break
+        try:
+            os.unlink(path)
+            removed += size
+        except OSError:
+            pass
+    return removed
+
+
+def cache_info() -> dict:
+    """Location, bound, and entries and bytes per version directory and
+    kind (``plans``, ``kernels``) of the disk cache."""
+    base = cache_base_dir()
+    versions: dict[str, dict] = {}
+    for _, size, path in _entries(base):
+        rel = os.path.relpath(path, base).split(os.sep)
+        version, kind = (rel[0], rel[1]) if len(rel) >= 3 else ("?", rel[0])
+        slot = versions.setdefault(version, {}).setdefault(
+            kind, {"entries": 0, "bytes": 0})
+        slot["entries"] += 1
+        slot["bytes"] += size
+    return {"dir": base, "current": os.path.basename(cache_dir()),
+            "limit": cache_size_limit(), "enabled": _disk_enabled(),
+            "versions": versions,
+            "bytes": sum(k["bytes"] for v in versions.values()
+                         for k in v.values())}
+
+
+def clear_disk_cache() -> int:
+    """Delete every entry of every version; returns the number deleted."""
+    import shutil
+    base = cache_base_dir()
+    n = len(_entries(base))
+    if os.path.isdir(base):
+        for name in os.listdir(base):
+            path = os.path.join(base, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+    clear_memory_cache()
+    return n
 
 # }}}
 
@@ -208,37 +384,42 @@ def put_plan(key: str, plan) -> None:
     _store("plans", key, plan)
 
 
-def device_key(ctx) -> str:
-    return ";".join(f"{d.platform.name}|{d.name}|{d.driver_version}|{d.version}"
-                    for d in ctx.devices)
+def get_kernel(key: str):
+    """The :class:`~pytato_like.target.loopy.codegen.KernelSource` generated
+    for kernel *key* by any program of this or an earlier process, or
+    None."""
+    source = _MEMORY_KERNELS.get(key)
+    if source is None:
+        source = _load("kernels", key)
+        from pytato_like.target.loopy.codegen import KernelSource
+        if not isinstance(source, KernelSource):
+            return None
+        _MEMORY_KERNELS[key] = source
+    return source
 
 
-def build_program_cached(ctx, source: str, options: tuple = ()):
-    """``pyopencl.Program`` of *source* built for *ctx*, from binaries
-    cached on disk when possible."""
+def put_kernel(key: str, source) -> None:
+    _MEMORY_KERNELS[key] = source
+    _store("kernels", key, source)
+
+
+def build_program(ctx, code: str):
+    """The ``pyopencl.Program`` of *code* built for *ctx*, once per process
+    and context. Across processes PoCL's own cache (``POCL_CACHE_DIR``)
+    skips the compiler for a source it built before; with other drivers
+    pyopencl's binary cache does."""
     import pyopencl as cl
-    key = hashlib.sha256(
-        (source + "\0" + device_key(ctx) + "\0" + " ".join(options)).encode()
-    ).hexdigest()
-    binaries = _MEMORY_BINARIES.get(key) or _load("binaries", key)
-    if binaries is not None and len(binaries) == len(ctx.devices):
-        try:
-            prg = cl.Program(ctx, ctx.devices, binaries).build(options=list(options))
-            _MEMORY_BINARIES[key] = binaries
-            return prg
-        except Exception:  # noqa: BLE001 - stale binary: rebuild from source
-            pass
-    prg = cl.Program(ctx, source).build(options=list(options))
-    try:
-        binaries = prg.binaries
-        _MEMORY_BINARIES[key] = binaries
-        _store("binaries", key, binaries)
-    except Exception:  # noqa: BLE001 - some drivers cannot return binaries
-        pass
+    key = (ctx, hashlib.sha256(code.encode()).digest())
+    prg = _PROGRAMS.get(key)
+    if prg is None:
+        prg = cl.Program(ctx, code).build()
+        _PROGRAMS[key] = prg
     return prg
 
 
 def clear_memory_cache() -> None:
-    """Forget in-memory plans and binaries (the disk cache stays)."""
+    """Forget in-memory plans, kernels and built programs (the disk cache
+    stays)."""
     _MEMORY.clear()
-    _MEMORY_BINARIES.clear()
+    _MEMORY_KERNELS.clear()
+    _PROGRAMS.clear()

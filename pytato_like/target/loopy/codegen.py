@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import time
 from typing import Any
 
@@ -59,6 +60,9 @@ hypot dot cross length normalize get_global_id get_local_id get_group_id
 barrier lid gid""".split())
 
 
+_CANONICAL_RE = re.compile(r"_pt_[asp][0-9]+")
+
+
 @dataclasses.dataclass
 class KernelSource:
     """One distinct compiled chunk."""
@@ -69,6 +73,9 @@ class KernelSource:
     host_function: str
     #: canonical argument names of the launcher, in order
     arg_names: tuple[str, ...]
+    #: the OpenCL text of all kernels of the program this kernel belongs
+    #: to: the whole program is built at once
+    program_code: str = ""
 
 
 @dataclasses.dataclass
@@ -138,8 +145,14 @@ class _Builder:
         self.options = options
         self.times: dict[str, float] = {}
         self._global_args: set[str] = set()
+        self._user_named: set[str] = set()
         #: the loopy translation units built (one per distinct kernel)
         self.translation_units: list = []
+        #: build the translation unit of every distinct kernel, also of
+        #: those whose generated code comes from the kernel cache
+        self.need_translation_units = True
+        self._loopy_time = 0.0
+        self._codegen_time = 0.0
 
     # {{{ names
 
@@ -303,7 +316,10 @@ class _Builder:
                 continue  # nothing to compute or read
             targets = outputs_of.get(id(node), [])
             if not targets:
-                targets = [self.vng(self._temporary_name(node))]
+                base = self._temporary_name(node)
+                targets = [self.vng(base)]
+                if base != "_pt_tmp":
+                    self._user_named.add(targets[0])
                 self.buffers[targets[0]] = BufferSpec(
                     targets[0], self.shape_of(node), node.dtype, "temporary")
             lowerer.iname_prefix = f"_pt_r{n_red}_"
@@ -329,7 +345,10 @@ class _Builder:
         t0 = time.perf_counter()
         plan = self._assemble(insns, insn_of, stored, costs, out_buffer)
         plan.phase_times.update(self.times)
-        plan.phase_times["assemble"] = time.perf_counter() - t0
+        # loopy and code generation are phases of their own
+        plan.phase_times["assemble"] = (time.perf_counter() - t0
+                                        - self.times["loopy"]
+                                        - self.times["codegen"])
         plan.n_stored = len(insns)
         return plan
 
@@ -358,9 +377,7 @@ class _Builder:
                 level = max(level, dep.level
                             + (0 if is_identity(insn, stored[nid], idx) else 1))
             insn.level = level
-        # chunks: consecutive instructions, at most max_insns per chunk
-        for i, insn in enumerate(insns):
-            insn.chunk = i // max_insns
+        self._assign_chunks(insns, insn_of, max_insns)
         # storage class: private when all reads are identity reads from
         # the same loop group of the same chunk
         needs_global: dict[int, bool] = {}
@@ -394,8 +411,11 @@ class _Builder:
         self.insn_of = insn_of
         self.stored = stored
 
-        n_chunks = (len(insns) + max_insns - 1) // max_insns if insns else 0
-        chunks = [insns[k * max_insns:(k + 1) * max_insns] for k in range(n_chunks)]
+        chunks: list[list[_Insn]] = []
+        for insn in insns:
+            if insn.chunk == len(chunks):
+                chunks.append([])
+            chunks[insn.chunk].append(insn)
         # buffers used across chunks become program buffers (kernel args);
         # temporaries used within one chunk stay kernel temporaries
         written_in: dict[str, int] = {}
@@ -411,23 +431,16 @@ class _Builder:
                     if name is not None:
                         read_in.setdefault(name, set()).add(k)
         t_build = 0.0
-        kernels: list[KernelSource] = []
-        kernel_index: dict[str, int] = {}
-        launches: list[Launch] = []
-        canonical = n_chunks > 1
+        specs = []
         for k, chunk in enumerate(chunks):
             t0 = time.perf_counter()
-            spec = self._chunk_spec(chunk, k, written_in, read_in, canonical)
-            key = spec["key"]
+            spec = self._chunk_spec(chunk, k, written_in, read_in, True)
             t_build += time.perf_counter() - t0
-            if not spec["insns"]:
-                continue
-            if key not in kernel_index:
-                kernel_index[key] = len(kernels)
-                kernels.append(self._make_kernel(spec))
-            launches.append(Launch(kernel_index[key], spec["bindings"]))
-        self.times["loopy"] = t_build + getattr(self, "_loopy_time", 0.0)
-        self.times["codegen"] = getattr(self, "_codegen_time", 0.0)
+            if spec["insns"]:
+                specs.append(spec)
+        kernels, launches = self._kernels(specs)
+        self.times["loopy"] = t_build + self._loopy_time
+        self.times["codegen"] = self._codegen_time
         # temporaries local to a chunk are not program buffers
         program_buffers = {n: b for n, b in self.buffers.items()
                            if b.kind != "temporary" or n in self._global_args}
@@ -457,7 +470,10 @@ class _Builder:
 
         def local(name: str, kind: str) -> str:
             if name not in rename:
-                if canonical:
+                if name in self._user_named and not _CANONICAL_RE.fullmatch(name):
+                    # named by the user (Named, PrefixNamed): kept readable
+                    rename[name] = name
+                elif canonical:
                     rename[name] = f"_pt_{kind}{counters[kind]}"
                     counters[kind] += 1
                 else:
@@ -667,8 +683,7 @@ class _Builder:
                 "args": args, "temps": list(temps.values()),
                 "bindings": bindings, "helpers": helpers,
                 "groups": group_extents, "reduction_groups": reduction_groups,
-                "name": self.options.get(
-                    "function_name", "_pt_kernel") + (f"_{k}" if canonical else "")}
+                "name": None}  # set by _kernels
 
     def _isl(self, e, local) -> str:
         if isinstance(e, prim.Variable):
@@ -678,7 +693,73 @@ class _Builder:
             return n
         return str(e)
 
-    def _make_kernel(self, spec) -> KernelSource:
+    def _assign_chunks(self, insns, insn_of, max_insns) -> None:
+        """Order *insns* by level and loop group and cut them into chunks:
+        a chunk is one loop group of one level (one device kernel, no
+        global barrier inside) of at most *max_insns* instructions. The
+        body of a time step is then one chunk whatever the number of
+        steps, and every step launches the same compiled kernel."""
+        first_seen: dict[tuple, int] = {}
+
+        def phase(insn) -> tuple:
+            key = (insn.level, tuple(_dim_key(d) for d in insn.shape))
+            return insn.level, first_seen.setdefault(key, len(first_seen))
+
+        ordered = sorted(insns, key=phase)
+        # same-level reads are elementwise reads in the same loop group, so
+        # this order is topological; symbolic shapes equal but not
+        # identical could break that: keep the original order then
+        position = {id(insn): i for i, insn in enumerate(ordered)}
+        if all(position[id(insn_of[nid])] < position[id(insn)]
+               for insn in ordered for nid, _ in insn.refs if nid in insn_of):
+            insns[:] = ordered
+        chunk, count, previous = -1, 0, None
+        for insn in insns:
+            key = phase(insn)
+            if key != previous or count == max_insns:
+                chunk, count, previous = chunk + 1, 0, key
+            insn.chunk = chunk
+            count += 1
+
+    def _kernels(self, specs) -> tuple[list[KernelSource], list[Launch]]:
+        """One :class:`KernelSource` per distinct chunk structure (from the
+        process and disk kernel cache when another program -- another
+        length of the same time loop, another part of a partition --
+        generated it before) and one :class:`Launch` per chunk; all
+        kernels of the program share one OpenCL program text."""
+        from pytato_like.target.loopy import cache
+        from pytato_like.target.loopy.schedule import REDUCTION_ILP, WORK_GROUP_SIZE
+        function_name = self.options.get("function_name", "_pt_kernel")
+        distinct = list(dict.fromkeys(spec["key"] for spec in specs))
+        kernels: list[KernelSource] = []
+        kernel_index: dict[str, int] = {}
+        launches: list[Launch] = []
+        for spec in specs:
+            skey = spec["key"]
+            if skey not in kernel_index:
+                # a lone kernel carries the user's function name; several
+                # are told apart by their structure, so that the same
+                # structure has the same name (and code) in every program
+                spec["name"] = (function_name if len(distinct) == 1
+                                else f"{function_name}_{skey[:10]}")
+                key = hashlib.sha256(repr((
+                    skey, spec["name"], WORK_GROUP_SIZE,
+                    REDUCTION_ILP)).encode()).hexdigest()
+                source = cache.get_kernel(key)
+                knl = None
+                if source is None or self.need_translation_units:
+                    knl = self._translation_unit(spec)
+                if source is None:
+                    source = self._generate(knl, spec, key)
+                    cache.put_kernel(key, source)
+                kernel_index[skey] = len(kernels)
+                kernels.append(source)
+            launches.append(Launch(kernel_index[skey], spec["bindings"]))
+        code = merge_device_code([k.device_code for k in kernels])
+        kernels = [dataclasses.replace(k, program_code=code) for k in kernels]
+        return kernels, launches
+
+    def _translation_unit(self, spec):
         import loopy as lp
 
         from pytato_like.target.loopy.functions import register_helpers
@@ -701,19 +782,78 @@ class _Builder:
                           reduction_groups=spec["reduction_groups"])
         self.translation_units.append(knl)
         if os.environ.get("PYTATO_LIKE_DEBUG_KERNEL"):
-            print(knl)
-        t1 = time.perf_counter()
+            import logging
+            logging.getLogger(__name__).debug("%s", knl)
+        self._loopy_time += time.perf_counter() - t0
+        return knl
+
+    def _generate(self, knl, spec, key: str) -> KernelSource:
+        import loopy as lp
+
         from pytato_like.target.loopy import cache as _cache
+        t0 = time.perf_counter()
         _cache.CODEGEN_CALLS += 1
         cg = lp.generate_code_v2(knl)
         device = cg.device_code()
         host = cg.host_code()
-        t2 = time.perf_counter()
-        self._loopy_time = getattr(self, "_loopy_time", 0.0) + t1 - t0
-        self._codegen_time = getattr(self, "_codegen_time", 0.0) + t2 - t1
+        self._codegen_time += time.perf_counter() - t0
         arg_names = tuple(a.name for a in spec["args"])
-        return KernelSource(spec["key"], device, host,
-                            f"_lpy_host_{spec['name']}", arg_names)
+        return KernelSource(key, device, host, f"_lpy_host_{spec['name']}",
+                            arg_names)
+
+
+def _preamble_items(head: str) -> list[str]:
+    """The items of a kernel preamble: preprocessor lines, whole
+    ``#if``...``#endif`` groups, and C declarations or functions."""
+    items: list[str] = []
+    lines = head.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        j = i + 1
+        if line.startswith("#if"):
+            depth = 1
+            while j < len(lines) and depth:
+                if lines[j].startswith("#if"):
+                    depth += 1
+                elif lines[j].startswith("#endif"):
+                    depth -= 1
+                j += 1
+        elif not line.startswith("#"):
+            depth = line.count("{") - line.count("}")
+            opened = depth > 0
+            while j < len(lines) and (depth > 0 or not (
+                    opened or lines[j - 1].rstrip().endswith(";"))):
+                depth += lines[j].count("{") - lines[j].count("}")
+                opened = opened or depth > 0
+                j += 1
+        items.append("\n".join(lines[i:j]))
+        i = j
+    return items
+
+
+def merge_device_code(codes: list[str]) -> str:
+    """One OpenCL program text for the device codes of several kernels:
+    each preamble item (``#define``, ``#if`` group, helper function) once,
+    in order of first use, then every kernel -- one ``clBuildProgram`` per
+    program instead of one per kernel."""
+    if len(codes) == 1:
+        return codes[0]
+    seen: set[str] = set()
+    preamble: list[str] = []
+    bodies: list[str] = []
+    for code in codes:
+        cut = code.find("__kernel ")
+        head, body = (code[:cut], code[cut:]) if cut >= 0 else (code, "")
+        for item in _preamble_items(head):
+            if item not in seen:
+                seen.add(item)
+                preamble.append(item)
+        bodies.append(body)
+    return "\n".join(preamble) + "\n\n" + "\n\n".join(bodies)
 
 
 def build_plan(outputs: dict[str, Array], options: dict | None = None
@@ -721,6 +861,10 @@ def build_plan(outputs: dict[str, Array], options: dict | None = None
     """The :class:`ProgramPlan` computing *outputs* (name -> array) and the
     loopy translation units of its distinct kernels."""
     builder = _Builder(outputs, dict(options or {}))
+    # translation units are rebuilt on demand (``prg.programs``): kernels
+    # from the kernel cache need none
+    builder.need_translation_units = False
     plan = builder.build()
-    return plan, builder.translation_units
+    complete = len(builder.translation_units) == len(plan.kernels)
+    return plan, builder.translation_units if complete else None
 

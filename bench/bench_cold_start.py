@@ -1,0 +1,180 @@
+"""Time to the first result: the 2-D heat stencil as a notebook user runs it.
+
+For a 2-D periodic heat stencil on 256x256 with 10, 50 and 200 explicit
+steps, each measurement runs in a fresh Python process and times, after
+the imports, everything from building the DAG to the result on the host
+(``generate_loopy``, the OpenCL build, the first call, ``.get()``):
+
+* **cold**: private, empty ``PYTATO_LIKE_CACHE_DIR`` and ``POCL_CACHE_DIR``
+  (nothing compiled before);
+* **warm**: the same caches, populated by the cold run (a user restarting
+  the kernel on an unchanged program);
+* **jax**: ``jax.jit`` of the same steps in a fresh process with JAX's
+  persistent compilation cache off (when ``jax`` is importable).
+
+Every result is checked against NumPy. Run:
+``python -m bench.bench_cold_start [--steps 10,50,200] [--profile N]``;
+``--profile N`` runs the cold N-step case under cProfile in this process
+(private empty caches) and prints the top functions by cumulative time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+N = 256
+C = 0.1
+
+_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+kind, n, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+C = 0.1
+rng = np.random.default_rng(0)
+u0 = rng.standard_normal((n, n))
+
+def step(u, m):
+    return u + C * (m.roll(u, 1, axis=0) + m.roll(u, -1, axis=0)
+                    + m.roll(u, 1, axis=1) + m.roll(u, -1, axis=1) - 4 * u)
+
+if kind == "jax":
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    t0 = time.perf_counter()
+    def f(u):
+        for _ in range(steps):
+            u = step(u, jnp)
+        return u
+    result = np.asarray(jax.jit(f)(u0))
+    elapsed = time.perf_counter() - t0
+else:
+    import pyopencl as cl
+    import pytato_like as pt
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    t0 = time.perf_counter()
+    u = pt.make_placeholder("u", (n, n), np.float64)
+    for _ in range(steps):
+        u = step(u, pt)
+    prg = pt.generate_loopy(u)
+    _, out = prg(queue, u=u0)
+    result = out.get()
+    elapsed = time.perf_counter() - t0
+    stats = prg.stats
+ref = u0
+for _ in range(steps):
+    ref = step(ref, np)
+err = float(np.max(np.abs(result - ref)))
+info = {"seconds": elapsed, "max_error": err}
+if kind != "jax":
+    info.update(cache=stats.cache, kernels=stats.n_kernels,
+                launches=stats.n_launches,
+                phases={k: round(v, 4) for k, v in stats.phases.items()})
+print(json.dumps(info))
+"""
+
+
+def _run(kind: str, steps: int, env: dict) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, kind, str(N), str(steps)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} {steps} steps failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _have_jax() -> bool:
+    proc = subprocess.run([sys.executable, "-c", "import jax"],
+                          capture_output=True)
+    return proc.returncode == 0
+
+
+def measure(steps_list: list[int], verbose: bool = True) -> list[dict]:
+    rows = []
+    jax = _have_jax()
+    for steps in steps_list:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ,
+                       PYTATO_LIKE_CACHE_DIR=os.path.join(tmp, "pytato_like"),
+                       POCL_CACHE_DIR=os.path.join(tmp, "pocl"),
+                       PYTATO_LIKE_REPORT="0", 
+                       XDG_CACHE_HOME=os.path.join(tmp, "xdg"))
+            cold = _run("pytato_like", steps, env)
+            warm = _run("pytato_like", steps, env)
+            row = {"steps": steps, "cold": cold, "warm": warm}
+            if jax:
+                jenv = dict(env, JAX_ENABLE_COMPILATION_CACHE="false",
+                            JAX_PLATFORMS="cpu")
+                row["jax"] = _run("jax", steps, jenv)
+        for kind in ("cold", "warm", "jax"):
+            if kind in row and row[kind]["max_error"] > 1e-8:
+                raise AssertionError(f"{kind} {steps} steps: wrong result "
+                                     f"(max error {row[kind]['max_error']})")
+        rows.append(row)
+        if verbose:
+            print(_format_row(row), flush=True)
+            if "phases" in cold:
+                print(f"      cold phases {cold['phases']}", flush=True)
+    return rows
+
+
+def _format_row(row: dict) -> str:
+    jax = f"{row['jax']['seconds']:8.2f}" if "jax" in row else "     n/a"
+    return (f"{row['steps']:5d}  {row['cold']['seconds']:8.2f}  "
+            f"{row['warm']['seconds']:8.3f}  {jax}  "
+            f"{row['cold']['kernels']:7d}  {row['cold']['launches']:8d}")
+
+
+def profile(steps: int, top: int = 40) -> None:
+    """cProfile of one cold compile and first call (imports excluded)."""
+    import cProfile
+    import pstats
+    tmp = tempfile.mkdtemp()
+    os.environ["PYTATO_LIKE_CACHE_DIR"] = os.path.join(tmp, "pytato_like")
+    os.environ["POCL_CACHE_DIR"] = os.path.join(tmp, "pocl")
+    import numpy as np
+    import pyopencl as cl
+
+    import loopy  # noqa: F401 - imports are not what we profile
+    import pytato_like as pt
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    u0 = np.random.default_rng(0).standard_normal((N, N))
+
+    def run():
+        u = pt.make_placeholder("u", (N, N), np.float64)
+        for _ in range(steps):
+            u = u + C * (pt.roll(u, 1, axis=0) + pt.roll(u, -1, axis=0)
+                         + pt.roll(u, 1, axis=1) + pt.roll(u, -1, axis=1) - 4 * u)
+        prg = pt.generate_loopy(u)
+        _, out = prg(queue, u=u0)
+        out.get()
+        return prg
+
+    prof = cProfile.Profile()
+    prof.enable()
+    prg = run()
+    prof.disable()
+    print(prg.stats.table())
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(top)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", default="10,50,200")
+    parser.add_argument("--profile", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.profile:
+        profile(args.profile)
+        return
+    print(f"2-D heat stencil {N}x{N}: seconds from building the DAG to the "
+          "result on the host (fresh process each)")
+    print("steps      cold      warm       jax  kernels  launches")
+    measure([int(s) for s in args.steps.split(",")])
+
+
+if __name__ == "__main__":
+    main()
