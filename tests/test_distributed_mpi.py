@@ -11,6 +11,7 @@ trace."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,9 @@ pytestmark = pytest.mark.mpi
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKS = ROOT / "tests" / "mpi" / "checks.py"
+FAULTS = ROOT / "tests" / "mpi" / "faults.py"
+#: a fault case must end the whole job well within this (seconds)
+FAULT_BOUND = 60
 CORRECTNESS_CASES = ["ring", "halo", "self_send", "random1", "random2",
                      "random3", "unmatched", "packed", "persistent", "trace",
                      "mixed"]
@@ -137,3 +141,93 @@ def test_demo_relaunches_itself_on_two_ranks():
     assert "mpiexec -n 2" in proc.stdout
     assert "heat equation on 2 ranks" in proc.stdout
     assert "demo: PASSED" in proc.stdout
+
+
+# {{{ faults without verify_distributed_partition (tests/mpi/faults.py)
+
+def run_fault(case: str) -> subprocess.CompletedProcess:
+    """Run a fault case on 2 ranks; a hang fails the test (TimeoutExpired)
+    after FAULT_BOUND seconds."""
+    return launch(2, FAULTS, case, timeout=FAULT_BOUND)
+
+
+def reported(proc, rank: int, error: str) -> str:
+    """The line in which *rank* reported catching *error*."""
+    found = re.search(rf"rank {rank} {error}: [^\n]*", proc.stdout)
+    if found:
+        return found.group(0)
+    raise AssertionError(f"rank {rank} did not report {error}:\n"
+                         + proc.stdout + proc.stderr)
+
+
+@pytest.mark.parametrize(("case", "sent", "received"), [
+    ("shape_mismatch", "shape (1,) <f8, 8 bytes", "shape (3,) <f8, 24 bytes"),
+    ("dtype_mismatch", "shape (4,) <i8, 32 bytes", "shape (4,) <f8, 32 bytes"),
+])
+def test_mismatched_send_and_receive_raise_on_both_ranks(case, sent, received):
+    proc = run_fault(case)
+    assert proc.returncode != 0
+    for rank in (0, 1):
+        line = reported(proc, rank, "SendRecvMismatchError")
+        assert (f"rank 0 sends tag 100 as {sent} but rank 1 receives it as "
+                f"{received}") in line, line
+
+
+def test_duplicate_tag_raises_at_numbering():
+    proc = run_fault("duplicate_tag")
+    assert proc.returncode != 0
+    line = reported(proc, 0, "DuplicateSendError")
+    assert "rank 0 sends twice to rank 1 with tag 't'" in line
+    line = reported(proc, 1, "RemoteRankError")
+    assert "rank 0 failed during tag numbering: DuplicateSendError" in line
+
+
+def test_negative_base_tag_raises_at_numbering():
+    proc = run_fault("negative_tag")
+    assert proc.returncode != 0
+    for rank in (0, 1):
+        line = reported(proc, rank, "CommunicationTagError")
+        assert f"base_tag=-5 on rank {rank}" in line
+
+
+@pytest.mark.parametrize(("case", "why"), [
+    ("exit_early", "its program ended"),
+    ("raise_early", "uncaught RuntimeError: rank 1 gives up"),
+    ("exit_late", "its program ended"),
+])
+def test_rank_leaving_ends_the_waiting_rank(case, why):
+    proc = run_fault(case)
+    assert proc.returncode != 0
+    line = reported(proc, 0, "RankDepartedError")
+    assert f"rank 1 left the program ({why}) while rank 0 waits for it" \
+        in line, line
+    if case == "exit_late":
+        assert "waits for messages (rank 1, tag 100)" in line
+
+
+def test_rank_leaving_inside_abort_on_error_aborts_the_job():
+    proc = run_fault("exit_early_abort")
+    assert proc.returncode != 0
+    assert "[rank 0] pytato_like.diagnostic.RankDepartedError: rank 1 left " \
+        "the program" in proc.stderr, proc.stderr
+    assert "[rank 0] aborting all ranks of the job" in proc.stderr
+
+
+def test_dropped_handle_completes():
+    proc = run_fault("dropped_handle")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "rank 0 dropped its handle" in proc.stdout
+    # rank 1's results need the data rank 0's dropped execution sends
+    assert "OK dropped_handle rank 1" in proc.stdout
+
+
+def test_dropped_handle_that_cannot_complete_ends_with_an_error():
+    proc = run_fault("dropped_handle_orphan")
+    assert proc.returncode != 0
+    assert ("[rank 0] a distributed execution still running at exit (its "
+            "handle was never waited for) did not complete") in proc.stderr
+    assert "RankDepartedError: rank 1 left the program" in proc.stderr
+
+# }}}
+
+# vim: foldmethod=marker

@@ -34,14 +34,29 @@ message between device and host (asynchronously: the send starts when the
 copy's event completes); ``pack_on="host"`` copies each array to the host
 and packs there. Both give the same bytes on the wire.
 
-Messages are raw bytes (``MPI.BYTE``), so any dtype travels; the verifier
-guarantees both sides agree on shapes and dtypes, and both derive the
-buffer layout from them. A send to the own rank is handed over directly.
+Messages are raw bytes (``MPI.BYTE``), so any dtype travels, and both
+sides derive the buffer layout from the shapes and dtypes they agree on.
+The executor does not rely on the user having run
+:func:`~pytato_like.verify_distributed_partition`: the first execution of
+a plan exchanges, once, a small *header* per message with every other rank
+(tag, and per array its tag, shape, dtype and byte count; on the reserved
+tag ``MPI.TAG_UB - 1``) and raises on every rank involved, naming both
+ranks, when a send and its receive disagree
+(:class:`~pytato_like.diagnostic.SendRecvMismatchError`), when one has no
+partner (:class:`~pytato_like.diagnostic.UnmatchedSendError`,
+:class:`~pytato_like.diagnostic.UnmatchedRecvError`) or when a tag is used
+twice (:class:`~pytato_like.diagnostic.DuplicateSendError`, checked when
+the plan is built). Later executions check only each arrival's byte
+count. A send to the own rank is handed over directly.
 
-A reserved tag (the communicator's ``MPI.TAG_UB``) carries failure notices:
-:meth:`Exchange.notify_failure` tells every other rank that this rank
-failed, and a rank waiting for data raises
-:class:`~pytato_like.diagnostic.RemoteRankError` instead of waiting forever.
+Waits never block inside MPI (see
+:func:`~pytato_like.distributed.safety.poll_until`): they poll the
+requests and the :class:`~pytato_like.distributed.safety.NoticeBoard` of
+the communicator, so a failure on another rank
+(:meth:`Exchange.notify_failure`) raises
+:class:`~pytato_like.diagnostic.RemoteRankError` and a peer that left the
+program raises :class:`~pytato_like.diagnostic.RankDepartedError` instead
+of waiting forever.
 
 .. autoclass:: MessagePlan
     :members: receive_buffers, n_outgoing, n_incoming, free
@@ -51,6 +66,7 @@ failed, and a rank waiting for data raises
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Hashable
 from typing import Any
@@ -58,17 +74,29 @@ from typing import Any
 import numpy as np
 
 from pytato_like.diagnostic import (
+    CommunicationTagError,
     DistributedExecutionError,
     DistributedPartitionError,
-    RemoteRankError,
+    DuplicateRecvError,
+    DuplicateSendError,
+    SendRecvMismatchError,
+    UnmatchedRecvError,
+    UnmatchedSendError,
 )
 from pytato_like.distributed.nodes import DistributedRecv
+from pytato_like.distributed.safety import (
+    header_tag,
+    is_mpi,
+    max_user_tag,
+    notice_board,
+    poll_until,
+)
 from pytato_like.runtime.halo import HaloDataTransformer, HaloExchangeSpec
 from pytato_like.runtime.pool import get_buffer_pool
 from pytato_like.runtime.recv_buffers import ReceiveBufferRegistry
 from pytato_like.runtime.trace import TraceRecorder
 
-_NOTICE_BYTES = 4096
+logger = logging.getLogger("pytato_like")
 
 MESSAGE_MODES = ("packed", "per_array")
 PACK_PLACES = ("device", "host")
@@ -88,12 +116,44 @@ def to_host(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def _mpi_tag(tag: Any, what: str) -> int:
-    if isinstance(tag, (int, np.integer)) and not isinstance(tag, bool):
-        return int(tag)
-    raise DistributedPartitionError(
-        f"{what} has tag {tag!r}, which is not an MPI tag; call "
-        "number_distributed_tags on the partition before executing it")
+def _mpi_tag(tag: Any, what: str, limit: int | None) -> int:
+    if not isinstance(tag, (int, np.integer)) or isinstance(tag, bool):
+        raise CommunicationTagError(
+            f"{what} has tag {tag!r}, which is not an MPI tag; call "
+            "number_distributed_tags on the partition before executing it")
+    if tag < 0 or (limit is not None and tag > limit):
+        raise CommunicationTagError(
+            f"{what} has tag {tag}, outside the MPI tags this communicator "
+            f"allows the executor (0 to {limit})")
+    return int(tag)
+
+
+def _dims(shape: tuple[Any, ...]) -> tuple[int | None, ...]:
+    """*shape* with symbolic dimensions as ``None`` (compared with any)."""
+    return tuple(int(d) if isinstance(d, (int, np.integer)) else None
+                 for d in shape)
+
+
+def _payload_bytes(shape: tuple[int | None, ...], dtype: np.dtype
+                   ) -> int | None:
+    if any(d is None for d in shape):
+        return None
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def _describe(entry: tuple[Any, ...]) -> str:
+    shape, dtype = entry
+    nbytes = _payload_bytes(shape, np.dtype(dtype))
+    dims = tuple("?" if d is None else d for d in shape)
+    size = "" if nbytes is None else f", {nbytes} bytes"
+    return f"shape {dims} {dtype}{size}"
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    (sa, da), (sb, db) = a, b
+    return (np.dtype(da) == np.dtype(db) and len(sa) == len(sb)
+            and all(x is None or y is None or x == y
+                    for x, y in zip(sa, sb, strict=True)))
 
 
 def _concrete_shape(recv: DistributedRecv) -> tuple[int, ...]:
@@ -114,11 +174,14 @@ class _Outgoing:
     """One message this rank sends: the part outputs *names* (buffer order)
     to rank *dest* under *tag*."""
 
-    def __init__(self, pid: Hashable, dest: int, tag: int, names: list[str]):
+    def __init__(self, pid: Hashable, dest: int, tag: int, names: list[str],
+                 header: list[tuple[int, tuple, str]] | None = None):
         self.pid = pid
         self.dest = dest
         self.tag = tag
         self.names = names
+        # (comm tag, shape with None for symbolic dims, dtype) per array
+        self.header = header or []
         self.packer: HaloDataTransformer | None = None
         self.device_buffer: Any = None   # device pack buffer (device packing)
         self.buffer: np.ndarray | None = None   # host bytes handed to MPI
@@ -135,6 +198,9 @@ class _Incoming:
         self.tag = tag
         self.names = names
         self.entries = [(_concrete_shape(r), np.dtype(r.dtype)) for r in recvs]
+        self.header = [(int(r.comm_tag), shape, dtype.str)
+                       for r, (shape, dtype) in zip(recvs, self.entries,
+                                                    strict=True)]
         self.unpacker: HaloDataTransformer | None = None
         self.device_buffer: Any = None
         self.buffer: np.ndarray | None = None
@@ -143,6 +209,41 @@ class _Incoming:
         self.nbytes = 0
 
 # }}}
+
+
+def _compare(src: int, dest: int, sent: dict[int, list], received: dict[int, list]
+             ) -> list[tuple[int, int, int, type, str]]:
+    """Disagreements between what rank *src* sends to rank *dest* and what
+    *dest* receives from *src*: ``(src, dest, tag, error class, text)``."""
+    def by_tag(messages):
+        return {t: (msg_tag, (tuple(shape), dtype))
+                for msg_tag, entries in messages.items()
+                for t, shape, dtype in entries}
+    sent_by_tag, recv_by_tag = by_tag(sent), by_tag(received)
+    problems = []
+    for t in sorted(sent_by_tag.keys() | recv_by_tag.keys()):
+        s, r = sent_by_tag.get(t), recv_by_tag.get(t)
+        if r is None:
+            problems.append((src, dest, t, UnmatchedSendError,
+                             f"rank {src} sends tag {t} ({_describe(s[1])}) "
+                             f"to rank {dest}, which has no receive for it"))
+        elif s is None:
+            problems.append((src, dest, t, UnmatchedRecvError,
+                             f"rank {dest} receives tag {t} ({_describe(r[1])}) "
+                             f"from rank {src}, which sends nothing with "
+                             "that tag"))
+        elif not _same(s[1], r[1]):
+            problems.append((src, dest, t, SendRecvMismatchError,
+                             f"rank {src} sends tag {t} as {_describe(s[1])} "
+                             f"but rank {dest} receives it as "
+                             f"{_describe(r[1])}"))
+        elif s[0] != r[0]:
+            problems.append((src, dest, t, DistributedPartitionError,
+                             f"rank {src} packs tag {t} into message {s[0]} "
+                             f"but rank {dest} expects it in message {r[0]}; "
+                             "was the partition changed after "
+                             "number_distributed_tags?"))
+    return problems
 
 
 class MessagePlan:
@@ -186,19 +287,33 @@ class MessagePlan:
         self.broken = False
         self.n_executions = 0
         self._freed = False
+        # message headers compared with every peer (first execution)
+        self.headers_checked = not is_mpi(comm)
         self.registry = ReceiveBufferRegistry(np)
 
         rank = self.rank
+        limit = max_user_tag(comm) if self.use_mpi else None
         recvs = partition.recv_name_to_node()
         self.local_recv: dict[Any, str] = {}
         remote: dict[tuple[int, int], tuple[str, DistributedRecv]] = {}
-        for name, recv in recvs.items():
+        recv_names: dict[Any, str] = {}
+        for name, recv in sorted(recvs.items()):
             if recv.src_rank == rank:
-                self.local_recv[recv.comm_tag] = name
+                key = recv.comm_tag
             else:
-                tag = _mpi_tag(recv.comm_tag,
-                               f"receive from rank {recv.src_rank}")
-                remote[(recv.src_rank, tag)] = (name, recv)
+                key = (recv.src_rank, _mpi_tag(
+                    recv.comm_tag, f"receive on rank {rank} from rank "
+                    f"{recv.src_rank}", limit))
+            if key in recv_names:
+                raise DuplicateRecvError(
+                    f"rank {rank} receives twice from rank {recv.src_rank} "
+                    f"with tag {recv.comm_tag!r} ({recv_names[key]!r} and "
+                    f"{name!r}); a tag names one message per pair of ranks")
+            recv_names[key] = name
+            if recv.src_rank == rank:
+                self.local_recv[key] = name
+            else:
+                remote[key] = (name, recv)
         if remote and not self.use_mpi:
             src = next(iter(remote))[0]
             raise DistributedPartitionError(
@@ -208,17 +323,35 @@ class MessagePlan:
         self.local_sends: dict[Hashable, list[tuple[str, Any]]] = {}
         self.outgoing: dict[Hashable, list[_Outgoing]] = {}
         send_names: dict[tuple[int, int], tuple[Hashable, str]] = {}
+        self.send_header: dict[tuple[int, int], tuple[tuple, str]] = {}
+        local_tags: dict[Any, str] = {}
         for pid in partition.toposorted_part_ids:
             for name, send in partition.parts[pid].output_name_to_send_node.items():
                 if send.dest_rank == rank:
+                    if send.comm_tag in local_tags:
+                        raise DuplicateSendError(
+                            f"rank {rank} sends to itself twice with tag "
+                            f"{send.comm_tag!r} ({local_tags[send.comm_tag]!r} "
+                            f"and {name!r})")
+                    local_tags[send.comm_tag] = name
                     self.local_sends.setdefault(pid, []).append((name, send))
                     continue
                 if not self.use_mpi:
                     raise DistributedPartitionError(
                         f"rank {rank} sends to rank {send.dest_rank} but runs "
                         "without an MPI communicator")
-                tag = _mpi_tag(send.comm_tag, f"send to rank {send.dest_rank}")
-                send_names[(send.dest_rank, tag)] = (pid, name)
+                key = (send.dest_rank, _mpi_tag(
+                    send.comm_tag, f"send from rank {rank} to rank "
+                    f"{send.dest_rank}", limit))
+                if key in send_names:
+                    raise DuplicateSendError(
+                        f"rank {rank} sends twice to rank {send.dest_rank} "
+                        f"with tag {send.comm_tag!r} ({send_names[key][1]!r} "
+                        f"and {name!r}); the receiver could not tell them "
+                        "apart")
+                send_names[key] = (pid, name)
+                self.send_header[key] = (_dims(send.data.shape),
+                                         np.dtype(send.data.dtype).str)
 
         self.incoming: list[_Incoming] = []
         if self.packed:
@@ -228,7 +361,8 @@ class MessagePlan:
                 self.incoming.append(_Incoming(src, tag, [name], [recv]))
             for (dest, tag), (pid, name) in send_names.items():
                 self.outgoing.setdefault(pid, []).append(
-                    _Outgoing(pid, dest, tag, [name]))
+                    _Outgoing(pid, dest, tag, [name],
+                              [(tag, *self.send_header[(dest, tag)])]))
         if self.packed:
             for msg in self.incoming:
                 self._prepare_incoming(msg)
@@ -265,7 +399,8 @@ class MessagePlan:
                 covered_sends.update(keys)
                 self.outgoing.setdefault(m.sender_part, []).append(_Outgoing(
                     m.sender_part, m.dest_rank, m.tag,
-                    [send_names[k][1] for k in keys]))
+                    [send_names[k][1] for k in keys],
+                    [(k[1], *self.send_header[k]) for k in keys]))
         for what, keys, covered in (("receive from", remote, covered_recvs),
                                     ("send to", send_names, covered_sends)):
             left = sorted(set(keys) - covered)
@@ -317,6 +452,63 @@ class MessagePlan:
 
     # }}}
 
+    # {{{ headers: what each side believes travels (first execution)
+
+    def _header_for(self, peer: int) -> dict[str, Any]:
+        """What this rank sends to and expects from *peer*, per message
+        tag: ``[(comm tag, shape, dtype), ...]``."""
+        return {
+            "packed": self.packed,
+            "send": {m.tag: m.header for msgs in self.outgoing.values()
+                     for m in msgs if m.dest == peer},
+            "recv": {m.tag: m.header for m in self.incoming if m.src == peer},
+        }
+
+    def check_headers(self) -> None:
+        """Exchange the message headers with every other rank once and
+        raise (the same error on both ranks of a disagreeing pair) if a
+        send and its receive do not match. Point to point on a reserved
+        tag, with polled waits: a rank that fails or leaves meanwhile is
+        noticed."""
+        if self.headers_checked:
+            return
+        comm, rank = self.comm, self.rank
+        tag = header_tag(comm)
+        peers = [p for p in range(comm.Get_size()) if p != rank]
+        mine = {p: self._header_for(p) for p in peers}
+        sends = [comm.isend(mine[p], dest=p, tag=tag) for p in peers]
+        theirs: dict[int, dict[str, Any]] = {}
+
+        def all_arrived() -> bool:
+            for p in peers:
+                if p not in theirs:
+                    probe = comm.improbe(source=p, tag=tag)
+                    if probe is not None:
+                        theirs[p] = probe.recv()
+            return len(theirs) == len(peers)
+
+        what = "the message headers of the first execution of a partition"
+        poll_until(all_arrived, comm, lambda: set(peers) - theirs.keys(), what)
+        from mpi4py import MPI
+        poll_until(lambda: MPI.Request.Testall(sends), comm, lambda: peers,
+                   what)
+        problems = []
+        for p in peers:
+            if mine[p]["packed"] != theirs[p]["packed"]:
+                problems.append((rank, p, 0, DistributedExecutionError,
+                                 f"ranks {rank} and {p} execute with different "
+                                 "message modes (messages='packed' versus "
+                                 "'per_array'); use the same on every rank"))
+            problems += _compare(p, rank, theirs[p]["send"], mine[p]["recv"])
+            problems += _compare(rank, p, mine[p]["send"], theirs[p]["recv"])
+        if problems:
+            # the same first problem on both ranks of a pair
+            _, _, _, cls, text = min(problems, key=lambda x: x[:3])
+            raise cls(text)
+        self.headers_checked = True
+
+    # }}}
+
     def take_ticket(self) -> int:
         """A place in the queue of executions (call when one is started)."""
         with self._turn:
@@ -355,8 +547,17 @@ class MessagePlan:
         return [m.buffer for m in self.incoming if m.views is not None]
 
     def begin(self, recorder: TraceRecorder) -> Exchange:
-        """Start one execution: post every receive."""
+        """Start one execution: on the first, check the headers with every
+        peer; post every receive."""
+        if not self.headers_checked:
+            with recorder.wait("exchange message headers"):
+                self.check_headers()
         return Exchange(self, recorder)
+
+    def notify_failure(self, exc: BaseException) -> None:
+        """Tell every other rank that this rank failed with *exc*."""
+        if is_mpi(self.comm):
+            notice_board(self.comm).notify("F", f"{type(exc).__name__}: {exc}")
 
     def free(self) -> None:
         """Release the persistent requests and buffers (the plan cannot be
@@ -370,8 +571,13 @@ class MessagePlan:
             mpi_alive = MPI.Is_initialized() and not MPI.Is_finalized()
         for msg in [*self.incoming,
                     *(m for v in self.outgoing.values() for m in v)]:
-            if msg.request is not None and mpi_alive and not self.broken:
-                msg.request.Free()
+            if msg.request is not None and mpi_alive:
+                try:
+                    # allowed while active: MPI completes, then frees it
+                    msg.request.Free()
+                except Exception as exc:  # noqa: BLE001 -- best effort
+                    logger.debug("rank %d: freeing a request failed: %s",
+                                 self.rank, exc)
             msg.request = None
             transformer = getattr(msg, "packer", None) or getattr(
                 msg, "unpacker", None)
@@ -400,19 +606,19 @@ class Exchange:
         self._sends_active: list[tuple[Any, Any, Any]] = []   # (req, record, keep)
         self._device_copies: list[tuple[_Outgoing, Any, Any]] = []
         self._upload_events: list[Any] = []
-        self._notice_request = None
         self.n_messages_sent = 0
         self.n_messages_received = 0
         self.bytes_sent = 0
         self.bytes_received = 0
-        if plan.use_mpi and self.comm.Get_size() > 1:
-            from mpi4py import MPI
-            self._notice_tag = int(self.comm.Get_attr(MPI.TAG_UB))
-            self._notice_buf = bytearray(_NOTICE_BYTES)
-            self._notice_request = self.comm.Irecv(
-                [self._notice_buf, MPI.BYTE], source=MPI.ANY_SOURCE,
-                tag=self._notice_tag)
+        #: set by another thread to end this execution's waits
+        self.cancelled = False
         self._start_receives()
+
+    def _wait(self, test, peers, what: str) -> None:
+        """Poll *test* until true (see
+        :func:`~pytato_like.distributed.safety.poll_until`)."""
+        poll_until(test, self.comm, peers, f"rank {self.rank} {what}",
+                   lambda: self.cancelled)
 
     # {{{ receiving
 
@@ -466,23 +672,38 @@ class Exchange:
             self._start_ready_device_sends(block=True)
         from mpi4py import MPI
         requests = [req for _, req, _ in self._recv_waiting]
-        if self._notice_request is not None:
-            requests.append(self._notice_request)
         statuses = [MPI.Status() for _ in requests]
+        found: list[int] = []
+
+        def test() -> bool:
+            try:
+                found.extend(MPI.Request.Testsome(requests, statuses) or ())
+            except MPI.Exception as exc:
+                raise SendRecvMismatchError(
+                    f"rank {self.rank} received a message larger than the "
+                    f"receive it was meant for ({exc}); the sender and the "
+                    "receiver disagree on shapes or dtypes") from exc
+            return bool(found)
+
         if block:
             with self.recorder.wait("wait for messages"):
-                indices = MPI.Request.Waitsome(requests, statuses)
-        else:
-            indices = MPI.Request.Testsome(requests, statuses)
-        if not indices:
+                self._wait(test, lambda: {m.src for m, _, _ in
+                                          self._recv_waiting},
+                           "waits for messages "
+                           + ", ".join(f"(rank {m.src}, tag {m.tag})"
+                                       for m, _, _ in self._recv_waiting))
+        elif not test():
             return result
-        n_recvs = len(self._recv_waiting)
-        done = set()
+        done = set(found)
         # statuses are filled in completion order, not by request index
-        for i, status in zip(indices, statuses, strict=False):
-            if i == n_recvs:
-                self._remote_failure(status)
-            done.add(i)
+        for i, status in zip(found, statuses, strict=False):
+            msg = self._recv_waiting[i][0]
+            count = status.Get_count(MPI.BYTE)
+            if count != msg.buffer.nbytes:
+                raise SendRecvMismatchError(
+                    f"rank {msg.src} sent a message of {count} bytes with "
+                    f"tag {msg.tag} where rank {self.rank} receives "
+                    f"{msg.buffer.nbytes} bytes")
         arrived = [self._recv_waiting[i] for i in sorted(done)]
         self._recv_waiting = [w for i, w in enumerate(self._recv_waiting)
                               if i not in done]
@@ -524,15 +745,6 @@ class Exchange:
         if not self.on_device and is_device_array(value):
             return value.get()
         return value
-
-    def _remote_failure(self, status: Any) -> None:
-        count = status.Get_count()
-        text = bytes(self._notice_buf[:count]).decode(errors="replace")
-        self._notice_request = None
-        self.abandon()
-        raise RemoteRankError(
-            f"rank {status.Get_source()} failed during distributed execution "
-            f"(seen by rank {self.rank}): {text}")
 
     # }}}
 
@@ -643,15 +855,22 @@ class Exchange:
             # every receive feeds a part, so this only happens if a part
             # never ran; be safe before the buffers are restarted
             from mpi4py import MPI
+            requests = [req for _, req, _ in self._recv_waiting]
             with self.recorder.wait("wait for unused messages"):
-                MPI.Request.Waitall([req for _, req, _ in self._recv_waiting])
+                self._wait(lambda: MPI.Request.Testall(requests),
+                           lambda: {m.src for m, _, _ in self._recv_waiting},
+                           "waits for unused messages")
             for _msg, _, rec in self._recv_waiting:
                 rec.complete()
             self._recv_waiting = []
         if self._sends_active:
             from mpi4py import MPI
+            requests = [r for r, _, _ in self._sends_active]
             with self.recorder.wait("wait for sends"):
-                MPI.Request.Waitall([r for r, _, _ in self._sends_active])
+                self._wait(lambda: MPI.Request.Testall(requests),
+                           lambda: {rec.peer for _, rec, _ in
+                                    self._sends_active},
+                           "waits for its sends to be received")
             for _, rec, _ in self._sends_active:
                 rec.complete()
             self._sends_active = []
@@ -666,7 +885,6 @@ class Exchange:
                 for msg in msgs:
                     if msg.packer is not None:
                         msg.packer.synchronize()
-        self._cancel_notice()
 
     # }}}
 
@@ -674,15 +892,7 @@ class Exchange:
 
     def notify_failure(self, exc: BaseException) -> None:
         """Tell every other rank that this rank failed with *exc*."""
-        if not self.plan.use_mpi or self.comm.Get_size() == 1:
-            return
-        from mpi4py import MPI
-        text = f"{type(exc).__name__}: {exc}".encode()[:_NOTICE_BYTES]
-        for dest in range(self.comm.Get_size()):
-            if dest != self.rank:
-                # small enough to be sent eagerly: never blocks
-                self.comm.Isend([text, MPI.BYTE], dest=dest,
-                                tag=self._notice_tag).Free()
+        self.plan.notify_failure(exc)
 
     def abandon(self) -> None:
         """Cancel the receives still pending (after a failure); the plan is
@@ -697,13 +907,6 @@ class Exchange:
             except Exception:  # noqa: BLE001 -- already failing; best effort
                 pass
         self._recv_waiting = []
-        self._cancel_notice()
-
-    def _cancel_notice(self) -> None:
-        if self._notice_request is not None:
-            self._notice_request.Cancel()
-            self._notice_request.Wait()
-            self._notice_request = None
 
     # }}}
 

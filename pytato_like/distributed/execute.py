@@ -58,7 +58,11 @@ from pytato_like.diagnostic import (
 )
 from pytato_like.distributed.comm import Exchange, MessagePlan
 from pytato_like.distributed.partition import DistributedGraphPartition
-from pytato_like.distributed.safety import as_communicator
+from pytato_like.distributed.safety import (
+    as_communicator,
+    at_exit_before_finalize,
+    track_execution,
+)
 from pytato_like.runtime.handles import Handle
 from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
 from pytato_like.target import BoundProgram
@@ -75,6 +79,13 @@ def _forget_plans(partition_id: int) -> None:
         plans = _PLANS.pop(partition_id, {})
     for plan in plans.values():
         plan.free()
+
+
+def _free_all_plans() -> None:
+    with _PLANS_LOCK:
+        ids = list(_PLANS)
+    for partition_id in ids:
+        _forget_plans(partition_id)
 
 
 def _on_device(prg_per_partition: Mapping[Hashable, Any], queue: Any) -> bool:
@@ -99,7 +110,12 @@ def message_plan(partition: DistributedGraphPartition, comm: Any,
         plans = _PLANS.get(id(partition))
         if plans is None:
             plans = _PLANS[id(partition)] = {}
-            weakref.finalize(partition, _forget_plans, id(partition))
+            finalizer = weakref.finalize(partition, _forget_plans,
+                                         id(partition))
+            # not at exit: an execution may still run (its handle dropped)
+            # until the exit hook of distributed.safety has waited for it
+            finalizer.atexit = False
+            at_exit_before_finalize(_free_all_plans)
         plan = plans.get(key)
         if plan is not None and (plan.broken or plan.comm is not comm
                                  or plan.queue is not queue):
@@ -134,6 +150,9 @@ class DistributedExecution:
         self.plan = plan
         self.recorder = recorder
         self.stats: dict[str, Any] = {}
+        self.comm = plan.comm
+        self.exchange: Any = None     # the running Exchange (for cancel)
+        self._forget: Any = None
         self._handle: Handle | None = None
         self._result: dict[str, Any] | None = None
         self._error: BaseException | None = None
@@ -142,7 +161,14 @@ class DistributedExecution:
         """Block until the execution has ended; its results by name.
         Re-raises the execution's error."""
         if self._handle is not None:
-            return self._handle.wait(timeout)
+            try:
+                return self._handle.wait(timeout)
+            except TimeoutError:
+                raise
+            except BaseException:
+                if self._forget is not None:
+                    self._forget()     # its error is reported now
+                raise
         if self._error is not None:
             raise self._error
         return self._result
@@ -150,6 +176,23 @@ class DistributedExecution:
     def done(self) -> bool:
         """Whether the execution has ended (never blocks)."""
         return self._handle is None or self._handle.done()
+
+    def wait_quietly(self, timeout: float) -> BaseException | None:
+        """Wait up to *timeout* seconds; the execution's error, a
+        :class:`TimeoutError`, or ``None`` if it completed (used by the
+        exit hook of :mod:`~pytato_like.distributed.safety` for handles
+        that were dropped)."""
+        try:
+            self.wait(timeout)
+        except BaseException as exc:  # noqa: BLE001 -- returned, not lost
+            return exc
+        return None
+
+    def cancel(self) -> None:
+        """End the execution's waits with
+        :class:`~pytato_like.diagnostic.DistributedExecutionError`."""
+        if self.exchange is not None:
+            self.exchange.cancelled = True
 
     def fetch_trace(self) -> list[TraceRecord]:
         """The records of this execution so far: one ``"recv"`` / ``"send"``
@@ -192,7 +235,8 @@ def _run(partition: DistributedGraphPartition,
          prg_per_partition: Mapping[Hashable, BoundProgram], queue: Any,
          plan: MessagePlan, ticket: int, allocator: Any,
          input_args: Mapping[str, Any], recorder: TraceRecorder,
-         stats: dict[str, Any]) -> dict[str, Any]:
+         stats: dict[str, Any], control: DistributedExecution | None = None
+         ) -> dict[str, Any]:
     plan.wait_for_turn(ticket)
     try:
         if plan.broken:
@@ -202,14 +246,19 @@ def _run(partition: DistributedGraphPartition,
         exchange: Exchange | None = None
         try:
             exchange = plan.begin(recorder)
+            if control is not None:
+                control.exchange = exchange
             n_done, context = _schedule(partition, prg_per_partition, queue,
                                         exchange, allocator, input_args,
                                         recorder)
             exchange.finish()
         except BaseException as exc:
-            if exchange is not None and not isinstance(exc, RemoteRankError):
-                exchange.notify_failure(exc)
+            if not isinstance(exc, RemoteRankError):
+                plan.notify_failure(exc)
+            if exchange is not None:
                 exchange.abandon()
+            else:
+                plan.broken = True
             raise
         plan.n_executions += 1
     finally:
@@ -347,11 +396,11 @@ def execute_distributed_partition(
     run_stats = handle.stats
     ticket = plan.take_ticket()
 
-    def run() -> dict[str, Any]:
+    def run(control: DistributedExecution | None = None) -> dict[str, Any]:
         try:
             return _run(partition, prg_per_partition, queue, plan, ticket,
                         allocator if on_device else None, input_args or {},
-                        run_recorder, run_stats)
+                        run_recorder, run_stats, control)
         finally:
             if stats is not None:
                 stats.update(run_stats)
@@ -361,8 +410,21 @@ def execute_distributed_partition(
     if wait:
         return run()
     if _threads_allowed(comm):
+        # the thread holds the handle until the execution ends, so a dropped
+        # handle still completes; the exit hook waits for it
+        forget = track_execution(handle)
+
+        def run_tracked() -> dict[str, Any]:
+            result = run(handle)
+            # a failure stays tracked until wait() has reported it
+            forget()
+            return result
+
+        handle._forget = forget
+
         handle._handle = Handle.run_in_thread(
-            run, name=f"distributed execution on rank {comm.Get_rank()}")
+            run_tracked,
+            name=f"distributed execution on rank {comm.Get_rank()}")
     else:
         try:
             handle._result = run()

@@ -13,17 +13,49 @@ Three mechanisms, from the gentlest:
 * :func:`~pytato_like.execute_distributed_partition` tells the other ranks
   when a part fails on this rank (a short message on a reserved tag); ranks
   waiting for data raise :class:`~pytato_like.diagnostic.RemoteRankError`.
+* A rank that *leaves* -- its program ends normally, calls
+  ``sys.exit(0)`` or dies of an uncaught exception -- tells the other ranks
+  on its way out (an :mod:`atexit` hook that runs before MPI is finalized,
+  installed by :func:`as_communicator` for every MPI communicator used).
+  Every wait of the executor polls the :class:`NoticeBoard` of its
+  communicator: a rank waiting for data from (or a send to) a rank that
+  left raises :class:`~pytato_like.diagnostic.RankDepartedError` naming it
+  (after :data:`DEPARTURE_GRACE_S` for data already in flight). The same
+  hook first lets executions whose
+  :class:`~pytato_like.distributed.execute.DistributedExecution` handle
+  was dropped finish (or end them with an error, see
+  :func:`track_execution`), so no rank finalizes MPI under a running
+  execution.
 * Anything else (an error in user code between the steps, a rank that
   already moved on) is covered by running the whole program inside
   :func:`abort_on_error`: it prints the rank and traceback to stderr and
   calls ``MPI_Abort``, which ends every rank of the job with a non-zero
   exit status. Every example and MPI test script does this.
 
+Two tags at the top of each communicator's range are reserved: ``TAG_UB``
+for notices and ``TAG_UB - 1`` for the message headers the executor
+exchanges on the first execution of a partition (see
+:mod:`~pytato_like.distributed.comm`); user tags are numbered below them
+(:func:`max_user_tag`).
+
+Waits never block inside MPI: :func:`poll_until` tests the requests,
+polls the notices, and sleeps with a growing back-off (up to
+:data:`MAX_BACKOFF_S`), so a waiting rank does not spin against the
+compute threads of its own or a neighbouring rank.
+
 For code that partitions without MPI (single process), pass ``None`` as
 the communicator: it stands for a one-rank world
 (:class:`SingleRankCommunicator`).
 
 .. autofunction:: abort_on_error
+.. autoclass:: NoticeBoard
+    :members: poll, raise_if_failed, departed, failed
+.. autofunction:: notice_board
+.. autofunction:: poll_until
+.. autofunction:: track_execution
+.. autofunction:: max_user_tag
+.. autodata:: DEPARTURE_GRACE_S
+.. autodata:: MAX_BACKOFF_S
 .. autoclass:: SingleRankCommunicator
 .. autofunction:: as_communicator
 .. autofunction:: allgather_or_raise
@@ -32,13 +64,32 @@ the communicator: it stands for a one-rank world
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import logging
 import sys
+import threading
+import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from pytato_like.diagnostic import RemoteRankError
+from pytato_like.diagnostic import (
+    DistributedExecutionError,
+    RankDepartedError,
+    RemoteRankError,
+)
+
+logger = logging.getLogger("pytato_like")
+
+#: seconds a rank keeps polling for data a departed rank may still have in
+#: flight before it raises :class:`~pytato_like.diagnostic.RankDepartedError`
+DEPARTURE_GRACE_S = 2.0
+#: longest sleep between two polls of a wait
+MAX_BACKOFF_S = 250e-6
+#: seconds the exit hook waits for an execution whose handle was dropped
+DROPPED_EXECUTION_TIMEOUT_S = 20.0
+_NOTICE_BYTES = 4096
 
 
 class SingleRankCommunicator:
@@ -72,8 +123,249 @@ _SINGLE_RANK = SingleRankCommunicator()
 
 def as_communicator(comm: Any) -> Any:
     """*comm*, or the :class:`SingleRankCommunicator` for ``None`` (always
-    the same object, so what is cached per communicator is reused)."""
-    return _SINGLE_RANK if comm is None else comm
+    the same object, so what is cached per communicator is reused). An MPI
+    communicator gets a :class:`NoticeBoard` and the exit hook (see the
+    module docs)."""
+    if comm is None:
+        return _SINGLE_RANK
+    if is_mpi(comm):
+        notice_board(comm)
+    return comm
+
+
+def is_mpi(comm: Any) -> bool:
+    """Whether *comm* is a real MPI communicator of more than one rank."""
+    return hasattr(comm, "Irecv") and comm.Get_size() > 1
+
+
+def notice_tag(comm: Any) -> int:
+    from mpi4py import MPI
+    return int(comm.Get_attr(MPI.TAG_UB))
+
+
+def header_tag(comm: Any) -> int:
+    return notice_tag(comm) - 1
+
+
+def max_user_tag(comm: Any) -> int | None:
+    """The largest tag a numbered communication may use on *comm*
+    (``MPI.TAG_UB`` minus the two reserved tags), ``None`` without MPI."""
+    if not hasattr(comm, "Irecv"):
+        return None
+    return notice_tag(comm) - 2
+
+
+# {{{ notices: failures and departures of other ranks
+
+class NoticeBoard:
+    """What this rank has heard about the other ranks of one communicator:
+    :attr:`failed` (a rank whose execution raised) and :attr:`departed` (a
+    rank that left the program), each ``{rank: text}``. One receive on the
+    notice tag stays posted; :meth:`poll` picks notices up."""
+
+    def __init__(self, comm: Any) -> None:
+        from mpi4py import MPI
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.tag = notice_tag(comm)
+        self.failed: dict[int, str] = {}
+        self.departed: dict[int, str] = {}
+        self._departed_at: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._buf = bytearray(_NOTICE_BYTES)
+        self._status = MPI.Status()
+        self._request = comm.Irecv([self._buf, MPI.BYTE],
+                                   source=MPI.ANY_SOURCE, tag=self.tag)
+
+    def poll(self) -> None:
+        """Pick up every notice that has arrived (never blocks)."""
+        from mpi4py import MPI
+        with self._lock:
+            while self._request is not None and self._request.Test(
+                    self._status):
+                src = self._status.Get_source()
+                count = self._status.Get_count(MPI.BYTE)
+                kind, text = chr(self._buf[0]), bytes(
+                    self._buf[1:count]).decode(errors="replace")
+                if kind == "L":
+                    self.departed.setdefault(src, text)
+                    self._departed_at.setdefault(src, time.monotonic())
+                else:
+                    self.failed.setdefault(src, text)
+                self._request = self.comm.Irecv(
+                    [self._buf, MPI.BYTE], source=MPI.ANY_SOURCE, tag=self.tag)
+
+    def raise_if_failed(self, peers: Iterable[int] = (), what: str = ""
+                        ) -> None:
+        """Raise :class:`~pytato_like.diagnostic.RemoteRankError` if any rank
+        failed, or :class:`~pytato_like.diagnostic.RankDepartedError` if one
+        of *peers* (ranks this rank waits on, for *what*) left more than
+        :data:`DEPARTURE_GRACE_S` ago."""
+        if self.failed:
+            src, text = min(self.failed.items())
+            raise RemoteRankError(
+                f"rank {src} failed during distributed execution (seen by "
+                f"rank {self.rank}): {text}")
+        for src in sorted(set(peers) & self.departed.keys()):
+            if time.monotonic() - self._departed_at[src] > DEPARTURE_GRACE_S:
+                raise RankDepartedError(
+                    f"rank {src} left the program ({self.departed[src]}) "
+                    f"while rank {self.rank} waits for it: {what}")
+
+    def notify(self, kind: str, text: str) -> None:
+        """Tell every other rank (``kind`` ``"F"``: this rank failed,
+        ``"L"``: it leaves)."""
+        from mpi4py import MPI
+        data = (kind + text).encode()[:_NOTICE_BYTES]
+        for dest in range(self.comm.Get_size()):
+            if dest != self.rank:
+                # small enough to go eagerly: never waits for the receiver
+                self.comm.Isend([data, MPI.BYTE], dest=dest,
+                                tag=self.tag).Free()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._request is not None:
+                self._request.Cancel()
+                self._request.Wait()
+                self._request = None
+
+
+_BOARDS: dict[int, NoticeBoard] = {}
+_BOARDS_LOCK = threading.Lock()
+
+
+def notice_board(comm: Any) -> NoticeBoard:
+    """The :class:`NoticeBoard` of MPI communicator *comm* (made on first
+    use, which also installs the exit hook)."""
+    board = _BOARDS.get(id(comm))
+    if board is not None and board.comm is comm:
+        return board
+    with _BOARDS_LOCK:
+        board = _BOARDS.get(id(comm))
+        if board is None or board.comm is not comm:
+            board = _BOARDS[id(comm)] = NoticeBoard(comm)
+            _install_exit_hook()
+    return board
+
+
+def poll_until(test: Callable[[], bool], comm: Any, peers: Callable[[], Any]
+               = tuple, what: str = "", cancelled: Callable[[], bool] | None
+               = None) -> None:
+    """Return once ``test()`` is true. Meanwhile poll the notices of
+    *comm* (raising as :meth:`NoticeBoard.raise_if_failed` for the ranks
+    ``peers()``) and back off: a few yields, then sleeps doubling up to
+    :data:`MAX_BACKOFF_S`. ``cancelled()`` true ends the wait with
+    :class:`~pytato_like.diagnostic.DistributedExecutionError`."""
+    board = notice_board(comm) if is_mpi(comm) else None
+    delay = 0.0
+    n = 0
+    while not test():
+        if board is not None:
+            board.poll()
+            board.raise_if_failed(peers(), what)
+        if cancelled is not None and cancelled():
+            raise DistributedExecutionError(
+                f"rank {comm.Get_rank()}: wait cancelled ({what})")
+        n += 1
+        if n < 8:
+            time.sleep(0)
+        else:
+            delay = min(MAX_BACKOFF_S, max(delay * 2, 10e-6))
+            time.sleep(delay)
+
+# }}}
+
+
+# {{{ the exit hook: dropped executions, then departure notices
+
+_RUNNING: dict[int, Any] = {}     # id -> execution with wait_quietly/cancel
+_RUNNING_LOCK = threading.Lock()
+_HOOK_INSTALLED = False
+_CLEANUPS: list[Callable[[], None]] = []
+
+
+def at_exit_before_finalize(fn: Callable[[], None]) -> None:
+    """Run *fn* at exit after the running executions ended and before MPI
+    is finalized (to free persistent requests, say)."""
+    if fn not in _CLEANUPS:
+        _CLEANUPS.append(fn)
+    _install_exit_hook()
+
+
+def track_execution(execution: Any) -> Callable[[], None]:
+    """Keep *execution* (an object with ``wait_quietly(timeout) ->
+    exception or None`` and ``cancel()``) until it ends: at exit, a rank
+    first waits up to :data:`DROPPED_EXECUTION_TIMEOUT_S` for it, even if
+    its handle was dropped; if it fails or does not end, the rank prints
+    the error and aborts the job. Returns the function that forgets it."""
+    key = id(execution)
+    with _RUNNING_LOCK:
+        _RUNNING[key] = execution
+    _install_exit_hook()
+
+    def forget() -> None:
+        with _RUNNING_LOCK:
+            _RUNNING.pop(key, None)
+    return forget
+
+
+def _install_exit_hook() -> None:
+    global _HOOK_INSTALLED
+    if not _HOOK_INSTALLED:
+        _HOOK_INSTALLED = True
+        # registered after mpi4py initialized MPI, so it runs before MPI is
+        # finalized (mpi4py finalizes from a C-level exit hook)
+        atexit.register(_at_exit)
+
+
+def _why_leaving() -> str:
+    exc = getattr(sys, "last_value", None)
+    if exc is not None:
+        return f"uncaught {type(exc).__name__}: {exc}"
+    return "its program ended"
+
+
+def _at_exit() -> None:
+    try:
+        from mpi4py import MPI
+        if not MPI.Is_initialized() or MPI.Is_finalized():
+            return
+    except ImportError:
+        return
+    with _RUNNING_LOCK:
+        running = list(_RUNNING.values())
+    for execution in running:
+        error = execution.wait_quietly(DROPPED_EXECUTION_TIMEOUT_S)
+        if error is None:
+            continue
+        execution.cancel()
+        comm = execution.comm
+        rank = comm.Get_rank()
+        text = "".join(traceback.format_exception(
+            type(error), error, error.__traceback__)).rstrip()
+        sys.stderr.write(
+            f"[rank {rank}] a distributed execution still running at exit "
+            "(its handle was never waited for) did not complete:\n"
+            + "".join(f"[rank {rank}] {line}\n" for line in text.split("\n"))
+            + f"[rank {rank}] aborting all ranks of the job\n")
+        sys.stderr.flush()
+        comm.Abort(1)
+    for fn in _CLEANUPS:
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 -- exiting; best effort
+            logger.debug("exit cleanup %r failed: %s", fn, exc)
+    why = _why_leaving()
+    for board in list(_BOARDS.values()):
+        try:
+            board.notify("L", why)
+            board.close()
+        except Exception as exc:  # noqa: BLE001 -- exiting; best effort
+            logger.debug("departure notice on rank %d failed: %s",
+                         board.rank, exc)
+
+# }}}
 
 
 def is_communicator(obj: Any) -> bool:

@@ -10,6 +10,17 @@ The same collective also gathers which sends leave each part for each
 rank, so that the numbered partition knows its packed messages (see
 :mod:`~pytato_like.distributed.messages`).
 
+Numbering is also where tags are checked, without waiting for
+:func:`~pytato_like.verify_distributed_partition`: a rank that sends twice
+to one rank with one tag (or receives twice) raises
+:class:`~pytato_like.diagnostic.DuplicateSendError`
+(:class:`~pytato_like.diagnostic.DuplicateRecvError`), and a numbering
+that would leave the MPI tag range -- a negative ``base_tag``, or past the
+communicator's ``MPI.TAG_UB`` minus the two tags the executor reserves --
+raises :class:`~pytato_like.diagnostic.CommunicationTagError`. The other
+ranks raise :class:`~pytato_like.diagnostic.RemoteRankError` naming the
+rank at fault (both from the one collective numbering needs anyway).
+
 .. autofunction:: number_distributed_tags
 """
 
@@ -19,12 +30,18 @@ import dataclasses
 import pickle
 from typing import Any
 
-from pytato_like.diagnostic import DistributedPartitionError
+from pytato_like.diagnostic import (
+    CommunicationTagError,
+    DistributedPartitionError,
+    DuplicateRecvError,
+    DuplicateSendError,
+)
 from pytato_like.distributed.messages import local_send_groups, messages_of_rank
 from pytato_like.distributed.partition import DistributedGraphPartition
 from pytato_like.distributed.safety import (
     allgather_or_raise,
     as_communicator,
+    max_user_tag,
 )
 
 
@@ -38,17 +55,48 @@ def _local_tags(partition: DistributedGraphPartition) -> list[Any]:
     return list(tags)
 
 
+def _check_duplicates(partition: DistributedGraphPartition, rank: int
+                      ) -> None:
+    """Raise if this rank sends twice to one rank (or receives twice from
+    one rank) with one tag: MPI could not tell the messages apart."""
+    seen: dict[tuple[str, int, Any], str] = {}
+    for pid in partition.toposorted_part_ids:
+        part = partition.parts[pid]
+        for name, send in sorted(part.output_name_to_send_node.items()):
+            key = ("send", send.dest_rank, send.comm_tag)
+            if key in seen:
+                raise DuplicateSendError(
+                    f"rank {rank} sends twice to rank {send.dest_rank} with "
+                    f"tag {send.comm_tag!r} ({seen[key]!r} and {name!r}); "
+                    "give each send to one rank its own tag")
+            seen[key] = name
+        for name, recv in sorted(part.input_name_to_recv_node.items()):
+            key = ("recv", recv.src_rank, recv.comm_tag)
+            if key in seen and seen[key] != name:
+                raise DuplicateRecvError(
+                    f"rank {rank} receives twice from rank {recv.src_rank} "
+                    f"with tag {recv.comm_tag!r} ({seen[key]!r} and "
+                    f"{name!r}); give each receive from one rank its own tag")
+            seen[key] = name
+
+
+def _check_base_tag(base_tag: Any, rank: int) -> None:
+    if not isinstance(base_tag, int) or isinstance(base_tag, bool) \
+            or base_tag < 0:
+        raise CommunicationTagError(
+            f"base_tag={base_tag!r} on rank {rank}: MPI tags are integers "
+            ">= 0")
+
+
+def _local_summary(partition: DistributedGraphPartition, rank: int,
+                   base_tag: Any) -> tuple[list[Any], list]:
+    _check_base_tag(base_tag, rank)
+    _check_duplicates(partition, rank)
+    return _local_tags(partition), local_send_groups(partition, rank)
+
+
 def _sort_key(tag: Any) -> tuple[str, bytes]:
     return repr(tag), pickle.dumps(tag)
-
-
-def _max_mpi_tag(comm: Any) -> int | None:
-    try:
-        from mpi4py import MPI
-        value = comm.Get_attr(MPI.TAG_UB)
-    except Exception:
-        return None
-    return None if value is None else int(value)
 
 
 def number_distributed_tags(mpi_communicator: Any,
@@ -63,7 +111,7 @@ def number_distributed_tags(mpi_communicator: Any,
 
     gathered = allgather_or_raise(
         comm, "tag numbering",
-        lambda: (_local_tags(partition), local_send_groups(partition, rank)))
+        lambda: _local_summary(partition, rank, base_tag))
     payload: tuple[bool, Any] | None = None
     if rank == 0:
         try:
@@ -79,11 +127,13 @@ def number_distributed_tags(mpi_communicator: Any,
             f"rank 0 could not order the communication tags: {tags}")
     tag_to_int = {tag: base_tag + i for i, tag in enumerate(tags)}
     next_tag = base_tag + len(tags)
-    ub = _max_mpi_tag(comm)
+    ub = max_user_tag(comm)
     if ub is not None and next_tag - 1 > ub:
-        raise DistributedPartitionError(
-            f"numbering {len(tags)} communication tags from {base_tag} "
-            f"exceeds the MPI tag limit {ub} on rank {rank}")
+        raise CommunicationTagError(
+            f"numbering {len(tags)} communication tags from base_tag="
+            f"{base_tag} reaches tag {next_tag - 1}, past the largest tag the "
+            f"executor can use on this communicator ({ub}: MPI.TAG_UB minus "
+            f"two reserved tags; seen on rank {rank})")
 
     parts = {}
     for pid, part in partition.parts.items():
