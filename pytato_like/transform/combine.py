@@ -28,7 +28,7 @@ them with ``==``, a linear walk per insertion.
 from __future__ import annotations
 
 from functools import reduce
-from typing import Any
+from typing import Any, Never
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
@@ -46,18 +46,22 @@ from pytato_like.transform._graph import (
 )
 from pytato_like.transform.mapper import (
     CachedMapper,
+    FunctionResultT,
+    ResultT,
     overrides_map_methods,
     with_default_map_methods,
 )
 
 
 @with_default_map_methods
-class CombineMapper(CachedMapper):
+class CombineMapper(CachedMapper[ResultT, FunctionResultT, []]):
     """Maps a node to :meth:`combine` of the results of its children (the
     arrays in its fields, including shape expressions and index arrays; a
     :class:`~pytato_like.array.NamedArray` has the array it names as its
     child, a :class:`~pytato_like.array.DictOfNamedArrays` its arrays).
-    Leaves map to ``combine()``."""
+    Leaves map to ``combine()``.
+
+    Generic as pytato's: ``CombineMapper[ResultT, FunctionResultT]``."""
 
     def combine(self, *args: Any) -> Any:
         """Combine the results of the children of one node."""
@@ -85,7 +89,7 @@ def _roots(expr: Any) -> list:
     return [expr]
 
 
-class _NodeCollector(CombineMapper):
+class _NodeCollector(CombineMapper[frozenset, Never]):
     """A combine mapper whose result is the frozenset of the nodes of the
     DAG (the node itself included) for which :meth:`_collects` holds."""
 
@@ -106,10 +110,10 @@ class _NodeCollector(CombineMapper):
                 or not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
             return self.rec(expr)
         key = self.get_cache_key(expr)
-        if key not in self._cache:
-            self._cache[key] = self._collect_by_traversal(expr)
-            self._cached_nodes.append(expr)
-        return self._cache[key]
+        if key not in self._results:
+            self._results[key] = self._collect_by_traversal(expr)
+            self._inputs[key] = expr
+        return self._results[key]
 
     @gc_paused
     @stack_headroom

@@ -34,7 +34,9 @@ from pytato_like.array import (
 )
 from pytato_like.transform._graph import array_fields
 from pytato_like.transform.mapper import (
+    P,
     TransformMapper,
+    TransformMapperWithExtraArgs,
     with_default_map_methods,
 )
 
@@ -116,7 +118,7 @@ class CopyMapper(TransformMapper):
 
 
 @with_default_map_methods
-class CopyMapperWithExtraArgs(TransformMapper):
+class CopyMapperWithExtraArgs(TransformMapperWithExtraArgs[P]):
     """Like :class:`CopyMapper`, but every method takes extra ``*args,
     **kwargs``, which the default methods pass on unchanged to the
     children. Results are cached per node and arguments (which must be
@@ -151,8 +153,9 @@ class CachedMapAndCopyMapper(CopyMapper):
     mapping its children the same way. Each node goes through *map_fn*
     exactly once."""
 
-    def __init__(self, map_fn: Callable[[Any], Any]) -> None:
-        super().__init__()
+    def __init__(self, map_fn: Callable[[Any], Any],
+                 _cache: Any = None, _function_cache: Any = None) -> None:
+        super().__init__(_cache=_cache, _function_cache=_function_cache)
         self.map_fn = map_fn
         self._fn_results: dict[int, Any] = {}
 

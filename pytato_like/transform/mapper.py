@@ -33,21 +33,66 @@ costs a DAG walk whenever two distinct nodes are equal, which can make a
 traversal of a DAG with duplicated deep sub-DAGs quadratic. Distinct but
 equal nodes are hence mapped separately (to equal results).
 
+Generic mappers
+---------------
+
+As in pytato, the mapper classes are :class:`typing.Generic`, so user code
+can name what a mapper returns in its class definition::
+
+    class CountPlaceholders(CombineMapper[int, Never]):
+        ...
+
+The type parameters are pytato's: ``Mapper[ResultT, FunctionResultT, P]``
+(*P* a :class:`typing.ParamSpec` for the extra arguments),
+``CachedMapper[ResultT, FunctionResultT, P]``,
+``TransformMapperWithExtraArgs[P]``, ``CombineMapper[ResultT,
+FunctionResultT]``, ``WalkMapper[P]``, ``CachedWalkMapper[P]``; the caches
+are ``CachedMapperCache[CacheExprT, CacheResultT, P]`` and
+``TransformMapperCache[CacheExprT, P]``. Subscripting happens once, when
+the class is defined; mapping costs the same as without it.
+
+Caches
+------
+
+A caching mapper keeps its results in a :class:`CachedMapperCache` (passed
+as ``_cache=``, or made by the constructor), which users may share between
+mappers, inspect (``len``, ``in``) or :meth:`~CachedMapperCache.clear`.
+:meth:`CachedMapper.rec` reads and writes the cache's dictionary directly on
+its hot path; a cache that does more per result (a
+:class:`TransformMapperCache`, or a user subclass overriding
+:meth:`~CachedMapperCache.add`) gets its :meth:`~CachedMapperCache.add`
+called for each new result.
+
 .. autodata:: MAX_REC_NESTING
 .. autodata:: ARRAY_MAPPER_METHODS
 .. autoclass:: Mapper
-    :members: rec, handle_unsupported_array, map_foreign
+    :members: rec, handle_unsupported_array, map_foreign,
+        rec_function_definition
+.. autoclass:: CacheInputsWithKey
+.. autoclass:: CachedMapperCache
+    :members: add, retrieve, clear
+.. autoclass:: TransformMapperCache
+    :members: add
 .. autoclass:: CachedMapper
-    :members: rec, get_cache_key
+    :members: rec, get_cache_key, clone_for_callee
 .. autoclass:: TransformMapper
+.. autoclass:: TransformMapperWithExtraArgs
+.. autoexception:: ForeignObjectError
+.. autoexception:: CacheCollisionError
+.. autoexception:: MapperCreatedDuplicateError
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Hashable
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from pytato_like.array import AbstractResultWithNamedArrays, Array, NamedArray
-from pytato_like.diagnostic import NotAnArrayError, UnsupportedArrayError
+from pytato_like.diagnostic import (
+    NotAnArrayError,
+    PytatoLikeError,
+    UnsupportedArrayError,
+)
 from pytato_like.transform._graph import walk_children, with_stack_headroom
 
 #: Nesting depth of :meth:`CachedMapper.rec` (and of user-overridden
@@ -67,6 +112,36 @@ ARRAY_MAPPER_METHODS = (
     "map_distributed_send_ref_holder", "map_dict_of_named_arrays",
 )
 
+# pytato's type parameters (see the module documentation)
+ResultT = TypeVar("ResultT")
+FunctionResultT = TypeVar("FunctionResultT")
+P = ParamSpec("P")
+CacheExprT = TypeVar("CacheExprT")
+CacheResultT = TypeVar("CacheResultT")
+CacheKeyT = Hashable
+#: What the array mappers map: an array or a container of named arrays.
+ArrayOrNames = Array | AbstractResultWithNamedArrays
+
+
+# {{{ errors
+
+class ForeignObjectError(NotAnArrayError, ValueError):
+    """A mapper was given an object that is neither an array nor a container
+    of named arrays (pytato raises it from ``Mapper.rec``)."""
+
+
+class CacheCollisionError(PytatoLikeError, ValueError):
+    """Two distinct inputs of a mapper got the same cache key (only checked
+    when the cache was made with ``err_on_collision=True``)."""
+
+
+class MapperCreatedDuplicateError(PytatoLikeError, ValueError):
+    """A transform built a new node equal to the node it mapped, from the
+    very same children: a needless copy that duplicates the node in the
+    DAG (only checked with ``err_on_created_duplicate=True``)."""
+
+# }}}
+
 
 def _describe(expr: Any) -> str:
     if isinstance(expr, Array):
@@ -74,7 +149,7 @@ def _describe(expr: Any) -> str:
     return type(expr).__name__
 
 
-class Mapper:
+class Mapper(Generic[ResultT, FunctionResultT, P]):
     """Dispatches a node to the method named by its class's
     ``_mapper_method``.
 
@@ -92,10 +167,11 @@ class Mapper:
             f"for {_describe(expr)}")
 
     def map_foreign(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
-        """Called for objects that are not arrays or array containers."""
-        raise NotAnArrayError(
+        """Called for objects that are not arrays or array containers;
+        raises :class:`ForeignObjectError`."""
+        raise ForeignObjectError(
             f"{type(self).__name__} cannot map an object of type "
-            f"{type(expr).__name__}")
+            f"{type(expr).__name__}: {expr!r:.80}")
 
     def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
         """Map *expr* by dispatching on its class."""
@@ -109,28 +185,177 @@ class Mapper:
             return self.map_foreign(expr, *args, **kwargs)
         return method(expr, *args, **kwargs)
 
+    def rec_function_definition(self, expr: Any, *args: Any, **kwargs: Any
+                                ) -> Any:
+        """Map a function definition with ``map_function_definition``."""
+        method = getattr(self, "map_function_definition", None)
+        if method is None:
+            raise UnsupportedArrayError(
+                f"{type(self).__name__} has no method "
+                f"'map_function_definition' for a {type(expr).__name__}")
+        return method(expr, *args, **kwargs)
+
     def __call__(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
         return self.rec(expr, *args, **kwargs)
 
 
-class CachedMapper(Mapper):
+# {{{ caches
+
+class CacheInputsWithKey(Generic[CacheExprT, P]):
+    """What a cache is told about one mapping: the mapped *expr*, its cache
+    *key*, and the extra arguments (*args*, *kwargs*)."""
+
+    __slots__ = ("args", "expr", "key", "kwargs")
+
+    def __init__(self, expr: Any, key: Hashable, *args: Any, **kwargs: Any
+                 ) -> None:
+        self.expr = expr
+        self.key = key
+        self.args = args
+        self.kwargs = kwargs
+
+
+class CachedMapperCache(Generic[CacheExprT, CacheResultT, P]):
+    """The results of a caching mapper, by cache key.
+
+    The mapped input of each key is kept too: it keeps the nodes whose
+    ``id`` is a key alive (so ids stay unique) and lets
+    *err_on_collision* detect two distinct inputs with one key.
+    """
+
+    def __init__(self, err_on_collision: bool = False) -> None:
+        self.err_on_collision = err_on_collision
+        self._input_key_to_result: dict[Hashable, Any] = {}
+        self._input_key_to_expr: dict[Hashable, Any] = {}
+
+    def add(self, inputs: CacheInputsWithKey, result: Any) -> Any:
+        """Store *result* for ``inputs.key``; returns the result to use
+        (here *result* itself)."""
+        self._input_key_to_result[inputs.key] = result
+        self._input_key_to_expr[inputs.key] = inputs.expr
+        return result
+
+    def retrieve(self, inputs: CacheInputsWithKey) -> Any:
+        """The result stored for ``inputs.key``; raises :class:`KeyError`
+        if there is none, :class:`CacheCollisionError` if it belongs to a
+        different input (with *err_on_collision*)."""
+        result = self._input_key_to_result[inputs.key]
+        if self.err_on_collision \
+                and self._input_key_to_expr[inputs.key] is not inputs.expr:
+            raise CacheCollisionError(
+                f"cache key {inputs.key!r:.60} maps both "
+                f"{_describe(self._input_key_to_expr[inputs.key])} and "
+                f"{_describe(inputs.expr)}")
+        return result
+
+    def clear(self) -> None:
+        """Forget every result (in place, so mappers sharing this cache see
+        the empty cache)."""
+        self._input_key_to_result.clear()
+        self._input_key_to_expr.clear()
+
+    def __len__(self) -> int:
+        return len(self._input_key_to_result)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._input_key_to_result
+
+
+class TransformMapperCache(CachedMapperCache[CacheExprT, CacheExprT, P]):
+    """The cache of a mapper whose results are arrays.
+
+    As pytato's: the first result of each structural class (``==``) is kept,
+    and a later result equal to it is replaced by it, so a transform using
+    this cache returns a DAG without duplicates (this is how
+    :class:`~pytato_like.transform.Deduplicator` works; the comparison is
+    cheap because the children of both results are already the same
+    objects). With *err_on_created_duplicate*, a result that is a new node
+    equal to the mapped input, built from the very same children, raises
+    :class:`MapperCreatedDuplicateError`.
+
+    The built-in mappers use a plain :class:`CachedMapperCache` unless given
+    this one: they key by identity and return the input DAG itself when
+    nothing changes (see :mod:`pytato_like.transform.mapper`).
+    """
+
+    def __init__(self, err_on_collision: bool = False,
+                 err_on_created_duplicate: bool = False) -> None:
+        super().__init__(err_on_collision=err_on_collision)
+        self.err_on_created_duplicate = err_on_created_duplicate
+        self._result_to_cached_result: dict[Any, Any] = {}
+        self._merge_results = True
+
+    def add(self, inputs: CacheInputsWithKey, result: Any) -> Any:
+        """Store the first result equal to *result* (*result* itself if
+        new) and return it."""
+        if self._merge_results:
+            first = self._result_to_cached_result.get(result)
+            if first is not None:
+                return super().add(inputs, first)
+        if self.err_on_created_duplicate \
+                and _is_created_duplicate(inputs.expr, result):
+            raise MapperCreatedDuplicateError(
+                f"mapping {_describe(inputs.expr)} built an equal new node "
+                "from the same children; return the node itself instead")
+        if self._merge_results:
+            self._result_to_cached_result[result] = result
+        return super().add(inputs, result)
+
+    def clear(self) -> None:
+        super().clear()
+        self._result_to_cached_result.clear()
+
+
+def _is_created_duplicate(expr: Any, result: Any) -> bool:
+    if result is expr or type(result) is not type(expr) \
+            or hash(result) != hash(expr):
+        return False
+    old, new = walk_children(expr), walk_children(result)
+    return (len(old) == len(new) and all(a is b for a, b in zip(old, new))
+            and result == expr)
+
+# }}}
+
+
+class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
     """A mapper that maps each node (per distinct extra arguments) once and
     returns the cached result afterwards.
 
     Works on DAGs of any depth at the default recursion limit, also when
     subclasses' ``map_*`` methods recurse with ``self.rec`` (see the module
     documentation for how).
+
+    :arg err_on_collision: check that no two distinct inputs share a cache
+        key (only matters when :meth:`get_cache_key` is overridden: the
+        default keys are node identities).
+    :arg _cache: the :class:`CachedMapperCache` to use (e.g. shared with
+        another mapper); a new one by default.
+    :arg _function_cache: the same for function definitions.
     """
 
     _rec_depth = 0
 
-    def __init__(self) -> None:
-        self._cache: dict[Any, Any] = {}
-        # keeps the nodes whose ids key the cache alive (ids stay unique)
-        self._cached_nodes: list[Any] = []
+    def __init__(self, err_on_collision: bool = False,
+                 _cache: CachedMapperCache | None = None,
+                 _function_cache: CachedMapperCache | None = None) -> None:
+        if _cache is None:
+            _cache = self._make_default_cache(err_on_collision)
+        if _function_cache is None:
+            _function_cache = self._make_default_cache(err_on_collision)
+        self._cache = _cache
+        self._function_cache = _function_cache
+        # the hot path of rec reads and writes these dicts directly
+        self._results = _cache._input_key_to_result
+        self._inputs = _cache._input_key_to_expr
+        # a cache that only stores is filled inline; others get add() called
+        self._plain_store = type(_cache).add is CachedMapperCache.add
         self._rec_depth = 0
         # rec computes the default key inline (it runs once per node)
         self._keys_are_ids = type(self).get_cache_key is CachedMapper.get_cache_key
+        self._check_collisions = _cache.err_on_collision and not self._keys_are_ids
+
+    def _make_default_cache(self, err_on_collision: bool) -> CachedMapperCache:
+        return CachedMapperCache(err_on_collision=err_on_collision)
 
     def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
         """The cache key of mapping *expr* with these extra arguments."""
@@ -138,13 +363,22 @@ class CachedMapper(Mapper):
             return (id(expr), args, tuple(sorted(kwargs.items())))
         return id(expr)
 
+    def clone_for_callee(self, function: Any) -> CachedMapper:
+        """A fresh mapper of this class for the body of *function* (its
+        arrays live in their own namespace), sharing the function cache."""
+        return type(self)(err_on_collision=self._cache.err_on_collision,
+                          _function_cache=self._function_cache)
+
     def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or not self._keys_are_ids:
             key = self.get_cache_key(expr, *args, **kwargs)
+            if self._check_collisions and key in self._results:
+                return self._cache.retrieve(
+                    CacheInputsWithKey(expr, key, *args, **kwargs))
         else:
             key = id(expr)
         try:
-            return self._cache[key]
+            return self._results[key]
         except KeyError:
             pass
         depth = self._rec_depth
@@ -155,9 +389,24 @@ class CachedMapper(Mapper):
             result = self._map_uncached(expr, *args, **kwargs)
         finally:
             self._rec_depth = depth
-        self._cache[key] = result
-        self._cached_nodes.append(expr)
-        return result
+        if self._plain_store:
+            self._results[key] = result
+            self._inputs[key] = expr
+            return result
+        return self._cache.add(CacheInputsWithKey(expr, key, *args, **kwargs),
+                               result)
+
+    def rec_function_definition(self, expr: Any, *args: Any, **kwargs: Any
+                                ) -> Any:
+        """Map a function definition once (cached in the function cache)."""
+        key = (id(expr), args, tuple(sorted(kwargs.items())))
+        inputs = CacheInputsWithKey(expr, key, *args, **kwargs)
+        try:
+            return self._function_cache.retrieve(inputs)
+        except KeyError:
+            pass
+        return self._function_cache.add(
+            inputs, Mapper.rec_function_definition(self, expr, *args, **kwargs))
 
     def _map_uncached(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
         return Mapper.rec(self, expr, *args, **kwargs)
@@ -183,7 +432,7 @@ class CachedMapper(Mapper):
             self._rec_depth = saved_depth
 
     def _map_descendants_loop(self, root: Any, args: tuple, kwargs: dict) -> None:
-        cache = self._cache
+        cache = self._results
         key_of = self.get_cache_key
         seen = {id(root)}
         stack: list[tuple[Any, bool]] = [
@@ -202,9 +451,49 @@ class CachedMapper(Mapper):
                     stack.append((child, False))
 
 
-class TransformMapper(CachedMapper):
+class _TransformMapperInit:
+    """The constructor shared by :class:`TransformMapper` and
+    :class:`TransformMapperWithExtraArgs`."""
+
+    def __init__(self, err_on_collision: bool = False,
+                 err_on_created_duplicate: bool = False,
+                 _cache: CachedMapperCache | None = None,
+                 _function_cache: CachedMapperCache | None = None) -> None:
+        if _cache is None and err_on_created_duplicate:
+            # the check alone: equal results of distinct inputs stay distinct
+            _cache = TransformMapperCache(err_on_collision, True)
+            _cache._merge_results = False
+        super().__init__(err_on_collision=err_on_collision,  # type: ignore[call-arg]
+                         _cache=_cache, _function_cache=_function_cache)
+
+    def clone_for_callee(self, function: Any) -> Any:
+        cache = self._cache  # type: ignore[attr-defined]
+        return type(self)(
+            err_on_collision=cache.err_on_collision,
+            err_on_created_duplicate=getattr(cache, "err_on_created_duplicate",
+                                             False),
+            _function_cache=self._function_cache)  # type: ignore[attr-defined]
+
+
+class TransformMapper(_TransformMapperInit, CachedMapper[ArrayOrNames, Any, []]):
     """Base class of the cached mappers whose results are arrays (or
-    :class:`~pytato_like.array.DictOfNamedArrays`)."""
+    :class:`~pytato_like.array.DictOfNamedArrays`).
+
+    :arg err_on_created_duplicate: raise
+        :class:`MapperCreatedDuplicateError` when a method returns a new
+        node equal to the one it mapped, built from the same children.
+    :arg _cache: a :class:`CachedMapperCache` (a plain one, the default,
+        keeps duplicates of the input as they are) or a
+        :class:`TransformMapperCache` (merges equal results).
+    """
+
+
+class TransformMapperWithExtraArgs(_TransformMapperInit,
+                                   CachedMapper[ArrayOrNames, Any, P]):
+    """A :class:`TransformMapper` whose methods take extra arguments (of
+    the :class:`typing.ParamSpec` *P*, e.g.
+    ``TransformMapperWithExtraArgs[[int]]``), passed down along each path;
+    results are cached per node and arguments."""
 
 
 def _default_method(name: str):

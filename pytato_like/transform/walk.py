@@ -26,6 +26,7 @@ from pytato_like.transform._graph import walk_children, with_stack_headroom
 from pytato_like.transform.mapper import (
     MAX_REC_NESTING,
     Mapper,
+    P,
     is_default_map_method,
     with_default_map_methods,
 )
@@ -46,7 +47,7 @@ class _PostVisit:
 
 
 @with_default_map_methods
-class WalkMapper(Mapper):
+class WalkMapper(Mapper[None, None, P]):
     """Walks the DAG, calling :meth:`visit` before and :meth:`post_visit`
     after the children of each node, once per path reaching the node."""
 
@@ -161,11 +162,13 @@ class WalkMapper(Mapper):
     # }}}
 
 
-class CachedWalkMapper(WalkMapper):
+class CachedWalkMapper(WalkMapper[P]):
     """A :class:`WalkMapper` that walks each node (per distinct extra
     arguments) only once, also across calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, _visited_functions: set[Any] | None = None) -> None:
+        self._visited_functions: set[Any] = (
+            set() if _visited_functions is None else _visited_functions)
         self._visited: set[Any] = set()
         # keeps visited nodes alive, so that their ids stay unique
         self._visited_nodes: list[Any] = []
@@ -188,7 +191,7 @@ class CachedWalkMapper(WalkMapper):
         super().rec(expr, *args, **kwargs)
 
 
-class TopoSortMapper(CachedWalkMapper):
+class TopoSortMapper(CachedWalkMapper[[]]):
     """Collects the nodes in :attr:`topological_order`: every node after
     all the nodes it refers to (a
     :class:`~pytato_like.array.DictOfNamedArrays` walked as root comes
@@ -197,8 +200,8 @@ class TopoSortMapper(CachedWalkMapper):
     .. attribute:: topological_order
     """
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, _visited_functions: set[Any] | None = None) -> None:
+        super().__init__(_visited_functions=_visited_functions)
         self.topological_order: list[Any] = []
 
     def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
