@@ -23,7 +23,7 @@ output                     doublecircle     its name
 
 Data wrappers, size parameters, received arrays and everything computed
 from them alone (constants, ``zeros``) are left out, as are the arrays
-that only give a shape. A named output is drawn when a placeholder reaches
+that only give a shape and what is sent to other ranks. A named output is drawn when a placeholder reaches
 it; a single :class:`~pytato_like.Array` counts as one output named
 ``_pt_out``. Built over one topological order, without recursion.
 """
@@ -47,6 +47,7 @@ from pytato_like.array import (
     NamedArray,
     Placeholder,
     Stack,
+    children_of,
 )
 from pytato_like.visualization._describe import (
     einsum_subscripts,
@@ -85,6 +86,17 @@ def _kind(node: Array) -> str:
     return "elementwise"
 
 
+_SEND_HOLDER = "map_distributed_send_ref_holder"
+
+
+def _data_flow_children(node: Array):
+    # what is sent leaves this rank's data flow: follow only the array a
+    # send holder passes through
+    if node._mapper_method == _SEND_HOLDER:
+        return (node.passthrough_data,)
+    return children_of(node)
+
+
 def get_fancy_placeholder_data_flow_dot(dag: Any) -> str:
     """Dot source of the drawing :func:`show_fancy_placeholder_data_flow`
     shows for *dag* (an :class:`~pytato_like.Array`, a
@@ -106,13 +118,13 @@ def get_fancy_placeholder_data_flow_dot(dag: Any) -> str:
         lines.append(f"  {node_id} [{attrs}{label_attr}];")
         return node_id
 
-    for node in topological_order(roots):
+    for node in topological_order(roots, _data_flow_children):
         if isinstance(node, Placeholder):
             shown[id(node)] = declare("placeholder", node.name)
             continue
         if isinstance(node, InputArgumentBase):
             continue
-        if node._mapper_method == "map_distributed_send_ref_holder":
+        if node._mapper_method == _SEND_HOLDER:
             # stands for the array it holds the send on
             src = shown.get(id(node.passthrough_data))
             if src is not None:

@@ -145,3 +145,17 @@ def test_deep_chain(deep_chain):
     assert sum(shape == "diamond" for shape, _ in nodes.values()) == 200_000
     assert len(edges) == 200_001
     assert reaching_placeholders(nodes, edges) == {"y": {"x"}}
+
+
+def test_sends_and_receives_in_the_dag():
+    x = pt.make_placeholder("x", (3,), np.float64)
+    halo = pt.make_distributed_recv(src_rank=1, comm_tag="h", shape=(3,),
+                                    dtype=np.float64)
+    held = pt.staple_distributed_send(x * 2, dest_rank=1, comm_tag="h",
+                                      stapled_to=x + 1)
+    dag = pt.make_dict_of_named_arrays({"out": held - 1, "from_halo": halo * 3})
+    nodes, edges = parse(get_fancy_placeholder_data_flow_dot(dag))
+    # a received array is no placeholder: what only it feeds is not drawn;
+    # the send holder stands for the array it holds the send on
+    assert reaching_placeholders(nodes, edges) == {"out": {"x"}}
+    assert sum(shape == "diamond" for shape, _ in nodes.values()) == 2
