@@ -20,13 +20,22 @@ Mappers (pytato's names and calling conventions; subclass them and override
 :class:`CachedWalkMapper`         ``visit`` / ``post_visit`` every node once
 :class:`TopoSortMapper`           the nodes in topological order
 :class:`UsersCollector`           node -> the nodes using it
+:class:`Deduplicator`             merge structurally equal sub-DAGs
+:class:`DataWrapperDeduplicator`  merge data wrappers of the same memory
 ================================  ============================================
+
+The mappers are :class:`typing.Generic` with pytato's type parameters
+(``class M(CombineMapper[frozenset[int], Never])``). Their caches are
+:class:`CachedMapperCache` / :class:`TransformMapperCache` objects; the
+errors :class:`ForeignObjectError`, :class:`CacheCollisionError` and
+:class:`MapperCreatedDuplicateError` are importable here, as in pytato.
 
 All of them work on DAGs of any depth at Python's default recursion limit,
 including user subclasses of the caching mappers whose methods recurse with
 ``self.rec`` (see :mod:`pytato_like.transform.mapper`).
 
-Rewrites: :func:`materialize_with_mpms`, the cost-model
+Rewrites: :func:`deduplicate`, :func:`materialize_with_mpms`
+(:class:`~pytato_like.transform.materialize.MPMSMaterializer`), the cost-model
 :func:`~pytato_like.transform.materialize_cost.materialize_with_cost_model`
 that code generation uses by default (with
 :func:`~pytato_like.transform.materialize_cost.explain_materialization`),
@@ -35,6 +44,8 @@ that code generation uses by default (with
 :func:`~pytato_like.transform.lower_to_index_lambda.to_index_lambda`,
 :func:`~pytato_like.transform.remove_broadcasts_einsum.\
 rewrite_einsums_with_no_broadcasts`,
+:func:`~pytato_like.transform.einsum_distributive_law.\
+apply_distributive_property_to_einsums`,
 :func:`~pytato_like.transform.dead_code_elimination.eliminate_dead_code`.
 Graph queries: :func:`get_dependencies`, :func:`tag_user_nodes`,
 :func:`rec_get_user_nodes`.
@@ -46,6 +57,7 @@ from pytato_like.transform.combine import (
     CombineMapper,
     DependencyMapper,
     InputGatherer,
+    ListOfInputsGatherer,
     SizeParamGatherer,
     SubsetDependencyMapper,
     get_dependencies,
@@ -58,7 +70,19 @@ from pytato_like.transform.copy import (
     copy_dict_of_named_arrays,
     map_and_copy,
 )
-from pytato_like.transform.mapper import CachedMapper, Mapper, TransformMapper
+from pytato_like.transform.mapper import (
+    ArrayOrNames,
+    CachedMapper,
+    CachedMapperCache,
+    CacheCollisionError,
+    CacheInputsWithKey,
+    ForeignObjectError,
+    Mapper,
+    MapperCreatedDuplicateError,
+    TransformMapper,
+    TransformMapperCache,
+    TransformMapperWithExtraArgs,
+)
 from pytato_like.transform.users import (
     UsersCollector,
     rec_get_user_nodes,
@@ -72,7 +96,12 @@ from pytato_like.transform import (  # noqa: I001
     lower_to_index_lambda,
     remove_broadcasts_einsum,
 )
-from pytato_like.transform.deduplicate import deduplicate_data_wrappers
+from pytato_like.transform.deduplicate import (
+    DataWrapperDeduplicator,
+    Deduplicator,
+    deduplicate,
+    deduplicate_data_wrappers,
+)
 from pytato_like.transform.materialize import materialize_with_mpms
 from pytato_like.transform.materialize_cost import (
     explain_materialization,
@@ -85,6 +114,11 @@ __all__ = [
     "DependencyMapper", "EdgeCachedMapper", "InputGatherer", "Mapper",
     "SizeParamGatherer", "SubsetDependencyMapper", "TopoSortMapper",
     "TransformMapper", "UsersCollector", "WalkMapper",
+    "ArrayOrNames", "CacheCollisionError", "CacheInputsWithKey",
+    "CachedMapperCache", "DataWrapperDeduplicator", "Deduplicator",
+    "ForeignObjectError", "ListOfInputsGatherer",
+    "MapperCreatedDuplicateError", "TransformMapperCache",
+    "TransformMapperWithExtraArgs", "deduplicate",
     "copy_dict_of_named_arrays", "dead_code_elimination",
     "deduplicate_data_wrappers", "get_dependencies", "lower_to_index_lambda",
     "map_and_copy", "materialize_with_mpms", "materialize_with_cost_model",

@@ -21,6 +21,7 @@ them with ``==``, a linear walk per insertion.
 .. autoclass:: DependencyMapper
 .. autoclass:: SubsetDependencyMapper
 .. autoclass:: InputGatherer
+.. autoclass:: ListOfInputsGatherer
 .. autoclass:: SizeParamGatherer
 .. autofunction:: get_dependencies
 """
@@ -157,6 +158,59 @@ class InputGatherer(_NodeCollector):
 
     def _collects(self, expr: Any) -> bool:
         return isinstance(expr, InputArgumentBase)
+
+
+class ListOfInputsGatherer(CombineMapper[list, list]):
+    """Maps an array to the list of the inputs
+    (:class:`~pytato_like.array.InputArgumentBase`) it depends on, each
+    input object once (distinct-but-equal inputs are kept), in the order a
+    left-to-right depth-first walk meets them.
+
+    As with the set collectors, calling it on a root takes one iterative
+    walk unless a subclass overrides a mapping method."""
+
+    def combine(self, *args: list) -> list:
+        seen: set[int] = set()
+        result = []
+        for arg in args:
+            for inp in arg:
+                if id(inp) not in seen:
+                    seen.add(id(inp))
+                    result.append(inp)
+        return result
+
+    def _map_default(self, expr: Any) -> list:
+        below = super()._map_default(expr)
+        if isinstance(expr, InputArgumentBase):
+            return self.combine([expr], below)
+        return below
+
+    def __call__(self, expr: Any) -> list:
+        if overrides_map_methods(type(self), ListOfInputsGatherer) \
+                or not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
+            return self.rec(expr)
+        key = self.get_cache_key(expr)
+        if key not in self._results:
+            self._results[key] = self._inputs_in_preorder(expr)
+            self._inputs[key] = expr
+        return list(self._results[key])
+
+    @staticmethod
+    def _inputs_in_preorder(root: Any) -> list:
+        # a pre-order walk that skips revisits meets each input first where
+        # the recursive combine of the children's lists puts it
+        seen: set[int] = set()
+        result = []
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, InputArgumentBase):
+                result.append(node)
+            stack.extend(reversed(walk_children(node)))
+        return result
 
 
 class SizeParamGatherer(_NodeCollector):

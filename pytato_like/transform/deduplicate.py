@@ -1,5 +1,18 @@
-"""Merging data wrappers that wrap the same memory.
+"""Merging duplicates: structurally equal sub-DAGs and data wrappers that
+wrap the same memory.
 
+* :class:`Deduplicator` / :func:`deduplicate`: every set of structurally
+  equal nodes (``==``) becomes one node, the first one met (children
+  first). It is a :class:`~pytato_like.transform.CopyMapper` whose cache is
+  a :class:`~pytato_like.transform.TransformMapperCache`, which replaces a
+  result by the first equal result. Comparing two results is cheap: their
+  children are already the same objects. Linear in the DAG, any depth.
+* :class:`DataWrapperDeduplicator` / :func:`deduplicate_data_wrappers`:
+  data wrappers over the same buffer become one.
+
+.. autoclass:: Deduplicator
+.. autofunction:: deduplicate
+.. autoclass:: DataWrapperDeduplicator
 .. autofunction:: deduplicate_data_wrappers
 """
 
@@ -11,7 +24,34 @@ import numpy as np
 
 from pytato_like.array import DataWrapper
 from pytato_like.transform._graph import gc_paused
-from pytato_like.transform.copy import map_and_copy
+from pytato_like.transform.copy import CopyMapper
+from pytato_like.transform.mapper import CachedMapperCache, TransformMapperCache
+
+
+class Deduplicator(CopyMapper):
+    """Copies a DAG keeping one node per structural class (see the module
+    documentation). Keeps its cache across calls, so arrays mapped by one
+    instance share their equal sub-DAGs."""
+
+    def __init__(self, _cache: CachedMapperCache | None = None,
+                 _function_cache: CachedMapperCache | None = None) -> None:
+        if _cache is None:
+            _cache = TransformMapperCache(err_on_collision=False)
+        super().__init__(_cache=_cache, _function_cache=_function_cache)
+
+    def clone_for_callee(self, function: Any) -> Deduplicator:
+        return type(self)(_function_cache=self._function_cache)
+
+
+@gc_paused
+def deduplicate(expr: Any) -> Any:
+    """*expr* with structurally equal sub-DAGs merged into one node (the
+    first met); *expr* itself when it has no duplicates.
+
+    .. note:: Distinct data wrappers over the same data are not equal, so
+       they stay distinct; see :func:`deduplicate_data_wrappers`.
+    """
+    return Deduplicator()(expr)
 
 
 def _buffer_key(data: Any) -> tuple | None:
@@ -29,25 +69,44 @@ def _buffer_key(data: Any) -> tuple | None:
     return None
 
 
+class DataWrapperDeduplicator(CopyMapper):
+    """Replaces every :class:`~pytato_like.array.DataWrapper` by the first
+    one wrapping the same memory (same buffer address, strides, shape and
+    dtype) with the same name, axes and tags.
+
+    .. attribute:: data_wrapper_cache
+
+        buffer key -> the data wrapper kept for it.
+
+    .. attribute:: data_wrappers_encountered
+
+        How many data wrappers were mapped (duplicates included).
+    """
+
+    def __init__(self, _cache: CachedMapperCache | None = None,
+                 _function_cache: CachedMapperCache | None = None) -> None:
+        super().__init__(_cache=_cache, _function_cache=_function_cache)
+        self.data_wrapper_cache: dict[tuple, DataWrapper] = {}
+        self.data_wrappers_encountered = 0
+
+    def map_data_wrapper(self, expr: DataWrapper) -> Any:
+        self.data_wrappers_encountered += 1
+        expr = self._map_default(expr)  # its shape may hold size expressions
+        buffer = _buffer_key(expr.data)
+        if buffer is None:
+            return expr
+        key = (*buffer, expr.shape, expr.dtype, expr.name, expr.axes, expr.tags)
+        return self.data_wrapper_cache.setdefault(key, expr)
+
+
 @gc_paused
 def deduplicate_data_wrappers(array_or_names: Any) -> Any:
     """*array_or_names* with every :class:`~pytato_like.array.DataWrapper`
-    replaced by the first one wrapping the same memory (same buffer address,
-    strides, shape and dtype) with the same name, axes and tags.
+    replaced by the first one wrapping the same memory (see
+    :class:`DataWrapperDeduplicator`).
 
     Only :class:`numpy.ndarray` and :class:`pyopencl.array.Array` data are
     deduplicated. Identical data stored at different addresses is not
     detected; code must not rely on either outcome.
     """
-    first_of: dict[tuple, DataWrapper] = {}
-
-    def dedup(expr: Any) -> Any:
-        if not isinstance(expr, DataWrapper):
-            return expr
-        buffer = _buffer_key(expr.data)
-        if buffer is None:
-            return expr
-        key = (*buffer, expr.shape, expr.dtype, expr.name, expr.axes, expr.tags)
-        return first_of.setdefault(key, expr)
-
-    return map_and_copy(array_or_names, dedup)
+    return DataWrapperDeduplicator()(array_or_names)

@@ -32,12 +32,22 @@ Inputs (placeholders, data wrappers, size parameters), receives and
 send-reference holders have no expression to lower and raise
 :class:`~pytato_like.diagnostic.CannotBeLoweredToIndexLambda`.
 
+As mappers (pytato's names): :class:`ToIndexLambdaMixin` gives a mapper
+``map_*`` methods that lower each node and map the lowered node's
+bindings with ``self.rec`` (mix it into a
+:class:`~pytato_like.transform.CopyMapper` to lower a whole DAG, as
+:class:`~pytato_like.codegen.CodeGenPreprocessor` does);
+:class:`ToIndexLambdaMapper` lowers only the node it is called on. Both use
+the lowering rules of this module (one rule per node class).
+
 .. autofunction:: to_index_lambda
+.. autoclass:: ToIndexLambdaMixin
+.. autoclass:: ToIndexLambdaMapper
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Never
 
 import pymbolic.primitives as prim
 from pytools import UniqueNameGenerator
@@ -49,6 +59,8 @@ from pytato_like.array import (
     NormalizedSlice,
 )
 from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
+from pytato_like.transform.copy import rebuild_with
+from pytato_like.transform.mapper import Mapper
 from pytato_like.reductions import AnyReductionOperation, SumReductionOperation
 from pytato_like.scalar_expr import (
     TypeCast,
@@ -340,3 +352,45 @@ def to_index_lambda(expr: Array) -> IndexLambda:
         raise CannotBeLoweredToIndexLambda(
             f"a {what} cannot be lowered to an IndexLambda")
     return lower(expr)
+
+
+# {{{ mappers
+
+def _lower_then_rec(self: Any, expr: Array) -> IndexLambda:
+    return rebuild_with(to_index_lambda(expr), self.rec)
+
+
+class ToIndexLambdaMixin:
+    """``map_*`` methods for every node class with an expression: the node
+    lowered by :func:`to_index_lambda`, with its bindings (and size
+    expressions in its shape) replaced by ``self.rec`` of them. An
+    :class:`~pytato_like.array.IndexLambda` keeps its expression and gets
+    its bindings mapped the same way. Mix into a mapper class before the
+    base that provides :meth:`rec` and the remaining methods."""
+
+    map_index_lambda = _lower_then_rec
+
+
+for _name in _LOWERINGS:
+    setattr(ToIndexLambdaMixin, _name, _lower_then_rec)
+del _name
+
+
+class ToIndexLambdaMapper(Mapper[Array, Never, []], ToIndexLambdaMixin):
+    """Calling it on a node returns the node lowered to an
+    :class:`~pytato_like.array.IndexLambda` (its bindings are the original
+    operands, not lowered further); inputs raise
+    :class:`~pytato_like.diagnostic.CannotBeLoweredToIndexLambda`."""
+
+    def handle_unsupported_array(self, expr: Any, *args: Any, **kwargs: Any
+                                 ) -> Any:
+        return to_index_lambda(expr)  # raises, naming the node
+
+    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+        # one level only: the operands stay as they are
+        return expr
+
+    def __call__(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+        return Mapper.rec(self, expr)
+
+# }}}

@@ -25,14 +25,32 @@ know whether a node has zero, one, or more than one materialized
 predecessors, so each node carries at most one of them (or "many") and the
 pass is linear in the size of the DAG.
 
+The same rule as a mapper (pytato's :class:`MPMSMaterializer`), for code
+that drives it itself: it maps each node to an
+:class:`MPMSMaterializerAccumulator` (the node's materialized predecessors
+and the rewritten node), given each node's list of successors. Like
+pytato's, a successor that indexes a node and is *k* times larger counts as
+*k* successors. :func:`materialize_with_mpms` computes the same decisions in
+one linear pass without building predecessor sets.
+
 .. autofunction:: materialize_with_mpms
+.. autoclass:: MPMSMaterializerAccumulator
+.. autoclass:: MPMSMaterializer
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Never
 
-from pytato_like.array import Array, DictOfNamedArrays, InputArgumentBase
+from pytato_like.array import (
+    Array,
+    DictOfNamedArrays,
+    IndexBase,
+    InputArgumentBase,
+    NamedArray,
+)
 from pytato_like.diagnostic import NotAnArrayError
 from pytato_like.tags import ImplementationStrategy, ImplStored
 from pytato_like.transform._graph import (
@@ -42,6 +60,7 @@ from pytato_like.transform._graph import (
     toposort,
 )
 from pytato_like.transform.copy import CopyMapper, rebuild_with
+from pytato_like.transform.mapper import CachedMapper, with_default_map_methods
 
 _MANY = object()  # "more than one materialized predecessor"
 _STORED = frozenset([ImplStored()])
@@ -135,3 +154,83 @@ def materialize_with_mpms(expr: DictOfNamedArrays | Array) -> DictOfNamedArrays 
     if not selected:
         return expr
     return _Tagger(selected)(expr)
+
+
+# {{{ the rule as a mapper
+
+@dataclasses.dataclass(frozen=True)
+class MPMSMaterializerAccumulator:
+    """What :class:`MPMSMaterializer` maps a node to.
+
+    .. attribute:: materialized_predecessors
+
+        The materialized nodes the node's value is computed from (the node
+        itself if it is materialized).
+
+    .. attribute:: expr
+
+        The node rewritten, tagged :class:`~pytato_like.tags.ImplStored` if
+        the rule stores it.
+    """
+
+    materialized_predecessors: frozenset[Array]
+    expr: Any
+
+
+@with_default_map_methods
+class MPMSMaterializer(CachedMapper[MPMSMaterializerAccumulator, Never, []]):
+    """Applies the MPMS rule node by node.
+
+    :arg successors: node -> list of the nodes using it (one entry per
+        use), e.g. from :func:`pytato_like.analysis.get_list_of_users`;
+        nodes missing have no successor.
+    :arg already_materialized_nodes: nodes that count as materialized
+        whatever the rule says (inputs, outputs, stored nodes).
+    """
+
+    def __init__(self, successors: Mapping[Array, list],
+                 already_materialized_nodes: frozenset[Array],
+                 _cache: Any = None) -> None:
+        super().__init__(_cache=_cache)
+        self.successors = successors
+        self.already_materialized_nodes = already_materialized_nodes
+
+    def _nsuccessors(self, expr: Array) -> int:
+        n = 0
+        for user in self.successors.get(expr, ()):
+            # an index that reads the node many times over counts that often
+            if isinstance(user, IndexBase) and isinstance(user.size, int) \
+                    and isinstance(expr.size, int):
+                n += user.size // expr.size if expr.size else 0
+            else:
+                n += 1
+        return n
+
+    def _map_default(self, expr: Any) -> MPMSMaterializerAccumulator:
+        if isinstance(expr, (DictOfNamedArrays, NamedArray)):
+            raise NotAnArrayError(
+                f"MPMSMaterializer maps arrays; got a {type(expr).__name__} "
+                "(map its arrays one by one)")
+        if not isinstance(expr, Array):
+            return self.map_foreign(expr)
+        if _is_materialized_leaf(expr):
+            return MPMSMaterializerAccumulator(frozenset([expr]), expr)
+        mapped = {}
+        for child in data_operands(expr):
+            mapped[id(child)] = self.rec(child)
+        # shape expressions are rebuilt but are no operands of the rule
+        new_expr = rebuild_with(
+            expr, lambda c: (mapped[id(c)] if id(c) in mapped
+                             else self.rec(c)).expr)
+        if expr in self.already_materialized_nodes \
+                or ImplStored() in expr.tags:
+            return MPMSMaterializerAccumulator(frozenset([new_expr]), new_expr)
+        preds = frozenset().union(
+            *(acc.materialized_predecessors for acc in mapped.values()))
+        strategy = expr.tags_of_type(ImplementationStrategy)
+        if not strategy and len(preds) > 1 and self._nsuccessors(expr) > 1:
+            new_expr = new_expr.tagged(ImplStored())
+            return MPMSMaterializerAccumulator(frozenset([new_expr]), new_expr)
+        return MPMSMaterializerAccumulator(preds, new_expr)
+
+# }}}
