@@ -28,6 +28,7 @@ def test_report_option_prints_phases_and_launches(queue, capsys):
     for phase in ("materialize", "lower", "loopy", "codegen"):
         assert phase in err
     assert "call 1:" in err and "launches" in err
+    assert "pytato_like.codegen" in err and "pytato_like.run" in err
     assert prg.stats.phases["opencl_build"] > 0
     assert len(prg.stats.calls) == 1
 
@@ -49,14 +50,72 @@ def test_stats_are_kept_without_report(queue, capsys):
     assert prg.stats.n_kernels == 1 and prg.stats.cache == "miss"
 
 
-def test_slow_compile_logs_progress(monkeypatch, caplog):
+def test_slow_compile_reports_phases_as_they_go(monkeypatch, caplog):
     from pytato_like.target.loopy import report
     monkeypatch.setattr(report, "PROGRESS_AFTER", 0.0)
-    monkeypatch.setenv("PYTATO_LIKE_PROGRESS", "0")
     x = pt.make_placeholder("x", (10,), np.float64)
-    with caplog.at_level(logging.INFO, logger="pytato_like.target.loopy"):
-        pt.generate_loopy(pt.sin(x) + 3)
-    assert any("compil" in r.getMessage() for r in caplog.records)
+    with caplog.at_level(logging.INFO, logger="pytato_like"):
+        with report.compile_context(part="p7"):
+            pt.generate_loopy(pt.sin(x) + 3)
+    records = [r for r in caplog.records if r.name == "pytato_like.codegen"]
+    messages = [r.getMessage() for r in records]
+    # the phases in the order they finished, then the total, all labelled
+    assert any("materialize took" in m for m in messages)
+    assert any("lower took" in m for m in messages)
+    assert "compiled" in messages[-1]
+    assert [i for i, m in enumerate(messages) if "materialize took" in m][0] \
+        < [i for i, m in enumerate(messages) if "lower took" in m][0]
+    assert all(m.startswith("[part p7] ") for m in messages)
+    assert all(getattr(r, "progress", False) for r in records)
+
+
+def test_fast_compile_reports_nothing(monkeypatch, caplog):
+    from pytato_like.target.loopy import report
+    monkeypatch.setattr(report, "PROGRESS_AFTER", 600.0)
+    x = pt.make_placeholder("x", (10,), np.float64)
+    with caplog.at_level(logging.INFO, logger="pytato_like"):
+        pt.generate_loopy(pt.cos(x) * 3)
+    assert not [r for r in caplog.records if r.name == "pytato_like.codegen"]
+
+
+@pytest.mark.parametrize("value", ["2", "verbose", "yes please"])
+def test_malformed_report_switch_is_a_typed_error(monkeypatch, value):
+    from pytato_like.diagnostic import ConfigurationError
+    monkeypatch.setenv("PYTATO_LIKE_REPORT", value)
+    x = pt.make_placeholder("x", (10,), np.float64)
+    with pytest.raises(ConfigurationError, match="PYTATO_LIKE_REPORT"):
+        pt.generate_loopy(x + 1)
+
+
+def test_report_off_is_silent(queue, capsys, monkeypatch):
+    from pytato_like.target.loopy import report
+    monkeypatch.setattr(report, "PROGRESS_AFTER", 0.0)
+    monkeypatch.setenv("PYTATO_LIKE_REPORT", "off")
+    x = pt.make_placeholder("x", (10,), np.float64)
+    prg = pt.generate_loopy(pt.tan(x) - 2)
+    prg(queue, x=np.zeros(10))
+    assert capsys.readouterr().err == ""
+
+
+def test_phase_table_adds_up(queue):
+    import time
+    x = pt.make_placeholder("x", (64, 32), np.float64)
+    y = pt.sum(pt.roll(pt.exp(x), 1, axis=0) * 2, axis=1)
+    t0 = time.perf_counter()
+    prg = pt.generate_loopy(y)
+    prg(queue, x=np.ones((64, 32)))[1].get()
+    wall = time.perf_counter() - t0
+    phases = prg.stats.phases
+    assert set(phases) >= {"cache_lookup", "materialize", "lower", "loopy",
+                           "codegen", "assemble", "opencl_build"}
+    assert all(t >= 0 for t in phases.values())
+    # no phase is counted inside another: together they fit in the wall
+    # time of compiling and the first call
+    assert sum(phases.values()) <= wall
+    total = [line for line in prg.stats.table().splitlines()
+             if line.startswith("total")][0]
+    assert float(total.split()[1]) == pytest.approx(sum(phases.values()),
+                                                    abs=1e-4)
 
 
 def test_generated_code_and_translation_unit_are_inspectable():

@@ -26,6 +26,7 @@ from typing import Any
 from pytato_like.target import Target, gather_program_inputs, normalize_outputs
 from pytato_like.target.loopy.bound import LoopyBoundProgram
 from pytato_like.target.loopy.report import ProgramStats, compiling, report_enabled
+from pytato_like.target.loopy.report import logger as report_logger
 
 __all__ = ["LoopyBoundProgram", "LoopyPyOpenCLTarget", "LoopyTarget",
            "generate_loopy"]
@@ -109,6 +110,6 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     if translation_units is not None:
         prg._translation_units = translation_units
     if stats.enabled:
-        import sys
-        print(stats.table(), file=sys.stderr)
+        report_logger.info("%scompiled (%s):\n%s", stats.where,
+                           function_name, stats.table())
     return prg

@@ -45,12 +45,15 @@ def _build_kernel(ctx, source: KernelSource, stats=None):
     if built is not None:
         return built
     from pytato_like.target.loopy import cache
+    from pytato_like.target.loopy.report import ProgramStats, compiling
     t0 = time.perf_counter()
     # all kernels of the program are built at once (one clBuildProgram)
-    prg = cache.build_program(ctx, source.program_code or source.device_code)
-    elapsed = time.perf_counter() - t0
-    if stats is not None:
-        stats.record_phase("opencl_build", elapsed)
+    with compiling(stats if stats is not None else ProgramStats(),
+                   "the OpenCL program"):
+        prg = cache.build_program(ctx, source.program_code or source.device_code)
+        elapsed = time.perf_counter() - t0
+        if stats is not None:
+            stats.record_phase("opencl_build", elapsed)
     kernels = SimpleNamespace(**{k.function_name: k for k in prg.all_kernels()})
     namespace: dict[str, Any] = {}
     import pyopencl.array

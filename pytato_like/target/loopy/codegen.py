@@ -39,6 +39,7 @@ import numpy as np
 import pymbolic.primitives as prim
 
 from pytato_like.array import Array, InputArgumentBase, NamedArray, SizeParam
+from pytato_like.target.loopy.report import progress
 
 
 def storage_dtype(dtype: np.dtype) -> np.dtype:
@@ -245,6 +246,7 @@ class _Builder:
         model = self.options.get("cost_model")
         costs = decide_storage(list(out_nodes.values()), model, order)
         self.times["materialize"] = time.perf_counter() - t0
+        progress("materialize", self.times["materialize"])
 
         t0 = time.perf_counter()
         self._names(order, inputs)
@@ -341,6 +343,7 @@ class _Builder:
                     insn = lower(node, [out_buffer[name]])
                 insns.append(insn)
         self.times["lower"] = time.perf_counter() - t0
+        progress("lower", self.times["lower"])
 
         t0 = time.perf_counter()
         plan = self._assemble(insns, insn_of, stored, costs, out_buffer)
@@ -750,8 +753,12 @@ class _Builder:
                 if source is None or self.need_translation_units:
                     knl = self._translation_unit(spec)
                 if source is None:
+                    t0 = time.perf_counter()
                     source = self._generate(knl, spec, key)
                     cache.put_kernel(key, source)
+                    progress(f"kernel {len(kernels) + 1} of "
+                             f"{len(distinct)} (loopy, code generation)",
+                             time.perf_counter() - t0)
                 kernel_index[skey] = len(kernels)
                 kernels.append(source)
             launches.append(Launch(kernel_index[skey], spec["bindings"]))

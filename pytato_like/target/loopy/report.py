@@ -1,23 +1,48 @@
-"""Observability: compile phase times, launch times, progress lines.
+"""Observability: compile phase times, launch times, progress, all through
+:mod:`logging`.
 
-Opt in with ``PYTATO_LIKE_REPORT=1`` in the environment or
-``generate_loopy(..., options={"report": True})``: a table of compile
-phases (materialisation, lowering, loopy kernel build, code generation,
-OpenCL build) is printed to stderr after compiling, and one line per call
-with the launch times. Every bound program also keeps the figures in
-``prg.stats`` (a :class:`ProgramStats`), reported or not.
+**Loggers.** Everything is logged under ``pytato_like``: compile phases
+and progress on ``pytato_like.codegen``, per-call launch lines on
+``pytato_like.run``, cache decisions on ``pytato_like.cache``. An
+application configures them like any other logger (pyopencl and loopy log
+the same way).
 
-Compiles that take longer than :data:`PROGRESS_AFTER` seconds log a
-progress line (logger ``pytato_like.target.loopy``, and stderr unless
-``PYTATO_LIKE_PROGRESS=0``).
+**The switch** ``PYTATO_LIKE_REPORT`` (read at each compile):
+
+==========================  ==============================================
+value                       effect
+==========================  ==============================================
+unset, ``progress``         only compiles slower than :data:`PROGRESS_AFTER`
+                            report, phase by phase as they finish; shown on
+                            stderr unless the application configured
+                            logging itself (then they go to its handlers)
+``0``, ``off``              nothing is reported
+``1``, ``on``, ``info``     also the phase table of every compile and one
+                            line per call, on stderr (level INFO)
+``debug``                   as ``info``, plus the loopy kernels (DEBUG)
+==========================  ==============================================
+
+Any other value raises :class:`~pytato_like.diagnostic.ConfigurationError`.
+``generate_loopy(..., options={"report": True})`` turns the full report on
+for one program. Every bound program keeps its figures in ``prg.stats``
+(a :class:`ProgramStats`), reported or not.
+
+**Phases** do not nest: cache lookup, materialisation, lowering, loopy
+kernel building, code generation, assembly of the plan (what is left of
+code generation), OpenCL build; their sum is the compile time (the table
+prints it). Under MPI, lines carry the rank (and the part, inside
+:func:`compile_context`).
 
 .. autoclass:: ProgramStats
 .. autofunction:: report_enabled
+.. autofunction:: configure_logging
+.. autofunction:: compile_context
 .. autodata:: PROGRESS_AFTER
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -25,24 +50,149 @@ import sys
 import threading
 import time
 
-logger = logging.getLogger("pytato_like.target.loopy")
+logger = logging.getLogger("pytato_like.codegen")
+run_logger = logging.getLogger("pytato_like.run")
 
-#: seconds after which a running compile prints a progress line
-PROGRESS_AFTER = 1.5
+#: seconds after which a running compile reports its phases as they finish
+PROGRESS_AFTER = 1.0
+
+_LEVELS = {"progress": "progress", "": "progress",
+           "0": None, "off": None, "no": None, "false": None,
+           "1": logging.INFO, "on": logging.INFO, "yes": logging.INFO,
+           "true": logging.INFO, "info": logging.INFO,
+           "debug": logging.DEBUG}
+
+
+def _setting():
+    """The parsed ``PYTATO_LIKE_REPORT``: ``None`` (off), ``"progress"`` or
+    a logging level."""
+    raw = os.environ.get("PYTATO_LIKE_REPORT", "")
+    value = raw.strip().lower()
+    if value not in _LEVELS:
+        from pytato_like.diagnostic import ConfigurationError
+        raise ConfigurationError(
+            f"PYTATO_LIKE_REPORT={raw!r} is not one of "
+            "'0', 'off', 'progress', '1', 'on', 'info', 'debug'")
+    return _LEVELS[value]
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the current ``sys.stderr`` (which notebooks and test
+    runners replace)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+class _ProgressOnly(logging.Filter):
+    def filter(self, record):
+        return getattr(record, "progress", False)
+
+
+_HANDLER: list[logging.Handler] = []
+
+
+def configure_logging(level=None) -> None:
+    """Attach (once) a stderr handler to the ``pytato_like`` logger.
+    *level* ``None`` follows ``PYTATO_LIKE_REPORT``; ``"progress"`` passes
+    only progress lines of slow compiles, and only when the application
+    has not configured logging itself; a logging level passes everything
+    from that level on."""
+    if level is None:
+        level = _setting()
+    root = logging.getLogger("pytato_like")
+    if _HANDLER:
+        handler = _HANDLER[0]
+    else:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        _HANDLER.append(handler)
+    for f in list(handler.filters):
+        handler.removeFilter(f)
+    if level is None:
+        if handler in root.handlers:
+            root.removeHandler(handler)
+        return
+    if level == "progress":
+        others = [h for h in root.handlers if h is not handler]
+        if logging.getLogger().handlers or others:
+            if handler in root.handlers:
+                root.removeHandler(handler)
+            return  # the application shows (or hides) our records itself
+        handler.addFilter(_ProgressOnly())
+        handler.setLevel(logging.INFO)
+        if root.level == logging.NOTSET or root.level > logging.INFO:
+            root.setLevel(logging.INFO)
+    else:
+        handler.setLevel(level)
+        if root.level == logging.NOTSET or root.level > level:
+            root.setLevel(level)
+    if handler not in root.handlers:
+        root.addHandler(handler)
 
 
 def report_enabled(options: dict | None) -> bool:
-    """Whether the compile/launch report is on (option or environment)."""
+    """Whether the full report (phase table, call lines) is on for a
+    program: its ``"report"`` option, else ``PYTATO_LIKE_REPORT``. Also
+    configures the stderr handler accordingly."""
+    setting = _setting()
     if options and "report" in options:
-        return bool(options["report"])
-    return os.environ.get("PYTATO_LIKE_REPORT", "") not in ("", "0")
+        enabled = bool(options["report"])
+        configure_logging(logging.INFO if enabled else setting)
+        return enabled
+    configure_logging(setting)
+    return setting not in (None, "progress")
+
+
+# {{{ where: MPI rank and part
+
+_PART: list = []
+
+
+@contextlib.contextmanager
+def compile_context(**labels):
+    """Label the report lines of compiles inside the block (e.g.
+    ``part=3``)."""
+    _PART.append(labels)
+    try:
+        yield
+    finally:
+        _PART.pop()
+
+
+def _where() -> str:
+    labels = {}
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None:
+        try:
+            if mpi.Is_initialized() and mpi.COMM_WORLD.size > 1:
+                labels["rank"] = mpi.COMM_WORLD.rank
+        except Exception:  # noqa: BLE001 - no MPI: no rank label
+            pass
+    for d in _PART:
+        labels.update(d)
+    if not labels:
+        return ""
+    return "[" + " ".join(f"{k} {v}" for k, v in labels.items()) + "] "
+
+# }}}
+
+
+_PHASE_ORDER = ("cache_lookup", "materialize", "lower", "loopy", "codegen",
+                "assemble", "opencl_build")
 
 
 @dataclasses.dataclass
 class ProgramStats:
     """Figures of one bound program."""
 
-    #: compile phase -> seconds (empty phases of a cache hit are absent)
+    #: compile phase -> seconds (empty phases of a cache hit are absent);
+    #: phases do not overlap, their sum is the compile time
     phases: dict[str, float] = dataclasses.field(default_factory=dict)
     #: "memory", "disk" or "miss"
     cache: str = "miss"
@@ -53,23 +203,34 @@ class ProgramStats:
     #: per call: (total seconds, [seconds per launch])
     calls: list = dataclasses.field(default_factory=list)
     enabled: bool = False
+    #: the rank/part label of the compile, under MPI
+    where: str = ""
 
     def record_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + seconds
+        if _CURRENT and _CURRENT[-1][0] is self:
+            _CURRENT[-1][1].phase_done(name, seconds)
 
     def record_call(self, total: float, launches: list[float]) -> None:
         self.calls.append((total, launches))
         if len(self.calls) > 1000:
             del self.calls[:500]
         if self.enabled:
-            print(f"pytato_like: call {len(self.calls)}: {total * 1e3:.3f} ms "
-                  f"({len(launches)} launches, enqueue "
-                  f"{sum(launches) * 1e3:.3f} ms)", file=sys.stderr)
+            run_logger.info("%scall %d: %.3f ms (%d launches, enqueue %.3f ms)",
+                            self.where, len(self.calls), total * 1e3,
+                            len(launches), sum(launches) * 1e3)
+
+    @property
+    def compile_seconds(self) -> float:
+        return sum(self.phases.values())
 
     def table(self) -> str:
         lines = [f"{'phase':<16}{'seconds':>10}"]
-        for name, t in self.phases.items():
-            lines.append(f"{name:<16}{t:>10.4f}")
+        names = [p for p in _PHASE_ORDER if p in self.phases]
+        names += [p for p in self.phases if p not in _PHASE_ORDER]
+        for name in names:
+            lines.append(f"{name:<16}{self.phases[name]:>10.4f}")
+        lines.append(f"{'total':<16}{self.compile_seconds:>10.4f}")
         lines.append(f"cache {self.cache}; {self.n_nodes} nodes, {self.n_stored} "
                      f"stored arrays, {self.n_kernels} distinct kernels, "
                      f"{self.n_launches} launches per call")
@@ -79,32 +240,39 @@ class ProgramStats:
         return self.table()
 
 
-_CURRENT: list[ProgramStats] = []
-
-
-def record_phase(name: str, seconds: float) -> None:
-    """Add *seconds* to phase *name* of the program being built or run."""
-    if _CURRENT:
-        _CURRENT[-1].record_phase(name, seconds)
+# (stats, progress reporter) of the compile running in this thread
+_CURRENT: list = []
 
 
 class compiling:  # noqa: N801 (used as a context manager)
-    """Context manager around a compile: makes *stats* current and prints
-    a progress line when the compile outlasts :data:`PROGRESS_AFTER`."""
+    """Context manager around a compile step (code generation, OpenCL
+    build): once it has run for :data:`PROGRESS_AFTER` seconds it logs
+    that it is still working, then every phase as it finishes, then the
+    total."""
 
     def __init__(self, stats: ProgramStats, what: str) -> None:
         self.stats = stats
         self.what = what
+        self.slow = False
+        stats.where = stats.where or _where()
+
+    def _log(self, msg, *args) -> None:
+        logger.info("%s" + msg, self.stats.where, *args,
+                    extra={"progress": True})
 
     def _progress(self) -> None:
-        msg = (f"pytato_like: compiling {self.what} "
-               f"(still working after {PROGRESS_AFTER:.1f} s)")
-        logger.info(msg)
-        if os.environ.get("PYTATO_LIKE_PROGRESS", "1") != "0":
-            print(msg, file=sys.stderr)
+        self.slow = True
+        self._log("compiling %s: still working after %.1f s (%s)", self.what,
+                  PROGRESS_AFTER, ", ".join(
+                      f"{k} {v:.2f} s" for k, v in self.stats.phases.items())
+                  or "starting")
+
+    def phase_done(self, name: str, seconds: float) -> None:
+        if self.slow:
+            self._log("compiling %s: %s took %.2f s", self.what, name, seconds)
 
     def __enter__(self):
-        _CURRENT.append(self.stats)
+        _CURRENT.append((self.stats, self))
         self.t0 = time.perf_counter()
         self.timer = threading.Timer(PROGRESS_AFTER, self._progress)
         self.timer.daemon = True
@@ -115,6 +283,13 @@ class compiling:  # noqa: N801 (used as a context manager)
         self.timer.cancel()
         _CURRENT.pop()
         elapsed = time.perf_counter() - self.t0
-        if elapsed > PROGRESS_AFTER:
-            logger.info("pytato_like: compiled %s in %.2f s", self.what, elapsed)
+        if self.slow or elapsed > PROGRESS_AFTER:
+            self._log("compiled %s in %.2f s", self.what, elapsed)
         return False
+
+
+def progress(phase: str, seconds: float) -> None:
+    """A step of the running compile finished: logged when that compile is
+    slow (the caller records the phase time in the stats itself)."""
+    if _CURRENT:
+        _CURRENT[-1][1].phase_done(phase, seconds)
