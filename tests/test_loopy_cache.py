@@ -118,3 +118,201 @@ def test_memory_cache_hit_in_same_process(tmp_path, monkeypatch):
     generate_loopy(x * 3 + 2)
     prg = generate_loopy(x * 3 + 2)
     assert prg.stats.cache == "memory"
+
+
+# {{{ verification, eviction, command line
+
+def _fresh(tmp_path, monkeypatch):
+    from pytato_like.target.loopy import cache
+    monkeypatch.setenv("PYTATO_LIKE_CACHE_DIR", str(tmp_path))
+    cache.clear_memory_cache()
+    return cache
+
+
+def _program(k: float):
+    x = pt.make_placeholder("x", (32,), np.float64)
+    return x, pt.sin(x) * k + pt.roll(x, 1)
+
+
+def _check(queue, y, prg):
+    xv = np.linspace(0, 1, 32)
+    _, out = prg(queue, x=xv)
+    np.testing.assert_allclose(out.get(), pt.generate_numpy(y)(x=xv),
+                               rtol=1e-13)
+
+
+def test_entry_with_another_key_is_recompiled(queue, tmp_path, monkeypatch):
+    import shutil
+    cache = _fresh(tmp_path, monkeypatch)
+    _, ya = _program(2.0)
+    _, yb = _program(3.0)
+    prg_a = pt.generate_loopy(ya)
+    prg_b = pt.generate_loopy(yb)
+    path_b = cache._path("plans", prg_b.key)
+    # b's file now holds a's plan (another program): it must not be used
+    shutil.copy(cache._path("plans", prg_a.key), path_b)
+    cache.clear_memory_cache()
+    again = pt.generate_loopy(yb)
+    assert again.stats.cache == "miss"
+    _check(queue, yb, again)
+    assert cache._load("plans", prg_b.key) is not None  # rewritten, valid
+
+
+def test_entry_failing_its_checksum_is_recompiled(queue, tmp_path, monkeypatch):
+    import pickle
+    cache = _fresh(tmp_path, monkeypatch)
+    _, ya = _program(2.0)
+    _, yb = _program(3.0)
+    prg_a = pt.generate_loopy(ya)
+    prg_b = pt.generate_loopy(yb)
+    path_b = cache._path("plans", prg_b.key)
+    with open(path_b, "rb") as f:
+        record = pickle.load(f)
+    with open(cache._path("plans", prg_a.key), "rb") as f:
+        # a valid pickle of another plan under b's key and b's checksum
+        record["payload"] = pickle.load(f)["payload"]
+    with open(path_b, "wb") as f:
+        pickle.dump(record, f)
+    cache.clear_memory_cache()
+    again = pt.generate_loopy(yb)
+    assert again.stats.cache == "miss"
+    _check(queue, yb, again)
+
+
+def test_entry_of_other_versions_is_never_used(tmp_path, monkeypatch):
+    import pickle
+    cache = _fresh(tmp_path, monkeypatch)
+    _, y = _program(4.0)
+    prg = pt.generate_loopy(y)
+    path = cache._path("plans", prg.key)
+    with open(path, "rb") as f:
+        record = pickle.load(f)
+    record["versions"] = record["versions"].replace("loopy-", "loopy-0.0.")
+    with open(path, "wb") as f:
+        pickle.dump(record, f)
+    cache.clear_memory_cache()
+    assert cache.get_plan(prg.key) == (None, "miss")
+    assert not os.path.exists(path)
+    # and the versions of loopy and pyopencl name the cache directory
+    assert "loopy-" in cache.cache_dir() and "pyopencl-" in cache.cache_dir()
+
+
+def test_eviction_keeps_the_cache_under_its_bound(tmp_path, monkeypatch):
+    cache = _fresh(tmp_path, monkeypatch)
+    limit = 40_000
+    monkeypatch.setenv("PYTATO_LIKE_CACHE_SIZE", str(limit))
+    keys = []
+    for k in range(12):
+        x = pt.make_placeholder("x", (16 + k,), np.float64)
+        prg = pt.generate_loopy(pt.exp(x) * (k + 0.5) + pt.roll(x, k + 1))
+        keys.append(prg.key)
+        assert cache.cache_info()["bytes"] <= limit
+    # the entries written last survive, the first ones were evicted
+    assert os.path.exists(cache._path("plans", keys[-1]))
+    assert not os.path.exists(cache._path("plans", keys[0]))
+
+
+def test_eviction_removes_least_recently_used_first(tmp_path, monkeypatch):
+    import time
+    cache = _fresh(tmp_path, monkeypatch)
+    for i in range(3):
+        cache._store("plans", f"k{i}", b"x" * 1000)
+        old = time.time() - 100 + i
+        os.utime(cache._path("plans", f"k{i}"), (old, old))
+    assert cache._load("plans", "k0") == b"x" * 1000  # k0: used just now
+    cache.evict(2600)
+    assert os.path.exists(cache._path("plans", "k0"))
+    assert not os.path.exists(cache._path("plans", "k1"))
+    assert os.path.exists(cache._path("plans", "k2"))
+
+
+def test_malformed_cache_size_is_a_typed_error(tmp_path, monkeypatch):
+    from pytato_like.diagnostic import ConfigurationError
+    cache = _fresh(tmp_path, monkeypatch)
+    monkeypatch.setenv("PYTATO_LIKE_CACHE_SIZE", "lots")
+    with pytest.raises(ConfigurationError, match="PYTATO_LIKE_CACHE_SIZE"):
+        cache.cache_size_limit()
+    monkeypatch.setenv("PYTATO_LIKE_CACHE_SIZE", "2M")
+    assert cache.cache_size_limit() == 2 * 2**20
+
+
+def test_command_line_info_and_clear(tmp_path):
+    env = dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(tmp_path))
+    _run(tmp_path)  # fills the cache
+    n_files = len(glob.glob(os.path.join(str(tmp_path), "*", "*", "*.pkl")))
+    assert n_files >= 2
+
+    def cli(*args):
+        proc = subprocess.run([sys.executable, "-m", "pytato_like.cache", *args],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    info = cli("info")
+    assert str(tmp_path) in info and "(this installation)" in info
+    assert "plans" in info and "kernels" in info
+    counts = [int(line.split()[1]) for line in info.splitlines()
+              if line.strip().startswith(("plans", "kernels"))]
+    assert sum(counts) == n_files
+    assert f"removed {n_files} entries" in cli("clear")
+    assert not glob.glob(os.path.join(str(tmp_path), "*", "*", "*.pkl"))
+    assert "entries    none" in cli("info")
+
+# }}}
+
+
+# {{{ one compile per distinct computation
+
+def _heat(steps: int, n: int = 24):
+    u = pt.make_placeholder("u", (n, n), np.float64)
+    for _ in range(steps):
+        u = u + 0.1 * (pt.roll(u, 1, axis=0) + pt.roll(u, -1, axis=0)
+                       + pt.roll(u, 1, axis=1) + pt.roll(u, -1, axis=1) - 4 * u)
+    return u
+
+
+def test_time_loop_compiles_one_kernel_at_any_length(queue, tmp_path, monkeypatch):
+    cache = _fresh(tmp_path, monkeypatch)
+    calls = cache.CODEGEN_CALLS
+    short = pt.generate_loopy(_heat(3))
+    assert cache.CODEGEN_CALLS - calls == 1
+    long = pt.generate_loopy(_heat(40))
+    # the 40-step program reuses the kernel of the 3-step one
+    assert cache.CODEGEN_CALLS - calls == 1
+    assert len(long.plan.kernels) == len(short.plan.kernels) == 1
+    assert len(long.plan.launches) == 40
+    u0 = np.random.default_rng(1).standard_normal((24, 24))
+    ref = u0
+    for _ in range(40):
+        ref = ref + 0.1 * (np.roll(ref, 1, 0) + np.roll(ref, -1, 0)
+                           + np.roll(ref, 1, 1) + np.roll(ref, -1, 1) - 4 * ref)
+    np.testing.assert_allclose(long(queue, u=u0)[1].get(), ref, rtol=1e-12)
+
+
+def test_kernels_of_one_program_are_built_as_one_opencl_program(queue, tmp_path,
+                                                                  monkeypatch):
+    from pytato_like.target.loopy.codegen import merge_device_code
+    _fresh(tmp_path, monkeypatch)
+    # integer helpers in one kernel, complex arithmetic in another, float
+    # reductions in a third: their preambles merge into one program text
+    i = pt.make_placeholder("i", (20, 6), np.int64)
+    z = pt.make_placeholder("z", (7,), np.complex128)
+    y = pt.make_dict_of_named_arrays({
+        "a": pt.sum(pt.roll(i // 3 % 5, 1, axis=0), axis=1),
+        "b": pt.roll(z * z, 2) + 1j,
+        "c": pt.amax(pt.roll(pt.sin(i * 0.5), 1, axis=1), axis=0)})
+    prg = pt.generate_loopy(y)
+    assert len(prg.plan.kernels) >= 3
+    code = prg.plan.kernels[0].program_code
+    assert all(k.program_code == code for k in prg.plan.kernels)
+    assert code == merge_device_code([k.device_code for k in prg.plan.kernels])
+    assert code.count("__kernel") == len(prg.plan.kernels)
+    iv = np.arange(120).reshape(20, 6) - 40
+    zv = np.linspace(0, 1, 7) * (1 - 2j)
+    _, out = prg(queue, i=iv, z=zv)
+    ref = pt.generate_numpy(y)(i=iv, z=zv)
+    for name in ("a", "b", "c"):
+        np.testing.assert_allclose(out[name].get(), ref[name], rtol=1e-12)
+    assert prg.stats.phases["opencl_build"] > 0
+
+# }}}

@@ -1,0 +1,55 @@
+"""The on-disk compile cache from the command line.
+
+``python -m pytato_like.cache info`` shows where the cache is, its size
+bound, and the entries and bytes per version directory (the one this
+installation uses is marked); ``python -m pytato_like.cache clear`` deletes
+every entry. The cache itself (keys, verification, eviction) is
+:mod:`pytato_like.target.loopy.cache`.
+
+.. autofunction:: main
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError  # pragma: no cover
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    from pytato_like.target.loopy import cache
+    parser = argparse.ArgumentParser(
+        prog="python -m pytato_like.cache",
+        description="Show or empty pytato_like's on-disk compile cache.")
+    parser.add_argument("command", choices=["info", "clear"])
+    args = parser.parse_args(argv)
+    if args.command == "clear":
+        n = cache.clear_disk_cache()
+        print(f"removed {n} entries from {cache.cache_base_dir()}")
+        return 0
+    info = cache.cache_info()
+    print(f"directory  {info['dir']}")
+    print(f"disk cache {'on' if info['enabled'] else 'off (PYTATO_LIKE_CACHE=0)'}")
+    print(f"size       {_size(info['bytes'])} of {_size(info['limit'])} "
+          "(PYTATO_LIKE_CACHE_SIZE)")
+    if not info["versions"]:
+        print("entries    none")
+    for version, kinds in sorted(info["versions"].items()):
+        mark = "  (this installation)" if version == info["current"] else ""
+        print(f"{version}{mark}")
+        for kind, slot in sorted(kinds.items()):
+            print(f"  {kind:<8} {slot['entries']:6d} entries  "
+                  f"{_size(slot['bytes']):>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
