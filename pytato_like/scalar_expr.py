@@ -20,10 +20,33 @@ expression over
 .. autofunction:: reduction_var
 .. autofunction:: get_dependencies
 .. autofunction:: substitute
+.. autofunction:: evaluate
+.. autofunction:: parse
+.. autofunction:: distribute
+.. autofunction:: get_reduction_induction_variables
+
+Mappers (pytato's families, subclasses of pymbolic's that also handle
+:class:`Reduce` and :class:`TypeCast`):
+
+.. autoclass:: WalkMapper
+.. autoclass:: CombineMapper
+.. autoclass:: IdentityMapper
+.. autoclass:: DependencyMapper
+.. autoclass:: EvaluationMapper
+.. autoclass:: SubstitutionMapper
+.. autoclass:: InductionVariableCollector
+.. autoclass:: StringifyMapper
+
+.. autodata:: IDX_LAMBDA_AXIS_INDEX
+.. autodata:: IDX_LAMBDA_REDUCTION_AXIS_INDEX
+.. autodata:: INT_CLASSES
+.. autodata:: SCALAR_CLASSES
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -31,7 +54,13 @@ from typing import Any
 import numpy as np
 import pymbolic.primitives as prim
 from constantdict import constantdict
+from pymbolic.mapper import CombineMapper as _PymbolicCombineMapper
+from pymbolic.mapper import IdentityMapper as _PymbolicIdentityMapper
+from pymbolic.mapper import P, ResultT
+from pymbolic.mapper import WalkMapper as _PymbolicWalkMapper
 from pymbolic.mapper.dependency import DependencyMapper as _PymbolicDependencyMapper
+from pymbolic.mapper.distributor import DistributeMapper as _PymbolicDistributeMapper
+from pymbolic.mapper.evaluator import EvaluationMapper as _PymbolicEvaluationMapper
 from pymbolic.mapper.stringifier import StringifyMapper as _PymbolicStringifyMapper
 from pymbolic.mapper.substitutor import SubstitutionMapper as _PymbolicSubstitutionMapper
 
@@ -56,6 +85,9 @@ class Reduce(prim.ExpressionNode):
     op: Any
     bounds: Mapping[str, tuple[Any, Any]]
 
+    def make_stringifier(self, originating_stringifier=None):
+        return StringifyMapper()
+
 
 
 @prim.expr_dataclass()
@@ -64,6 +96,9 @@ class TypeCast(prim.ExpressionNode):
 
     dtype: np.dtype
     inner_expr: ScalarExpression
+
+    def make_stringifier(self, originating_stringifier=None):
+        return StringifyMapper()
 
 
 
@@ -85,41 +120,205 @@ def reduction_var(i: int) -> prim.Variable:
     return prim.Variable(f"_r{i}")
 
 
+def parse(text: str) -> ScalarExpression:
+    """The scalar expression written in *text* (pymbolic's syntax)."""
+    from pymbolic.parser import Parser
+    return Parser()(text)
+
+
 def make_reduce(inner_expr, op, bounds: Mapping[str, tuple[Any, Any]]) -> Reduce:
     return Reduce(inner_expr, op, constantdict(bounds))
 
 
-# {{{ mappers extended to Reduce / TypeCast
+# {{{ mappers extended to Reduce / TypeCast (pytato's mapper families)
 
-class DependencyMapper(_PymbolicDependencyMapper):
-    """Collects the variables an expression depends on (free ones only:
-    reduction variables bound by a :class:`Reduce` are excluded)."""
+#: Matches the name of an index variable of an index lambda (``_0``, ``_1``,
+#: ...), with the axis number as group ``index``.
+IDX_LAMBDA_AXIS_INDEX = re.compile(r"^(_(?P<index>0|[1-9][0-9]*))$")
+#: Matches an index variable or a reduction variable (``_r0``, ...).
+IDX_LAMBDA_REDUCTION_AXIS_INDEX = re.compile(r"^(_r?(?P<index>0|[1-9][0-9]*))$")
+#: The classes of integer constants.
+INT_CLASSES = (int, np.integer)
+#: The classes of scalar constants (pymbolic's valid constants).
+SCALAR_CLASSES = prim.VALID_CONSTANT_CLASSES
 
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("composite_leaves", False)
-        super().__init__(**kwargs)
+
+class WalkMapper(_PymbolicWalkMapper[[]]):
+    """pymbolic's walk, also through :class:`Reduce` (bounds and body)
+    and :class:`TypeCast`."""
+
+    def map_reduce(self, expr: Reduce) -> None:
+        if not self.visit(expr):
+            return
+        for lo, hi in expr.bounds.values():
+            self.rec(lo)
+            self.rec(hi)
+        self.rec(expr.inner_expr)
+        self.post_visit(expr)
+
+    def map_type_cast(self, expr: TypeCast) -> None:
+        if not self.visit(expr):
+            return
+        self.rec(expr.inner_expr)
+        self.post_visit(expr)
+
+
+class CombineMapper(_PymbolicCombineMapper[ResultT, P]):
+    """pymbolic's combine mapper; a :class:`Reduce` combines its bounds
+    and its body, a :class:`TypeCast` is its operand's result."""
+
+    def map_type_cast(self, expr: TypeCast, *args: Any, **kwargs: Any) -> Any:
+        return self.rec(expr.inner_expr, *args, **kwargs)
+
+    def map_reduce(self, expr: Reduce, *args: Any, **kwargs: Any) -> Any:
+        return self.combine([
+            *(self.rec(bound, *args, **kwargs)
+              for _, bound in sorted(expr.bounds.items())),
+            self.rec(expr.inner_expr, *args, **kwargs)])
+
+
+class IdentityMapper(_PymbolicIdentityMapper[P]):
+    """pymbolic's identity (copying) mapper, rebuilding :class:`Reduce`
+    and :class:`TypeCast` from their mapped parts."""
+
+    def map_reduce(self, expr: Reduce, *args: Any, **kwargs: Any) -> Any:
+        inner = self.rec(expr.inner_expr, *args, **kwargs)
+        bounds = {name: (self.rec(lo, *args, **kwargs),
+                         self.rec(hi, *args, **kwargs))
+                  for name, (lo, hi) in expr.bounds.items()}
+        if inner is expr.inner_expr and all(
+                new[0] is old[0] and new[1] is old[1]
+                for new, old in zip(bounds.values(), expr.bounds.values())):
+            return expr
+        return Reduce(inner, expr.op, constantdict(bounds))
+
+    def map_type_cast(self, expr: TypeCast, *args: Any, **kwargs: Any) -> Any:
+        inner = self.rec(expr.inner_expr, *args, **kwargs)
+        return expr if inner is expr.inner_expr else TypeCast(expr.dtype, inner)
+
+
+class DependencyMapper(_PymbolicDependencyMapper[P]):
+    """pymbolic's dependency mapper (the variables an expression uses).
+    As pytato's: a :class:`Reduce` contributes its body's and bounds'
+    variables (its reduction variables included); with
+    ``include_idx_lambda_indices=False`` index and reduction variables
+    (``_0``, ``_r0``, ...) are left out."""
+
+    def __init__(self, *, include_idx_lambda_indices: bool = True,
+                 include_subscripts: bool = True, include_lookups: bool = True,
+                 include_calls: bool | str = True, include_cses: bool = False,
+                 composite_leaves: bool | None = False) -> None:
+        super().__init__(include_subscripts=include_subscripts,
+                         include_lookups=include_lookups,
+                         include_calls=include_calls,
+                         include_cses=include_cses,
+                         composite_leaves=composite_leaves)
+        self.include_idx_lambda_indices = include_idx_lambda_indices
+
+    def map_variable(self, expr: prim.Variable, *args: Any, **kwargs: Any):
+        if not self.include_idx_lambda_indices \
+                and IDX_LAMBDA_REDUCTION_AXIS_INDEX.fullmatch(expr.name):
+            return set()
+        return super().map_variable(expr, *args, **kwargs)
 
     def map_reduce(self, expr: Reduce, *args: Any, **kwargs: Any):
-        inner = self.rec(expr.inner_expr, *args, **kwargs)
-        bound = {prim.Variable(name) for name in expr.bounds}
-        bound_results = set()
+        bounds = set()
         for lo, hi in expr.bounds.values():
-            bound_results |= self.rec(lo) | self.rec(hi)
-        return frozenset((set(inner) - bound) | bound_results)
+            bounds |= set(self.rec(lo, *args, **kwargs))
+            bounds |= set(self.rec(hi, *args, **kwargs))
+        return self.combine([self.rec(expr.inner_expr, *args, **kwargs), bounds])
 
     def map_type_cast(self, expr: TypeCast, *args: Any, **kwargs: Any):
         return self.rec(expr.inner_expr, *args, **kwargs)
 
     def map_nan(self, expr, *args, **kwargs):
-        return frozenset()
+        return set()
+
+
+class _FreeVariableMapper(DependencyMapper[[]]):
+    """The variables an expression depends on from outside: reduction
+    variables bound by a :class:`Reduce` are not."""
+
+    def map_reduce(self, expr: Reduce, *args: Any, **kwargs: Any):
+        inner = set(self.rec(expr.inner_expr)) - {
+            prim.Variable(name) for name in expr.bounds}
+        for lo, hi in expr.bounds.values():
+            inner |= set(self.rec(lo)) | set(self.rec(hi))
+        return inner
 
 
 def get_dependencies(expr: ScalarExpression) -> frozenset[str]:
     """Names of the free variables of *expr* (array names and index
-    variables)."""
-    mapper = DependencyMapper(include_subscripts=False, include_lookups=False,
-                              include_calls="descend_args")
+    variables; not the reduction variables a :class:`Reduce` binds)."""
+    mapper = _FreeVariableMapper(include_subscripts=False, include_lookups=False,
+                                 include_calls="descend_args")
     return frozenset(v.name for v in mapper(expr))
+
+
+class InductionVariableCollector(CombineMapper[frozenset, []]):
+    """Maps an expression to the frozenset of the names of the reduction
+    variables its :class:`Reduce` nodes bind."""
+
+    def combine(self, values) -> frozenset:
+        return frozenset().union(*values)
+
+    def map_reduce(self, expr: Reduce) -> frozenset:
+        return frozenset(expr.bounds) | super().map_reduce(expr)
+
+    def map_algebraic_leaf(self, expr: Any) -> frozenset:
+        return frozenset()
+
+    def map_constant(self, expr: Any) -> frozenset:
+        return frozenset()
+
+    def map_nan(self, expr: Any) -> frozenset:
+        return frozenset()
+
+
+def get_reduction_induction_variables(expr: ScalarExpression) -> frozenset:
+    """The names of the reduction variables bound inside *expr*."""
+    return InductionVariableCollector()(expr)
+
+
+class EvaluationMapper(_PymbolicEvaluationMapper[ResultT]):
+    """pymbolic's evaluator over a *context* (name -> value). A
+    :class:`TypeCast` converts to its dtype; a :class:`Reduce` evaluates
+    its body at every point of its (evaluated) bounds and reduces the
+    values with the operation's NumPy reduction (an empty range gives the
+    operation's neutral element)."""
+
+    def map_type_cast(self, expr: TypeCast) -> Any:
+        return np.asarray(self.rec(expr.inner_expr)).astype(expr.dtype)[()]
+
+    def map_reduce(self, expr: Reduce) -> Any:
+        names = list(expr.bounds)
+        ranges = [range(int(self.rec(lo)), int(self.rec(hi)))
+                  for lo, hi in expr.bounds.values()]
+        saved = {name: self.context[name] for name in names
+                 if name in self.context}
+        values = []
+        try:
+            for point in itertools.product(*ranges):
+                self.context.update(zip(names, point))
+                values.append(self.rec(expr.inner_expr))
+        finally:
+            for name in names:
+                self.context.pop(name, None)
+            self.context.update(saved)
+        if not values:
+            neutral = expr.op.neutral_element(np.dtype(np.float64))
+            if neutral is None:
+                from pytato_like.diagnostic import EmptyReductionError
+                raise EmptyReductionError(
+                    f"{expr.op} over the empty range {dict(expr.bounds)}")
+            return neutral
+        return expr.op.numpy_reduce(np.asarray(values))
+
+
+def evaluate(expr: ScalarExpression, context: Mapping[str, Any] | None = None
+             ) -> Any:
+    """The value of *expr* with the variables in *context*."""
+    return EvaluationMapper(dict(context or {}))(expr)
 
 
 class SubstitutionMapper(_PymbolicSubstitutionMapper):
@@ -133,13 +332,41 @@ class SubstitutionMapper(_PymbolicSubstitutionMapper):
 
 
 def substitute(expr: ScalarExpression,
-               variable_assignments: Mapping[str, ScalarExpression]) -> ScalarExpression:
+               variable_assignments: Mapping[str, ScalarExpression] | None
+               ) -> ScalarExpression:
     """*expr* with the variables named in *variable_assignments* replaced."""
     from pymbolic.mapper.substitutor import make_subst_func
-    return SubstitutionMapper(make_subst_func(variable_assignments))(expr)
+    return SubstitutionMapper(make_subst_func(variable_assignments or {}))(expr)
 
 
-class StringifyMapper(_PymbolicStringifyMapper):
+class _DistributeMapper(_PymbolicDistributeMapper):
+    """pymbolic's distributor; the body of a :class:`Reduce` and the
+    operand of a :class:`TypeCast` are distributed in place (a reduction
+    is a sum over its body, so expanding the body keeps its value)."""
+
+    def map_reduce(self, expr: Reduce) -> Any:
+        return Reduce(self.rec(expr.inner_expr), expr.op, expr.bounds)
+
+    def map_type_cast(self, expr: TypeCast) -> Any:
+        return TypeCast(expr.dtype, self.rec(expr.inner_expr))
+
+
+def distribute(expr: ScalarExpression, parameters: frozenset = frozenset(),
+               commutative: bool = True) -> ScalarExpression:
+    """*expr* with products distributed over sums (``a*(b+c)`` ->
+    ``a*b + a*c``), as pymbolic's distributor; with *commutative*, like
+    terms are collected (*parameters* are treated as constants)."""
+    if commutative:
+        from pymbolic.mapper.collector import TermCollector
+        return _DistributeMapper(TermCollector(parameters))(expr)
+    return _DistributeMapper(lambda x: x)(expr)
+
+
+class StringifyMapper(_PymbolicStringifyMapper[P]):
+    """pymbolic's stringifier; prints a :class:`Reduce` as
+    ``op[var:lo..hi](body)``, a :class:`TypeCast` as ``cast(dtype, x)``, and
+    math functions without their ``pytato.c99.`` prefix."""
+
     def map_reduce(self, expr: Reduce, enclosing_prec: int, *args: Any) -> str:
         bounds = ", ".join(f"{k}:{self.rec(lo, 0)}..{self.rec(hi, 0)}"
                            for k, (lo, hi) in expr.bounds.items())
