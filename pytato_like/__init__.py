@@ -151,6 +151,8 @@ from pytato_like.distributed import (
 )
 from pytato_like.partition import generate_code_for_partition
 from pytato_like import analysis, equality, transform
+from pytato_like import codegen
+from pytato_like.transform import einsum_distributive_law  # noqa: F401
 from pytato_like.transform.dead_code_elimination import eliminate_dead_code
 from pytato_like.transform.lower_to_index_lambda import to_index_lambda
 from pytato_like.transform.materialize import materialize_with_mpms
@@ -196,4 +198,5 @@ __all__ = [
     "verify_distributed_partition",
     "analysis", "eliminate_dead_code", "equality", "materialize_with_mpms",
     "rewrite_einsums_with_no_broadcasts", "to_index_lambda", "transform",
+    "codegen",
 ]
