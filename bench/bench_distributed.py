@@ -1,28 +1,31 @@
-"""Distributed benchmark: halo-exchanging heat steps on 2 MPI ranks.
+"""Distributed benchmark: the halo-exchanging heat solver on 2 MPI ranks.
 
-A 1-D periodic domain split over 2 ranks, F fields, S explicit steps
-unrolled into one DAG with one-cell halos exchanged every step (the DAG of
-examples/distributed_heat.py). For 10^5 cells with 4 fields x 8 steps, 32
-fields x 8 steps (many fields: packing matters most) and 4 fields x 16
-steps (time linear in steps), and for 2 000 cells with 32 fields x 8 steps
-(little compute: message latency shows), it reports partition and code
-generation time, and per message mode:
+The solver of examples/distributed_heat.py: a 1-D periodic domain split
+over 2 ranks, 4 fields, S explicit steps unrolled into one DAG with
+one-cell halos exchanged every step, loopy part programs on each rank's
+OpenCL device. For 10^5 and 10^6 cells per rank and 8 and 32 steps it
+reports (steady times are medians of repeated runs after a first one that
+compiles kernels):
 
-* ``per_array`` -- one MPI message per array (the executor before packing);
-* ``packed`` -- one message per (part, neighbour), persistent requests and
-  preallocated buffers (with loopy part programs: packed on the ``host``
-  after one device-host copy per array, or on the ``device`` with one copy
-  per message);
-
-the MPI messages per run *counted from the execution trace* (both ranks),
-the first and steady (median, modes interleaved) execution time, the
-steady time relative to ``per_array`` (median of the ratios within each
-round of interleaved runs) and to a serial NumPy run of the whole domain, and the share of time spent waiting.
+* the steady time of one distributed execution on 2 ranks (the slower
+  rank's time, every run started after a barrier);
+* a serial NumPy run of the whole domain (``np.roll`` stencil), and
+  pytato_like in one process on the whole domain (the same steps as one
+  loopy program, inputs already on the device, all cores), both measured
+  by this process before the ranks start -- the same 2 cores do the work;
+* the executor's own host time per part (the slower rank's mean over the
+  parts of one execution), by kind: ``enqueue`` (calling the part
+  program: argument checks and kernel launches), ``pack`` (packing a
+  part's outgoing messages), ``post`` (starting the MPI sends), ``poll``
+  (non-blocking checks for arrivals) and ``unpack``; from
+  :attr:`~pytato_like.distributed.execute.DistributedExecution.stats`.
+  Blocking waits for messages are not overhead: they are reported as the
+  share of time waiting.
 
 ``python -m bench.bench_distributed`` launches ``mpiexec -n 2`` itself
-(``--worker`` is the per-rank entry point). ``--target numpy|loopy|both``
-picks the part programs (default both when loopy is available);
-``--trace PATH`` writes the Chrome/Perfetto trace of one packed run.
+(``--worker`` is the per-rank entry point); ``--quick`` runs only 10^5
+cells and 8 steps; ``--trace PATH`` writes the merged Chrome/Perfetto trace
+of one steady run of the first case.
 """
 
 from __future__ import annotations
@@ -38,155 +41,154 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CELLS = 100_000
-SMALL_CELLS = 2_000
-#: (cells, fields, steps): the issue's case, many fields, twice the steps,
-#: and many fields on a small domain (latency-bound: packing matters most)
-CASES = ((CELLS, 4, 8), (CELLS, 32, 8), (CELLS, 4, 16), (SMALL_CELLS, 32, 8))
-REPEATS = 9
+FIELDS = 4
+#: (cells per rank, steps)
+CASES = ((100_000, 8), (100_000, 32), (1_000_000, 8), (1_000_000, 32))
+REPEATS = 5
+OVERHEAD_KINDS = ("enqueue", "pack", "post", "poll", "unpack")
 
 
-def _modes(target: str) -> list[tuple[str, str]]:
-    if target == "loopy":
-        return [("per_array", "host"), ("packed", "host"), ("packed", "device")]
-    return [("per_array", "host"), ("packed", "host")]
+def _heat_module():
+    sys.path.insert(0, str(ROOT / "examples"))
+    import distributed_heat
+    return distributed_heat
 
 
-def _label(mode: tuple[str, str], target: str) -> str:
-    messages, pack_on = mode
-    if messages == "per_array" or target == "numpy":
-        return messages
-    return f"packed/{pack_on}"
+# {{{ one process: serial NumPy and pytato_like on the whole domain
+
+def serial_numpy_s(n_total: int, n_steps: int) -> float:
+    heat = _heat_module()
+    whole = [heat.initial_field(n_total, f) for f in range(FIELDS)]
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        for u in whole:
+            heat.serial_heat(u, n_steps)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
-def _measure(comm, n_cells: int, n_fields: int, n_steps: int, target: str,
-             trace_path: str | None) -> dict:
-    import numpy as np
+def one_process_s(n_total: int, n_steps: int) -> float:
+    """pytato_like on the whole domain in this process: one loopy program
+    for all fields and steps, inputs on the device."""
+    import pyopencl as cl
+    import pyopencl.array as cla
 
     import pytato_like as pt
-    from pytato_like.runtime.trace import TraceRecorder, gather_traces
-    sys.path.insert(0, str(ROOT / "examples"))
-    from distributed_heat import build_heat_dag, initial_field, serial_heat
+    heat = _heat_module()
+    outputs = {}
+    for f in range(FIELDS):
+        u = pt.make_placeholder(f"u{f}", (n_total,))
+        for _ in range(n_steps):
+            u = u + heat.COURANT * (pt.roll(u, 1) - 2 * u + pt.roll(u, -1))
+        outputs[f"u{f}"] = u
+    prg = pt.generate_loopy(pt.make_dict_of_named_arrays(outputs))
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    inputs = {f"u{f}": cla.to_device(queue, heat.initial_field(n_total, f))
+              for f in range(FIELDS)}
 
+    def run() -> float:
+        start = time.perf_counter()
+        prg(queue, **inputs)
+        queue.finish()
+        return time.perf_counter() - start
+
+    run()
+    return statistics.median(run() for _ in range(REPEATS))
+
+# }}}
+
+
+# {{{ the ranks
+
+def _measure(comm, n_local: int, n_steps: int, trace_path: str | None
+             ) -> dict:
+    import pyopencl as cl
+    from mpi4py import MPI
+
+    import pytato_like as pt
+    from pytato_like.runtime.trace import gather_traces
+    heat = _heat_module()
     rank, size = comm.Get_rank(), comm.Get_size()
-    n_local = n_cells // size
+    n_total = n_local * size
     mine = slice(rank * n_local, (rank + 1) * n_local)
-    inputs = {f"u{f}": initial_field(n_cells, f)[mine] for f in range(n_fields)}
-
-    comm.Barrier()
+    inputs = {f"u{f}": heat.initial_field(n_total, f)[mine]
+              for f in range(FIELDS)}
+    dag = heat.build_heat_dag(rank, size, n_local, FIELDS, n_steps)
     t0 = time.perf_counter()
-    dag = build_heat_dag(rank, size, n_local, n_fields, n_steps)
-    t1 = time.perf_counter()
     partition = pt.find_distributed_partition(comm, dag)
     partition, _ = pt.number_distributed_tags(comm, partition, base_tag=100)
-    pt.verify_distributed_partition(comm, partition)
-    t2 = time.perf_counter()
-    prgs = pt.generate_code_for_partition(partition, target=target)
-    t3 = time.perf_counter()
-    queue = None
-    if target == "loopy":
-        import pyopencl as cl
-        queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    prgs = pt.generate_code_for_partition(partition, target="loopy")
+    setup = time.perf_counter() - t0
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
 
-    def run(mode, wait=True, recorder=None):
+    def run():
         comm.Barrier()
         start = time.perf_counter()
-        out = pt.execute_distributed_partition(
-            partition, prgs, queue, comm, input_args=inputs, wait=wait,
-            messages=mode[0], pack_on=mode[1], recorder=recorder)
-        if not wait:
-            handle, out = out, out.wait()
-        if queue is not None:
-            queue.finish()
-        elapsed = time.perf_counter() - start
-        comm.Barrier()
-        return elapsed, (handle if not wait else out)
+        handle = pt.execute_distributed_partition_async(
+            partition, prgs, queue, comm, input_args=inputs)
+        out = handle.wait()
+        queue.finish()
+        return comm.allreduce(time.perf_counter() - start, op=MPI.MAX), \
+            handle, out
 
-    modes = _modes(target)
-    first = {m: run(m)[0] for m in modes}
-    times: dict = {m: [] for m in modes}
-    wait_shares: dict = {m: [] for m in modes}
+    first, _, _ = run()
+    times, handle, out = [], None, None
     for _ in range(REPEATS):
-        for m in modes:
-            recorder = TraceRecorder(rank)
-            times[m].append(run(m, recorder=recorder)[0])
-            records = recorder.records
-            span = (max(r.completed_ns for r in records)
-                    - min(r.posted_ns for r in records))
-            wait_shares[m].append(sum(r.duration_ns for r in records
-                                      if r.kind == "wait") / span)
-
-    per_mode = {}
-    gathered_results = None
-    for m in modes:
-        # one more run, asynchronously, to count messages from its trace
-        _, handle = run(m, wait=False)
-        records = handle.fetch_trace()
-        sends = sum(r.kind == "send" for r in records)
-        result = {k: v.get() if hasattr(v, "queue") else v
-                  for k, v in handle.wait().items()}
-        # each round ran every mode back to back: compare within rounds,
-        # so load changes on the shared machine cancel out
-        ratios = [t / t0 for t, t0 in zip(times[m], times[modes[0]])]
-        per_mode[_label(m, target)] = {
-            "over_per_array": comm.allreduce(statistics.median(ratios),
-                                             op=_max()),
-            "first_exec_s": comm.allreduce(first[m], op=_max()),
-            "steady_exec_s": comm.allreduce(statistics.median(times[m]),
-                                            op=_max()),
-            "messages_per_run": comm.allreduce(sends),
-            "wait_share": comm.allreduce(statistics.median(wait_shares[m]),
-                                         op=_max()),
-        }
-        if m == modes[-1]:
-            gathered_results = comm.gather(result, root=0)
-            if trace_path:
-                merged = gather_traces(comm, handle.trace())
-                if rank == 0:
-                    merged.write_json(trace_path)
-
-    serial = error = None
-    if rank == 0:
-        whole = [initial_field(n_cells, f) for f in range(n_fields)]
-        serial_times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            expected = [serial_heat(u, n_steps) for u in whole]
-            serial_times.append(time.perf_counter() - start)
-        serial = statistics.median(serial_times)
-        error = max(float(np.max(np.abs(
-            np.concatenate([g[f"u{f}"] for g in gathered_results])
-            - expected[f]))) for f in range(n_fields))
-    comm.Barrier()
-    return {
-        "cells": n_cells, "fields": n_fields, "steps": n_steps,
-        "build_s": t1 - t0,
-        "partition_s": comm.allreduce(t2 - t1, op=_max()),
-        "codegen_s": comm.allreduce(t3 - t2, op=_max()),
-        "parts_rank0": len(partition.parts),
-        "modes": per_mode, "serial_numpy_s": serial, "max_error": error,
+        t, handle, out = run()
+        times.append(t)
+    stats = handle.stats
+    n_parts = len(partition.parts)
+    ns = stats["overhead_ns"]
+    per_part = {
+        "enqueue": ns.get("enqueue", 0),
+        "pack": ns.get("send", 0) - ns.get("post", 0),
+        "post": ns.get("post", 0),
+        "poll": ns.get("poll", 0),
+        "unpack": ns.get("unpack", 0),
     }
+    per_part = {k: comm.allreduce(v / n_parts / 1e3, op=MPI.MAX)
+                for k, v in per_part.items()}
+    records = handle.fetch_trace()
+    span = (max(r.completed_ns for r in records)
+            - min(r.posted_ns for r in records))
+    waiting = sum(r.duration_ns for r in records if r.kind == "wait") / span
+    if trace_path:
+        merged = gather_traces(comm, handle.trace())
+        if rank == 0:
+            merged.write_json(trace_path)
+
+    # check against serial NumPy (rank 0 gathers)
+    got = comm.gather({k: v.get() if hasattr(v, "queue") else v
+                       for k, v in out.items()}, root=0)
+    error = None
+    if rank == 0:
+        import numpy as np
+        error = max(float(np.max(np.abs(
+            np.concatenate([g[f"u{f}"] for g in got])
+            - heat.serial_heat(heat.initial_field(n_total, f), n_steps))))
+            for f in range(FIELDS))
+    return {"cells_per_rank": n_local, "steps": n_steps, "parts": n_parts,
+            "setup_s": comm.allreduce(setup, op=MPI.MAX),
+            "first_s": first, "steady_s": statistics.median(times),
+            "overhead_us_per_part": per_part,
+            "wait_share": comm.allreduce(waiting, op=MPI.MAX),
+            "messages_per_run": stats["n_messages_sent"],
+            "max_error": error}
 
 
-def _max():
-    from mpi4py import MPI
-    return MPI.MAX
-
-
-def worker(targets: list[str], trace_path: str | None) -> None:
+def worker(cases, trace_path: str | None) -> None:
     from mpi4py import MPI
 
     from pytato_like.distributed import abort_on_error
     comm = MPI.COMM_WORLD
     with abort_on_error(comm):
-        out = {}
-        for target in targets:
-            out[target] = [_measure(comm, c, f, s, target,
-                                    trace_path if (c, f, s) == CASES[0]
-                                    else None)
-                           for c, f, s in CASES]
+        rows = [_measure(comm, n, s, trace_path if i == 0 else None)
+                for i, (n, s) in enumerate(cases)]
         if comm.Get_rank() == 0:
-            print("BENCH_JSON " + json.dumps(out), flush=True)
+            print("BENCH_JSON " + json.dumps(rows), flush=True)
+
+# }}}
 
 
 def _mpiexec() -> str:
@@ -199,80 +201,76 @@ def _mpiexec() -> str:
     return found
 
 
-def _targets(choice: str | None) -> list[str]:
-    import pytato_like as pt
-    has_loopy = getattr(pt, "generate_loopy", None) is not None
-    if choice in (None, "both"):
-        return ["numpy", "loopy"] if has_loopy else ["numpy"]
-    return [choice]
-
-
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--worker", action="store_true")
-    parser.add_argument("--target", choices=["numpy", "loopy", "both"],
-                        default=None)
-    parser.add_argument("--trace", default=None,
-                        help="write the trace of one packed run (JSON)")
-    args = parser.parse_args(argv)
-    targets = _targets(args.target)
-    if args.worker:
-        worker(targets, args.trace)
-        return {}
-
-    cmd = [_mpiexec(), "-n", "2", sys.executable, "-m", "bench.bench_distributed",
-           "--worker", "--target", ",".join(targets)]
-    if len(targets) > 1:
-        cmd[-1] = "both"
-    if args.trace:
-        cmd += ["--trace", str(Path(args.trace).resolve())]
+def run_ranks(cases, trace: str | None = None) -> list[dict]:
+    """Launch the 2-rank measurement of *cases*; one row per case."""
+    cmd = [_mpiexec(), "-n", "2", sys.executable, "-m",
+           "bench.bench_distributed", "--worker",
+           "--cases", json.dumps([list(c) for c in cases])]
+    if trace:
+        cmd += ["--trace", str(Path(trace).resolve())]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=1800, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=3600, stdin=subprocess.DEVNULL)
     line = next((ln for ln in proc.stdout.splitlines()
                  if ln.startswith("BENCH_JSON ")), None)
     if proc.returncode != 0 or line is None:
         raise RuntimeError(f"distributed benchmark failed:\n{proc.stdout}\n"
                            f"{proc.stderr}")
-    data = json.loads(line[len("BENCH_JSON "):])
+    return json.loads(line[len("BENCH_JSON "):])
 
-    figures: dict = {"ranks": 2, "targets": {}}
-    for target, rows in data.items():
-        print(f"\ndistributed heat, 2 ranks, part programs: {target}")
-        header = ("cells", "fields", "steps", "mode", "msgs/run", "first s",
-                  "steady s", "vs per_array", "vs serial np", "wait %",
-                  "max err")
-        print("  ".join(f"{h:>12}" for h in header))
-        for r in rows:
-            for label, m in r["modes"].items():
-                m["steady_over_per_array"] = m["over_per_array"]
-                m["steady_over_numpy"] = m["steady_exec_s"] / r["serial_numpy_s"]
-                cells = (r["cells"], r["fields"], r["steps"], label,
-                         m["messages_per_run"], f"{m['first_exec_s']:.4f}",
-                         f"{m['steady_exec_s']:.4f}",
-                         f"{m['steady_over_per_array']:.2f}",
-                         f"{m['steady_over_numpy']:.2f}",
-                         f"{100 * m['wait_share']:.0f}",
-                         f"{r['max_error']:.1e}")
-                print("  ".join(f"{c:>12}" for c in cells))
-        print("  ".join(
-            f"partition+verify {r['partition_s']:.3f} s, codegen "
-            f"{r['codegen_s']:.3f} s ({r['fields']}x{r['steps']})"
-            for r in rows[:2]))
-        a = next(r for r in rows if r["steps"] == 8)
-        b = next(r for r in rows if r["steps"] == 16)
-        best = list(a["modes"])[-1]
-        scaling = (b["modes"][best]["steady_exec_s"]
-                   / a["modes"][best]["steady_exec_s"])
-        print(f"{best}: steady time 16 steps / 8 steps = {scaling:.2f} "
-              f"(linear: 2.00); parts per rank: {a['parts_rank0']} for 8 "
-              "steps; target: one message per (part, neighbour) = steps x 2 "
-              "ranks per run")
-        figures["targets"][target] = {"rows": rows,
-                                      "steady_scaling_16_over_8": scaling}
-    return figures
+
+def format_table(rows: list[dict]) -> str:
+    header = ("cells/rank", "steps", "parts", "2 ranks s", "NumPy s",
+              "1 proc s", "vs NumPy", "vs 1 proc", "wait %",
+              *(f"{k} us" for k in OVERHEAD_KINDS), "total us")
+    lines = ["  ".join(f"{h:>10}" for h in header)]
+    for r in rows:
+        over = r["overhead_us_per_part"]
+        cells = (r["cells_per_rank"], r["steps"], r["parts"],
+                 f"{r['steady_s']:.4f}", f"{r['serial_numpy_s']:.4f}",
+                 f"{r['one_process_s']:.4f}",
+                 f"{r['serial_numpy_s'] / r['steady_s']:.2f}x",
+                 f"{r['one_process_s'] / r['steady_s']:.2f}x",
+                 f"{100 * r['wait_share']:.0f}",
+                 *(f"{over[k]:.0f}" for k in OVERHEAD_KINDS),
+                 f"{sum(over.values()):.0f}")
+        lines.append("  ".join(f"{c:>10}" for c in cells))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--cases", default=None,
+                        help="JSON list of [cells per rank, steps]")
+    parser.add_argument("--quick", action="store_true",
+                        help="only 10^5 cells per rank, 8 steps")
+    parser.add_argument("--trace", default=None,
+                        help="write the trace of one steady run (JSON)")
+    args = parser.parse_args(argv)
+    cases = [tuple(c) for c in json.loads(args.cases)] if args.cases else \
+        list(CASES[:1] if args.quick else CASES)
+    if args.worker:
+        worker(cases, args.trace)
+        return {}
+    # one process first, on an idle machine (the ranks are not started yet)
+    single = {c: (serial_numpy_s(2 * c[0], c[1]), one_process_s(2 * c[0], c[1]))
+              for c in cases}
+    rows = run_ranks(cases, args.trace)
+    for r in rows:
+        r["serial_numpy_s"], r["one_process_s"] = single[
+            (r["cells_per_rank"], r["steps"])]
+    print(f"distributed heat solver, 2 ranks, {FIELDS} fields, loopy part "
+          "programs; steady times (median of "
+          f"{REPEATS}); executor overhead per part (us, slower rank)")
+    print(format_table(rows))
+    print("max |2 ranks - serial NumPy|: "
+          + ", ".join(f"{r['max_error']:.1e}" for r in rows))
+    return {"ranks": 2, "fields": FIELDS, "rows": rows}
 
 
 if __name__ == "__main__":
     main()
+
+# vim: foldmethod=marker

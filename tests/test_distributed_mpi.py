@@ -231,3 +231,17 @@ def test_dropped_handle_that_cannot_complete_ends_with_an_error():
 # }}}
 
 # vim: foldmethod=marker
+
+
+def test_each_rank_device_gets_its_share_of_the_cores():
+    """Under mpiexec, importing pytato_like limits each rank's PoCL device
+    to cores // ranks_on_node compute units (checked through OpenCL)."""
+    if not _loopy_available():
+        pytest.skip("no OpenCL")
+    script = ROOT / "tests" / "mpi" / "device_threads.py"
+    proc = launch(2, script, timeout=FAULT_BOUND)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rank in (0, 1):
+        found = re.search(rf"rank {rank} compute units (\d+) expected (\d+)",
+                          proc.stdout)
+        assert found and found.group(1) == found.group(2), proc.stdout

@@ -68,6 +68,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import Counter
 from collections.abc import Hashable
 from typing import Any
 
@@ -287,6 +289,8 @@ class MessagePlan:
         self.broken = False
         self.n_executions = 0
         self._freed = False
+        # id(part program) -> (program, accepts allocator=), see execute
+        self.accepts_allocator: dict[int, tuple[Any, bool]] = {}
         # message headers compared with every peer (first execution)
         self.headers_checked = not is_mpi(comm)
         self.registry = ReceiveBufferRegistry(np)
@@ -610,6 +614,11 @@ class Exchange:
         self.n_messages_received = 0
         self.bytes_sent = 0
         self.bytes_received = 0
+        #: host time (ns) of the executor's own work, by kind: ``send``
+        #: (pack and post a part's messages), ``post`` (start MPI sends),
+        #: ``poll`` (non-blocking arrival checks, unpacking included),
+        #: ``unpack``
+        self.overhead_ns: Counter[str] = Counter()
         #: set by another thread to end this execution's waits
         self.cancelled = False
         self._start_receives()
@@ -655,6 +664,18 @@ class Exchange:
         """``(name, value)`` of values arrived since the last call, ready
         for the parts (device arrays for device part programs); with
         *block*, waits until at least one has arrived."""
+        if block:
+            return self._arrivals(True)
+        t0 = time.perf_counter_ns()
+        unpack0 = self.overhead_ns["unpack"]
+        try:
+            return self._arrivals(False)
+        finally:
+            # unpacking is counted on its own
+            self.overhead_ns["poll"] += (time.perf_counter_ns() - t0
+                                         - self.overhead_ns["unpack"] + unpack0)
+
+    def _arrivals(self, block: bool) -> list[tuple[str, Any]]:
         self._start_ready_device_sends(block=False)
         self._poll_sends()
         result, self._arrived = self._arrived, []
@@ -715,6 +736,13 @@ class Exchange:
         return result
 
     def _unpack(self, msg: _Incoming) -> list[tuple[str, Any]]:
+        t0 = time.perf_counter_ns()
+        try:
+            return self._unpack_values(msg)
+        finally:
+            self.overhead_ns["unpack"] += time.perf_counter_ns() - t0
+
+    def _unpack_values(self, msg: _Incoming) -> list[tuple[str, Any]]:
         plan = self.plan
         if not plan.packed:
             return [(msg.names[0], self._for_parts(msg.buffer))]
@@ -753,6 +781,14 @@ class Exchange:
     def send_part_outputs(self, pid: Hashable, outputs: dict[str, Any]) -> None:
         """Start the messages of part *pid*, which has just computed
         *outputs*."""
+        t0 = time.perf_counter_ns()
+        try:
+            self._send_part_outputs(pid, outputs)
+        finally:
+            self.overhead_ns["send"] += time.perf_counter_ns() - t0
+
+    def _send_part_outputs(self, pid: Hashable, outputs: dict[str, Any]
+                           ) -> None:
         plan = self.plan
         for name, send in plan.local_sends.get(pid, ()):
             recv_name = plan.local_recv.get(send.comm_tag)
@@ -822,6 +858,7 @@ class Exchange:
     def _start_send(self, msg: _Outgoing, request: Any, data: np.ndarray
                     ) -> None:
         from mpi4py import MPI
+        t0 = time.perf_counter_ns()
         rec = self.recorder.message("send", msg.dest, tag=msg.tag,
                                     nbytes=data.nbytes, part_id=msg.pid,
                                     n_arrays=len(msg.names))
@@ -833,6 +870,7 @@ class Exchange:
         self._sends_active.append((request, rec, data))
         self.n_messages_sent += 1
         self.bytes_sent += int(data.nbytes)
+        self.overhead_ns["post"] += time.perf_counter_ns() - t0
 
     def _poll_sends(self) -> None:
         if not self._sends_active:

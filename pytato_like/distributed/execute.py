@@ -45,6 +45,7 @@ from __future__ import annotations
 import heapq
 import inspect
 import threading
+import time
 import weakref
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -63,9 +64,14 @@ from pytato_like.distributed.safety import (
     at_exit_before_finalize,
     track_execution,
 )
+from pytato_like.distributed.threads import configure_device_threads
 from pytato_like.runtime.handles import Handle
 from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
 from pytato_like.target import BoundProgram
+
+# before any OpenCL context exists: one device thread pool per rank must
+# not oversubscribe the node (see distributed.threads)
+configure_device_threads()
 
 # {{{ plans, one per (partition, communicator, queue, mode)
 
@@ -143,7 +149,11 @@ class DistributedExecution:
 
         Filled when the execution ends: ``n_parts_run``,
         ``n_messages_sent``, ``n_messages_received``, ``bytes_sent``,
-        ``bytes_received``, ``messages`` (the mode used).
+        ``bytes_received``, ``messages`` (the mode used), ``overhead_ns``
+        (host time of the executor's own work by kind: ``enqueue`` -- calling
+        the part programs --, ``send`` -- packing and posting messages, of
+        which ``post`` is starting the MPI sends --, ``poll`` and
+        ``unpack``; see :attr:`~pytato_like.distributed.comm.Exchange.overhead_ns`).
     """
 
     def __init__(self, plan: MessagePlan, recorder: TraceRecorder) -> None:
@@ -267,6 +277,7 @@ def _run(partition: DistributedGraphPartition,
                  n_messages_received=exchange.n_messages_received,
                  bytes_sent=exchange.bytes_sent,
                  bytes_received=exchange.bytes_received,
+                 overhead_ns=dict(exchange.overhead_ns),
                  messages="packed" if plan.packed else "per_array")
     host_buffers = plan.host_buffers()
     results = {}
@@ -284,6 +295,14 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
               input_args, recorder) -> tuple[int, dict[str, Any]]:
     """Run every part; the number run and every value by name."""
     context: dict[str, Any] = dict(input_args or {})
+    if exchange.on_device:
+        # once, while the queue is empty: a part program converting a host
+        # input itself would block until the kernels before it finished
+        import pyopencl.array as cla
+        for name, value in context.items():
+            if isinstance(value, np.ndarray):
+                context[name] = cla.to_device(
+                    queue, np.ascontiguousarray(value), allocator=allocator)
     position = {pid: i for i, pid in enumerate(partition.toposorted_part_ids)}
     missing: dict[Hashable, set[str]] = {}
     readers: dict[str, list[Hashable]] = {}
@@ -314,7 +333,9 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
             deliver(name, value)
 
     extra = {} if allocator is None else {"allocator": allocator}
-    takes_allocator: dict[int, bool] = {}
+    # kept by the plan across executions (with the program, so its id is
+    # not reused): inspecting a signature costs more than a kernel launch
+    takes_allocator = exchange.plan.accepts_allocator
     n_done = 0
     while n_done < len(partition.parts):
         if not ready:
@@ -331,13 +352,16 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
         inputs = {name: context[name] for name in part.all_input_names()
                   if name in context}
         if extra:
-            accepts = takes_allocator.get(id(prg))
-            if accepts is None:
-                accepts = takes_allocator[id(prg)] = _accepts_allocator(prg)
+            known = takes_allocator.get(id(prg))
+            if known is None or known[0] is not prg:
+                known = takes_allocator[id(prg)] = (prg, _accepts_allocator(prg))
+            accepts = known[1]
             if accepts:
                 inputs.update(extra)
+        t0 = time.perf_counter_ns()
         with records.pop(pid):
             _evt, outputs = prg(queue, **inputs)
+        exchange.overhead_ns["enqueue"] += time.perf_counter_ns() - t0
         exchange.send_part_outputs(pid, outputs)
         for name, value in outputs.items():
             deliver(name, value)

@@ -1,0 +1,102 @@
+"""How many threads each rank's OpenCL CPU device may use.
+
+A CPU OpenCL device (PoCL's pthread driver) starts one worker thread per
+core. With several MPI ranks on one node, every rank's device would do so:
+2 ranks on 2 cores run 4 busy worker threads, plus the ranks' own threads,
+and each step pays for the oversubscription. So, by default, each rank's
+device gets ``cores // ranks_on_node`` threads (at least 1).
+
+The limit can only be set before the OpenCL platform is first queried (PoCL
+reads it from the environment when it starts), so it is applied when
+:mod:`pytato_like` is imported -- normally before any context exists -- by
+setting PoCL's variables ``POCL_MAX_PTHREAD_COUNT`` (older PoCL) and
+``POCL_CPU_MAX_CU_COUNT`` (newer PoCL). Nothing is changed
+
+* when the process does not run under an MPI launcher that tells the ranks
+  per node (MPICH/Hydra's ``MPI_LOCALNRANKS``, Open MPI's
+  ``OMPI_COMM_WORLD_LOCAL_SIZE``) or runs as the only rank of its node;
+* when either PoCL variable is already set (the user's choice wins).
+
+``PYTATO_LIKE_DEVICE_THREADS`` overrides the default: a positive number of
+threads, or ``all`` to leave PoCL's default (one per core). Call
+:func:`configure_device_threads` yourself before creating a context to
+apply another count.
+
+.. autofunction:: configure_device_threads
+.. autofunction:: ranks_on_node
+.. autofunction:: default_device_threads
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import MutableMapping
+
+from pytato_like.diagnostic import ConfigurationError
+
+logger = logging.getLogger("pytato_like")
+
+POCL_VARIABLES = ("POCL_MAX_PTHREAD_COUNT", "POCL_CPU_MAX_CU_COUNT")
+SETTING = "PYTATO_LIKE_DEVICE_THREADS"
+_LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+
+
+def ranks_on_node(environ: MutableMapping[str, str] | None = None
+                  ) -> int | None:
+    """The number of MPI ranks on this node as the launcher announces it,
+    or ``None`` when not launched by a known MPI launcher."""
+    env = os.environ if environ is None else environ
+    for name in _LOCAL_SIZE_VARIABLES:
+        value = env.get(name)
+        if value and value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def default_device_threads(environ: MutableMapping[str, str] | None = None,
+                           cores: int | None = None) -> int | None:
+    """Threads per rank's device: ``cores // ranks_on_node`` (at least 1),
+    the ``PYTATO_LIKE_DEVICE_THREADS`` setting, or ``None`` for PoCL's own
+    default."""
+    env = os.environ if environ is None else environ
+    setting = env.get(SETTING, "").strip()
+    if setting:
+        if setting == "all":
+            return None
+        if not setting.isdigit() or int(setting) < 1:
+            raise ConfigurationError(
+                f"{SETTING}={setting!r}: expected a positive number of "
+                "threads or 'all'")
+        return int(setting)
+    n_ranks = ranks_on_node(env)
+    if n_ranks is None or n_ranks == 1:
+        return None
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(
+            os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // n_ranks)
+
+
+def configure_device_threads(n_threads: int | None = None,
+                             environ: MutableMapping[str, str] | None = None
+                             ) -> int | None:
+    """Limit the CPU OpenCL device of this process to *n_threads*, or by
+    default to :func:`default_device_threads` unless the PoCL variables
+    are already set; returns the limit now in force (``None``: PoCL's default). Takes
+    effect only for OpenCL platforms not yet initialized."""
+    env = os.environ if environ is None else environ
+    if n_threads is None:
+        for name in POCL_VARIABLES:
+            if env.get(name):
+                return int(env[name]) if env[name].isdigit() else None
+        n_threads = default_device_threads(env)
+    elif n_threads < 1:
+        raise ConfigurationError(
+            f"configure_device_threads({n_threads}): expected at least 1")
+    if n_threads is None:
+        return None
+    for name in POCL_VARIABLES:
+        env[name] = str(n_threads)
+    logger.debug("OpenCL CPU device threads per rank: %d", n_threads)
+    return n_threads
