@@ -47,10 +47,11 @@ def _build_kernel(ctx, source: KernelSource, stats=None):
     from pytato_like.target.loopy import cache
     from pytato_like.target.loopy.report import ProgramStats, compiling
     t0 = time.perf_counter()
-    # all kernels of the program are built at once (one clBuildProgram)
+    # the kernels of the program, and of every program generated since
+    # the last build, are built at once (one clBuildProgram)
     with compiling(stats if stats is not None else ProgramStats(),
                    "the OpenCL program"):
-        prg = cache.build_program(ctx, source.program_code or source.device_code)
+        prg = cache.kernel_program(ctx, source)
         elapsed = time.perf_counter() - t0
         if stats is not None:
             stats.record_phase("opencl_build", elapsed)

@@ -51,6 +51,7 @@ import hashlib
 import logging
 import os
 import pickle
+import re
 import sys
 import tempfile
 from typing import Any
@@ -368,6 +369,7 @@ def get_plan(key: str):
     ``(None, "miss")``."""
     plan = _MEMORY.get(key)
     if plan is not None:
+        note_plan(plan)
         return plan, "memory"
     plan = _load("plans", key)
     if plan is not None:
@@ -375,12 +377,14 @@ def get_plan(key: str):
         if not isinstance(plan, ProgramPlan):
             return None, "miss"
         _MEMORY[key] = plan
+        note_plan(plan)
         return plan, "disk"
     return None, "miss"
 
 
 def put_plan(key: str, plan) -> None:
     _MEMORY[key] = plan
+    note_plan(plan)
     _store("plans", key, plan)
 
 
@@ -417,9 +421,63 @@ def build_program(ctx, code: str):
     return prg
 
 
+# {{{ one OpenCL build for every kernel waiting to be built
+
+# kernel key -> KernelSource of plans obtained since the last build
+_PENDING: dict[str, Any] = {}
+# (context, kernel key) -> the pyopencl.Program holding that kernel
+_KERNEL_PROGRAMS: dict[tuple, Any] = {}
+
+_KERNEL_NAME_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?"
+                             r"(\w+)\s*\(")
+
+
+def note_plan(plan) -> None:
+    """The kernels of *plan* will be needed: the next OpenCL build builds
+    them too (all part programs of a partition, generated before the
+    first runs, are then one build)."""
+    for source in plan.kernels:
+        _PENDING.setdefault(source.key, source)
+
+
+def kernel_program(ctx, source):
+    """The ``pyopencl.Program`` of *ctx* containing the kernel *source*.
+    Built on first use together with every kernel noted by
+    :func:`note_plan` and not built yet (kernels whose names would clash
+    wait for a later build); with nothing else pending, together with
+    the other kernels of *source*'s program."""
+    prg = _KERNEL_PROGRAMS.get((ctx, source.key))
+    if prg is not None:
+        return prg
+    from pytato_like.target.loopy.codegen import merge_device_code
+    batch = {source.key: source}
+    names = set(_KERNEL_NAME_RE.findall(source.device_code))
+    for key, other in list(_PENDING.items()):
+        if key in batch or (ctx, key) in _KERNEL_PROGRAMS:
+            continue
+        other_names = set(_KERNEL_NAME_RE.findall(other.device_code))
+        if other_names & names:
+            continue
+        names |= other_names
+        batch[key] = other
+    if len(batch) == 1 and source.program_code:
+        prg = build_program(ctx, source.program_code)
+    else:
+        prg = build_program(ctx, merge_device_code(
+            [s.device_code for s in batch.values()]))
+    for key in batch:
+        _KERNEL_PROGRAMS[(ctx, key)] = prg
+        _PENDING.pop(key, None)
+    return prg
+
+# }}}
+
+
 def clear_memory_cache() -> None:
     """Forget in-memory plans, kernels and built programs (the disk cache
     stays)."""
     _MEMORY.clear()
     _MEMORY_KERNELS.clear()
     _PROGRAMS.clear()
+    _PENDING.clear()
+    _KERNEL_PROGRAMS.clear()

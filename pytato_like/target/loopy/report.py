@@ -206,6 +206,9 @@ class ProgramStats:
     #: the rank/part label of the compile, under MPI
     where: str = ""
 
+    def __post_init__(self) -> None:
+        self.where = self.where or _where()
+
     def record_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + seconds
         if _CURRENT and _CURRENT[-1][0] is self:
