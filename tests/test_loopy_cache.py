@@ -316,3 +316,22 @@ def test_kernels_of_one_program_are_built_as_one_opencl_program(queue, tmp_path,
     assert prg.stats.phases["opencl_build"] > 0
 
 # }}}
+
+
+def test_programs_generated_together_are_built_together(queue, tmp_path,
+                                                        monkeypatch):
+    # as the part programs of a partition: all generated, then run
+    cache = _fresh(tmp_path, monkeypatch)
+    x = pt.make_placeholder("x", (40,), np.float64)
+    y1 = pt.roll(pt.cos(x), 3) * 2
+    y2 = pt.sum(pt.exp(x) - pt.roll(x, 1))
+    prg1 = pt.generate_loopy(y1, function_name="first_part")
+    prg2 = pt.generate_loopy(y2, function_name="second_part")
+    xv = np.linspace(-1, 1, 40)
+    builds = cache.OPENCL_BUILDS
+    out1 = prg1(queue, x=xv)[1].get()
+    assert cache.OPENCL_BUILDS == builds + 1
+    out2 = prg2(queue, x=xv)[1].get()
+    assert cache.OPENCL_BUILDS == builds + 1  # built with the first
+    np.testing.assert_allclose(out1, pt.generate_numpy(y1)(x=xv), rtol=1e-13)
+    np.testing.assert_allclose(out2, pt.generate_numpy(y2)(x=xv), rtol=1e-13)

@@ -42,6 +42,7 @@ pytato_like.cache info|clear`` shows or empties it (:mod:`pytato_like.cache`).
 .. autofunction:: cache_info
 .. autofunction:: clear_disk_cache
 .. autodata:: CODEGEN_CALLS
+.. autodata:: OPENCL_BUILDS
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ from pytato_like.array import (
 #: number of loopy code generations in this process (tests use it to check
 #: that a cache hit does not generate code)
 CODEGEN_CALLS = 0
+#: number of OpenCL program builds (``clBuildProgram``) in this process
+OPENCL_BUILDS = 0
 
 _MEMORY: dict[str, Any] = {}
 _MEMORY_KERNELS: dict[str, Any] = {}
@@ -416,6 +419,8 @@ def build_program(ctx, code: str):
     key = (ctx, hashlib.sha256(code.encode()).digest())
     prg = _PROGRAMS.get(key)
     if prg is None:
+        global OPENCL_BUILDS
+        OPENCL_BUILDS += 1
         prg = cl.Program(ctx, code).build()
         _PROGRAMS[key] = prg
     return prg
