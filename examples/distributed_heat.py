@@ -9,9 +9,12 @@ one-cell halos with both neighbours (``staple_distributed_send`` of the
 boundary cells, ``make_distributed_recv`` of the neighbours'), and all steps
 are unrolled into one lazy DAG, which is partitioned, verified, compiled and
 executed: all halos a part sends to one neighbour travel as one packed
-message. The second execution is started asynchronously and its trace
-(every message and part, timestamped) is gathered on rank 0; ``--trace``
-writes it as Chrome/Perfetto JSON and prints the summary table. Rank 0
+message. Later executions (``--runs``, default 1) are started
+asynchronously and their traces (every message and part, timestamped) are
+gathered on rank 0; ``--trace`` writes them as Chrome/Perfetto JSON and
+prints the summary table, ``--save-partition`` pickles rank 0's partition
+(draw both with ``get_dot_graph_from_partition(partition, trace=...)``, as
+examples/distributed_profile.ipynb does). Rank 0
 compares the result with a serial NumPy run of the whole domain, printing
 the error and timings; the exit status is non-zero if they disagree.
 """
@@ -27,7 +30,7 @@ from mpi4py import MPI
 
 import pytato_like as pt
 from pytato_like.distributed import abort_on_error
-from pytato_like.runtime.trace import gather_traces
+from pytato_like.runtime.trace import TraceRecorder, gather_traces
 
 COURANT = 0.25  # dt * kappa / dx**2, stable for <= 0.5
 
@@ -67,7 +70,8 @@ def serial_heat(u: np.ndarray, n_steps: int) -> np.ndarray:
 
 
 def solve(comm, n_local: int, n_fields: int, n_steps: int,
-          target: str | None = None, trace_path: str | None = None) -> dict:
+          target: str | None = None, trace_path: str | None = None,
+          runs: int = 1, partition_path: str | None = None) -> dict:
     """Run the distributed solver; returns (on every rank) figures and, on
     rank 0, the maximum error against the serial NumPy run."""
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -91,15 +95,22 @@ def solve(comm, n_local: int, n_fields: int, n_steps: int,
     stats: dict = {}
     result = pt.execute_distributed_partition(partition, prgs, queue, comm,
                                               input_args=inputs, stats=stats)
-    t4 = time.perf_counter()
-    # a second run shows the steady cost (the first compiles kernels); it
-    # is started asynchronously and waited for, keeping its trace
-    handle = pt.execute_distributed_partition_async(partition, prgs, queue,
-                                                    comm, input_args=inputs)
-    result = handle.wait()
-    t5 = time.perf_counter()
+    t_first = time.perf_counter()
+    # later runs show the steady cost (the first compiles kernels); they
+    # are started asynchronously and waited for, keeping their traces
+    recorder = TraceRecorder(rank)
+    for _ in range(max(runs, 1)):
+        t4 = time.perf_counter()
+        handle = pt.execute_distributed_partition_async(
+            partition, prgs, queue, comm, input_args=inputs, recorder=recorder)
+        result = handle.wait()
+        t5 = time.perf_counter()
     messages = sum(r.kind == "send" for r in handle.fetch_trace())
-    trace = gather_traces(comm, handle.trace())
+    trace = gather_traces(comm, recorder)
+    if partition_path and rank == 0:
+        import pickle
+        with open(partition_path, "wb") as f:
+            pickle.dump(partition, f)
     if trace is not None and trace_path:
         trace.write_json(trace_path)
     result = {k: v.get() if hasattr(v, "queue") else np.asarray(v)
@@ -113,7 +124,7 @@ def solve(comm, n_local: int, n_fields: int, n_steps: int,
         "messages_in_trace": messages,
         "summary": None if trace is None else trace.format_summary(),
         "build_s": t1 - t0, "partition_s": t2 - t1, "codegen_s": t3 - t2,
-        "execute_first_s": t4 - t3, "execute_s": t5 - t4,
+        "execute_first_s": t_first - t3, "execute_s": t5 - t4,
         "target": "loopy" if queue is not None else "numpy",
     }
     if rank == 0:
@@ -137,12 +148,17 @@ def main(argv=None) -> int:
     parser.add_argument("--target", choices=["numpy", "loopy"], default=None,
                         help="part programs (default: loopy if available)")
     parser.add_argument("--trace", default=None, metavar="PATH",
-                        help="write the Chrome/Perfetto trace of the second "
-                             "run and print its summary")
+                        help="write the Chrome/Perfetto trace of the runs "
+                             "after the first and print its summary")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="traced runs after the first (default 1)")
+    parser.add_argument("--save-partition", default=None, metavar="PATH",
+                        help="pickle rank 0's partition (to draw it with "
+                             "the trace)")
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
     figures = solve(comm, args.cells, args.fields, args.steps, args.target,
-                    args.trace)
+                    args.trace, args.runs, args.save_partition)
     if comm.Get_rank() != 0:
         return 0
     ok = figures["max_error"] < 1e-10
@@ -155,12 +171,13 @@ def main(argv=None) -> int:
     print(f"  build {figures['build_s']:.3f} s, partition+verify "
           f"{figures['partition_s']:.3f} s, codegen {figures['codegen_s']:.3f} s")
     print(f"  execute: first run {figures['execute_first_s']:.3f} s "
-          f"(includes kernel compilation), second run {figures['execute_s']:.3f} s; "
+          f"(includes kernel compilation), later run {figures['execute_s']:.3f} s; "
           f"serial NumPy {figures['serial_numpy_s']:.3f} s")
     print(f"  max |distributed - serial NumPy| = {figures['max_error']:.2e} "
           f"-> {'OK' if ok else 'MISMATCH'}")
     if args.trace:
-        print(f"  trace of the second run written to {args.trace}:")
+        print(f"  trace of {args.runs} run(s) after the first written to "
+              f"{args.trace}:")
         print(figures["summary"])
     return 0 if ok else 1
 

@@ -426,6 +426,9 @@ def execute_distributed_partition(
                         allocator if on_device else None, input_args or {},
                         run_recorder, run_stats, control)
         finally:
+            # which execution each record belongs to (for profiles)
+            for rec in run_recorder.records:
+                rec.args.setdefault("execution", ticket)
             if stats is not None:
                 stats.update(run_stats)
             if recorder is not None:

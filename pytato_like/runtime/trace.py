@@ -51,6 +51,26 @@ Typical use in an executor::
     :members:
 .. autofunction:: merge_traces
 .. autofunction:: gather_traces
+
+Profiles of partitioned DAGs
+----------------------------
+
+:func:`load_trace` reads a trace back (a :class:`Trace`, a list of records
+from ``DistributedExecution.fetch_trace()``, a Chrome/Perfetto JSON object
+or file), and :func:`profile_partition` condenses it into what the
+partition drawing shows
+(:func:`~pytato_like.visualization.dot.get_dot_graph_from_partition` with
+``trace=``): per rank and part, the mean and maximum time over the traced
+executions and its share of the execution time; per message, its bytes
+and its time in flight (the send's start on one rank to the receive's
+completion on the other, on the merged clock of :func:`gather_traces`).
+Records of one execution carry its number in ``args["execution"]`` (the
+executor stamps them), which is how executions are told apart.
+
+.. autofunction:: load_trace
+.. autofunction:: profile_partition
+.. autoclass:: PartitionProfile
+    :members:
 """
 
 from __future__ import annotations
@@ -266,6 +286,28 @@ class Trace:
     def to_json(self) -> str:
         return json.dumps(self.to_chrome())
 
+    @classmethod
+    def from_chrome(cls, doc: dict[str, Any]) -> Trace:
+        """The trace :meth:`to_chrome` exported (times in nanoseconds from
+        the exported origin; records posted at their ``posted_us``)."""
+        known = {"posted_us", "peer", "tag", "nbytes", "part_id"}
+        records = []
+        for ev in doc.get("traceEvents", ()):
+            if ev.get("ph") != "X":
+                continue
+            args = dict(ev.get("args", {}))
+            start = round(float(ev["ts"]) * 1e3)
+            posted = round(float(args.get("posted_us", ev["ts"])) * 1e3)
+            records.append(TraceRecord(
+                kind=ev.get("cat", "other"), name=ev.get("name", ""),
+                rank=int(ev.get("pid", 0)), posted_ns=min(posted, start),
+                started_ns=start,
+                completed_ns=start + round(float(ev.get("dur", 0)) * 1e3),
+                peer=args.get("peer"), tag=args.get("tag"),
+                nbytes=args.get("nbytes"), part_id=args.get("part_id"),
+                args={k: v for k, v in args.items() if k not in known}))
+        return cls(records, 0)
+
     def write_json(self, path: str) -> None:
         """Write :meth:`to_chrome` to *path* (open it in ui.perfetto.dev)."""
         with open(path, "w") as f:
@@ -359,6 +401,115 @@ def gather_traces(comm: Any, recorder_or_trace: TraceRecorder | Trace,
         return None
     return merge_traces(Trace([TraceRecord.from_dict(d) for d in recs], sync)
                         for sync, recs in gathered)
+
+
+# {{{ profiles of partitioned DAGs
+
+def load_trace(source: Any) -> Trace:
+    """*source* as a :class:`Trace`: a :class:`Trace`, a
+    :class:`TraceRecorder`, an iterable of :class:`TraceRecord`, a Chrome
+    trace object (``{"traceEvents": ...}``) or the path of a Chrome/Perfetto
+    JSON file."""
+    import os
+    if isinstance(source, Trace):
+        return source
+    if isinstance(source, TraceRecorder):
+        return source.trace()
+    if isinstance(source, (str, os.PathLike)):
+        with open(source) as f:
+            source = json.load(f)
+    if isinstance(source, dict):
+        return Trace.from_chrome(source)
+    records = list(source)
+    if not all(isinstance(r, TraceRecord) for r in records):
+        from pytato_like.diagnostic import VisualizationError
+        raise VisualizationError(
+            "a trace must be a Trace, a TraceRecorder, TraceRecords, a Chrome "
+            f"trace object or its file; got {type(source).__name__}")
+    return Trace(records, min((r.posted_ns for r in records), default=0))
+
+
+@dataclasses.dataclass
+class PartitionProfile:
+    """What :func:`profile_partition` measured.
+
+    .. attribute:: parts
+
+        ``{(rank, part id as str): {"n", "mean_s", "max_s", "share"}}``:
+        executions of the part, mean and maximum duration, and the mean
+        duration over the mean execution time of its rank.
+
+    .. attribute:: messages
+
+        ``{(source rank, destination rank, tag): {"n", "nbytes",
+        "in_flight_s", "max_in_flight_s", "sender_part"}}``: the packed
+        message's bytes and its time from the send's start to the
+        receive's completion (mean and maximum over matched pairs; ``None``
+        if the trace holds only one side).
+
+    .. attribute:: executions
+
+        ``{rank: mean execution time in seconds}`` (first posted to last
+        completed record of an execution).
+    """
+
+    parts: dict[tuple[int, str], dict[str, Any]]
+    messages: dict[tuple[int, int, int], dict[str, Any]]
+    executions: dict[int, float]
+
+    def part(self, rank: int, part_id: Hashable) -> dict[str, Any] | None:
+        return self.parts.get((rank, str(part_id)))
+
+
+def profile_partition(trace: Any) -> PartitionProfile:
+    """Per part and per message figures of *trace* (anything
+    :func:`load_trace` accepts), over all executions it holds."""
+    trace = load_trace(trace)
+    done = [r for r in trace.records if r.done]
+    spans: dict[tuple[int, Any], list[int]] = {}
+    for r in done:
+        key = (r.rank, r.args.get("execution"))
+        lo, hi = spans.get(key, (r.posted_ns, r.completed_ns))
+        spans[key] = [min(lo, r.posted_ns), max(hi, r.completed_ns)]
+    per_rank: dict[int, list[float]] = {}
+    for (rank, _), (lo, hi) in spans.items():
+        per_rank.setdefault(rank, []).append((hi - lo) / 1e9)
+    executions = {rank: sum(v) / len(v) for rank, v in per_rank.items()}
+
+    durations: dict[tuple[int, str], list[float]] = {}
+    for r in done:
+        if r.kind == "part" and r.part_id is not None:
+            durations.setdefault((r.rank, str(r.part_id)), []).append(
+                r.duration_ns / 1e9)
+    parts = {key: {"n": len(v), "mean_s": sum(v) / len(v), "max_s": max(v),
+                   "share": (sum(v) / len(v)) / executions[key[0]]
+                   if executions.get(key[0]) else 0.0}
+             for key, v in durations.items()}
+
+    # the k-th send from s to d with tag t matches the k-th receive
+    sends: dict[tuple[int, int, int], list[TraceRecord]] = {}
+    recvs: dict[tuple[int, int, int], list[TraceRecord]] = {}
+    for r in sorted(done, key=lambda r: r.posted_ns):
+        if r.kind == "send" and r.peer is not None:
+            sends.setdefault((r.rank, r.peer, r.tag), []).append(r)
+        elif r.kind == "recv" and r.peer is not None:
+            recvs.setdefault((r.peer, r.rank, r.tag), []).append(r)
+    messages = {}
+    for key in sorted(sends.keys() | recvs.keys(), key=str):
+        out, into = sends.get(key, []), recvs.get(key, [])
+        flights = [(b.completed_ns - a.started_ns) / 1e9
+                   for a, b in zip(out, into, strict=False)]
+        either = out or into
+        messages[key] = {
+            "n": len(either),
+            "nbytes": either[0].nbytes,
+            "in_flight_s": sum(flights) / len(flights) if flights else None,
+            "max_in_flight_s": max(flights) if flights else None,
+            "sender_part": None if not out or out[0].part_id is None
+            else str(out[0].part_id)}
+    return PartitionProfile(parts, messages, executions)
+
+# }}}
 
 
 def _jsonable(value: Any) -> Any:

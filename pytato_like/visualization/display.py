@@ -55,7 +55,7 @@ def render_svg(dot_source: str) -> str:
     return proc.stdout
 
 
-def _to_dot_source(result: Any) -> str:
+def _to_dot_source(result: Any, **partition_options: Any) -> str:
     from pytato_like.visualization.dot import (
         get_dot_graph,
         get_dot_graph_from_partition,
@@ -63,7 +63,7 @@ def _to_dot_source(result: Any) -> str:
     if isinstance(result, str):
         return result
     if hasattr(result, "parts") and hasattr(result, "var_name_to_result"):
-        return get_dot_graph_from_partition(result)
+        return get_dot_graph_from_partition(result, **partition_options)
     return get_dot_graph(result)
 
 
@@ -140,10 +140,16 @@ def show_dot_graph(result: Any, output_to: str | os.PathLike | None = None,
           page) or ``.dot`` (the dot source).
 
         ``filename=`` is accepted as an alias for a path.
+
+        For a partition, ``trace=`` (and ``rank=``) draw it as the profile
+        of that trace (see
+        :func:`~pytato_like.visualization.dot.get_dot_graph_from_partition`).
     :returns: the path of the file written, or ``None`` when shown inline.
         The path is also printed outside notebooks.
     """
     filename = kwargs.pop("filename", None)
+    # a partition drawn as the profile of a trace (see get_dot_graph_from_partition)
+    partition_options = {k: kwargs.pop(k) for k in ("trace", "rank") if k in kwargs}
     if kwargs:
         raise TypeError(
             f"show_dot_graph got unexpected keyword arguments {sorted(kwargs)}")
@@ -152,7 +158,7 @@ def show_dot_graph(result: Any, output_to: str | os.PathLike | None = None,
             raise TypeError("show_dot_graph: pass either output_to or filename")
         output_to = filename
 
-    dot_source = _to_dot_source(result)
+    dot_source = _to_dot_source(result, **partition_options)
     svg = render_svg(dot_source)
 
     if output_to == "inline" or (output_to is None and in_notebook()):
