@@ -435,6 +435,8 @@ class _Builder:
                         read_in.setdefault(name, set()).add(k)
         t_build = 0.0
         specs = []
+        self._name_to_node = {v: n for n, v in self.array_name.items()}
+        self._spec_keys: dict[tuple, str] = {}
         for k, chunk in enumerate(chunks):
             t0 = time.perf_counter()
             spec = self._chunk_spec(chunk, k, written_in, read_in, True)
@@ -551,7 +553,7 @@ class _Builder:
                 return prim.Subscript(prim.Variable(local(name, "a")),
                                       tuple(self.rec(i, *args) for i in expr.index))
 
-        name_to_node = {v: n for n, v in self.array_name.items()}
+        name_to_node = self._name_to_node
         arrays_used: set[str] = set()
         lp_insns = []
         domains = []
@@ -675,13 +677,28 @@ class _Builder:
         helpers = set()
         for insn in chunk:
             helpers |= insn.helpers
-        text = "\n".join([*dom_strs, *(str(i) for i in lp_insns),
-                          *(f"{a.name}:{a.dtype}:{getattr(a, 'shape', '')}"
-                            for a in args),
-                          *(f"{t.name}:{t.dtype}:{t.shape}:{t.address_space}"
-                            for t in temps.values()),
-                          *sorted(helpers)])
-        key = hashlib.sha256(text.encode()).hexdigest()
+        # the persistent key renders the chunk as text; rendering is the
+        # slow part, so chunks equal to an earlier one (the steps of a
+        # time loop) find their key by (hashed) structural equality
+        structure = (tuple(dom_strs),
+                     tuple((type(i).__name__, i.id, getattr(i, "assignee", None),
+                            getattr(i, "expression", None), i.depends_on,
+                            i.within_inames) for i in lp_insns),
+                     tuple((a.name, a.dtype, getattr(a, "shape", None))
+                           for a in args),
+                     tuple((t.name, t.dtype, t.shape, t.address_space)
+                           for t in temps.values()),
+                     tuple(sorted(helpers)))
+        key = self._spec_keys.get(structure)
+        if key is None:
+            text = "\n".join([*dom_strs, *(str(i) for i in lp_insns),
+                              *(f"{a.name}:{a.dtype}:{getattr(a, 'shape', '')}"
+                                for a in args),
+                              *(f"{t.name}:{t.dtype}:{t.shape}:{t.address_space}"
+                                for t in temps.values()),
+                              *sorted(helpers)])
+            key = hashlib.sha256(text.encode()).hexdigest()
+            self._spec_keys[structure] = key
         return {"key": key, "domains": dom_strs, "insns": lp_insns,
                 "args": args, "temps": list(temps.values()),
                 "bindings": bindings, "helpers": helpers,
