@@ -245,3 +245,54 @@ def test_each_rank_device_gets_its_share_of_the_cores():
         found = re.search(rf"rank {rank} compute units (\d+) expected (\d+)",
                           proc.stdout)
         assert found and found.group(1) == found.group(2), proc.stdout
+
+
+def test_partition_drawing_shows_the_profile_of_a_two_rank_trace(tmp_path):
+    """Each part's mean and max time per rank and each message's bytes, as
+    drawn from a saved 2-rank trace, against figures computed here from the
+    Chrome JSON itself (and the bytes against a hand count)."""
+    import json
+    import pickle
+    import statistics
+
+    from pytato_like.visualization.dot import get_dot_graph_from_partition
+    trace, saved = tmp_path / "trace.json", tmp_path / "partition.pkl"
+    proc = launch(2, ROOT / "examples" / "distributed_heat.py", "--cells",
+                  "40", "--steps", "3", "--fields", "2", "--target", "numpy",
+                  "--runs", "3", "--trace", str(trace), "--save-partition",
+                  str(saved))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(saved, "rb") as f:
+        partition = pickle.load(f)
+    events = [e for e in json.loads(trace.read_text())["traceEvents"]
+              if e["ph"] == "X"]
+    src = get_dot_graph_from_partition(partition, trace=str(trace))
+
+    for pid in partition.toposorted_part_ids:
+        label = re.search(rf"^ *label=<part {re.escape(str(pid))}\b.*>;$",
+                          src, re.MULTILINE)
+        assert label, (pid, src[:2000])
+        for rank in (0, 1):
+            durations = [e["dur"] / 1e3 for e in events
+                         if e["cat"] == "part" and e["pid"] == rank
+                         and e["args"]["part_id"] == str(pid)]
+            assert len(durations) == 3          # one per traced run
+            drawn = re.search(rf"rank {rank}: ([\d.]+) ms mean, ([\d.]+) ms "
+                              r"max, \d+% of execution", label.group(0))
+            assert drawn, label.group(0)
+            assert float(drawn[1]) == pytest.approx(
+                statistics.mean(durations), abs=1e-3)
+            assert float(drawn[2]) == pytest.approx(max(durations), abs=1e-3)
+
+    assert partition.messages
+    for m in partition.messages:
+        drawn = re.findall(rf"tag {m.tag}: (\d+) bytes", src)
+        assert drawn, m
+        sent = {e["args"]["nbytes"] for e in events
+                if e["cat"] in ("send", "recv") and e["args"]["tag"] == m.tag}
+        # one float64 halo cell per array of the message
+        assert {int(b) for b in drawn} == sent == {8 * m.n_arrays}
+        in_flight = re.findall(rf"tag {m.tag}: \d+ bytes</td></tr><tr><td "
+                               r'align="left">in flight</td><td '
+                               r'align="left">([\d.]+) ms mean', src)
+        assert in_flight and all(float(t) > 0 for t in in_flight)

@@ -11,7 +11,9 @@ from pytato_like.runtime.trace import (
     TraceRecord,
     TraceRecorder,
     gather_traces,
+    load_trace,
     merge_traces,
+    profile_partition,
 )
 
 
@@ -163,3 +165,73 @@ def test_gather_traces_on_one_rank_round_trips_records():
     assert sorted(e["cat"] for e in events) == ["part", "recv"]
     part = next(e for e in events if e["cat"] == "part")
     assert part["args"]["part_id"] == "('part', 1)"
+
+
+# {{{ profiles of partitioned DAGs (profile_partition, load_trace)
+
+def _rec(kind, rank, start_us, end_us, **kw):
+    return TraceRecord(kind=kind, name=kind, rank=rank,
+                       posted_ns=int(start_us * 1e3),
+                       started_ns=int(start_us * 1e3),
+                       completed_ns=int(end_us * 1e3), **kw)
+
+
+def two_rank_records():
+    """Two executions on ranks 0 and 1 with hand-chosen times (us): part
+    'a' on rank 0 lasts 100 then 300, one 64-byte message 0 -> 1 with tag
+    7 per execution, in flight 50 then 150."""
+    recs = []
+    for ex, (t0, dur, flight) in enumerate([(0, 100, 50), (1000, 300, 150)]):
+        args = {"execution": ex}
+        recs += [
+            _rec("part", 0, t0, t0 + dur, part_id="a", args=dict(args)),
+            _rec("send", 0, t0 + dur, t0 + dur + 10, peer=1, tag=7, nbytes=64,
+                 part_id="a", args=dict(args)),
+            _rec("recv", 1, t0, t0 + dur + flight, peer=0, tag=7, nbytes=64,
+                 args=dict(args)),
+            _rec("part", 1, t0 + dur + flight, t0 + dur + flight + 40,
+                 part_id="b", args=dict(args)),
+        ]
+    return recs
+
+
+def test_profile_partition_matches_hand_computation():
+    profile = profile_partition(two_rank_records())
+    a = profile.part(0, "a")
+    assert a["n"] == 2
+    assert a["mean_s"] == pytest.approx(200e-6)
+    assert a["max_s"] == pytest.approx(300e-6)
+    # rank 0's executions span 110 and 310 us
+    assert profile.executions[0] == pytest.approx(210e-6)
+    assert a["share"] == pytest.approx(200 / 210)
+    b = profile.part(1, "b")
+    assert b["mean_s"] == pytest.approx(40e-6) and b["max_s"] == pytest.approx(40e-6)
+    assert profile.part(1, "a") is None
+    msg = profile.messages[(0, 1, 7)]
+    assert msg["n"] == 2 and msg["nbytes"] == 64 and msg["sender_part"] == "a"
+    assert msg["in_flight_s"] == pytest.approx(100e-6)
+    assert msg["max_in_flight_s"] == pytest.approx(150e-6)
+
+
+def test_profile_from_a_saved_chrome_trace_equals_profile_from_records(tmp_path):
+    recs = two_rank_records()
+    path = tmp_path / "trace.json"
+    Trace(recs, 0).write_json(str(path))
+    loaded = load_trace(str(path))
+    assert len(loaded) == len(recs)
+    assert {(r.kind, r.rank, r.tag, r.nbytes) for r in loaded.records} == \
+        {(r.kind, r.rank, r.tag, r.nbytes) for r in recs}
+    direct, saved = profile_partition(recs), profile_partition(str(path))
+    assert saved.parts.keys() == direct.parts.keys()
+    for key, value in direct.parts.items():
+        for field in ("n", "mean_s", "max_s", "share"):
+            assert saved.parts[key][field] == pytest.approx(value[field])
+    assert saved.messages[(0, 1, 7)]["in_flight_s"] == pytest.approx(100e-6)
+
+
+def test_load_trace_rejects_what_is_not_a_trace():
+    from pytato_like.diagnostic import VisualizationError
+    with pytest.raises(VisualizationError, match="int"):
+        load_trace([1, 2])
+
+# }}}
