@@ -421,11 +421,13 @@ def load_trace(source: Any) -> Trace:
     if isinstance(source, dict):
         return Trace.from_chrome(source)
     records = list(source)
-    if not all(isinstance(r, TraceRecord) for r in records):
+    bad = [r for r in records if not isinstance(r, TraceRecord)]
+    if bad:
         from pytato_like.diagnostic import VisualizationError
         raise VisualizationError(
             "a trace must be a Trace, a TraceRecorder, TraceRecords, a Chrome "
-            f"trace object or its file; got {type(source).__name__}")
+            f"trace object or its file; got a {type(bad[0]).__name__} among "
+            f"the records of a {type(source).__name__}")
     return Trace(records, min((r.posted_ns for r in records), default=0))
 
 
