@@ -34,6 +34,15 @@ communicator):
 Everything is iterative (explicit passes over a topological order).
 
 .. autoclass:: CommunicationOpIdentifier
+.. data:: CommunicationDepGraph
+
+    ``Mapping[CommunicationOpIdentifier, AbstractSet[CommunicationOpIdentifier]]``:
+    each communication and the communications it waits for.
+
+.. data:: PartId
+
+    What identifies a part (any hashable value).
+
 .. autoclass:: DistributedGraphPart
 .. autoclass:: DistributedGraphPartition
 .. autofunction:: find_distributed_partition
@@ -42,7 +51,7 @@ Everything is iterative (explicit passes over a topological order).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence, Set as AbstractSet
 from typing import Any, NamedTuple
 
 from pytato_like.array import Array
@@ -82,6 +91,14 @@ class CommunicationOpIdentifier(NamedTuple):
 
 
 CommID = CommunicationOpIdentifier
+
+#: What identifies a part (pytato's alias).
+PartId = Hashable
+
+#: Each communication mapped to the communications it waits for (pytato's
+#: alias, for type hints).
+CommunicationDepGraph = Mapping[CommunicationOpIdentifier,
+                                AbstractSet[CommunicationOpIdentifier]]
 
 
 @dataclasses.dataclass(frozen=True, init=False)

@@ -251,3 +251,13 @@ def test_generic_partition_cycle_is_the_same_error():
             {"c": c}, lambda node: "B" if node is b else "AC")
 
 # }}}
+
+
+def test_partition_module_type_aliases():
+    from collections.abc import Hashable
+
+    from pytato_like.distributed.partition import CommunicationDepGraph, PartId
+    assert PartId is Hashable
+    a = CommunicationOpIdentifier(0, 1, "t")
+    graph: CommunicationDepGraph = {a: frozenset()}   # usable as pytato's
+    assert graph[CommunicationOpIdentifier(0, 1, "t")] == frozenset()
