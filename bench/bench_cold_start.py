@@ -3,7 +3,9 @@
 For a 2-D periodic heat stencil on 256x256 with 10, 50 and 200 explicit
 steps, each measurement runs in a fresh Python process and times, after
 the imports, everything from building the DAG to the result on the host
-(``generate_loopy``, the OpenCL build, the first call, ``.get()``):
+(``generate_loopy``, the OpenCL build, the first call, ``.get()``; loopy,
+imported by the first ``generate_loopy``, is counted, ``jax`` is imported
+before the clock starts):
 
 * **cold**: private, empty ``PYTATO_LIKE_CACHE_DIR`` and ``POCL_CACHE_DIR``
   (nothing compiled before);
@@ -13,7 +15,8 @@ the imports, everything from building the DAG to the result on the host
   persistent compilation cache off (when ``jax`` is importable).
 
 Every result is checked against NumPy. Run:
-``python -m bench.bench_cold_start [--steps 10,50,200] [--profile N]``;
+``python -m bench.bench_cold_start [--steps 10,50,200] [--repeat 3]
+[--profile N]`` (each figure is the median of ``--repeat`` runs);
 ``--profile N`` runs the cold N-step case under cProfile in this process
 (private empty caches) and prints the top functions by cumulative time.
 """
@@ -93,23 +96,37 @@ def _have_jax() -> bool:
     return proc.returncode == 0
 
 
-def measure(steps_list: list[int], verbose: bool = True) -> list[dict]:
+def _median(runs: list[dict]) -> dict:
+    """The run with the median time (the machine is shared: single runs
+    vary by 2x)."""
+    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+
+
+def measure(steps_list: list[int], repeat: int = 3, verbose: bool = True
+            ) -> list[dict]:
     rows = []
     jax = _have_jax()
     for steps in steps_list:
-        with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ,
-                       PYTATO_LIKE_CACHE_DIR=os.path.join(tmp, "pytato_like"),
-                       POCL_CACHE_DIR=os.path.join(tmp, "pocl"),
-                       PYTATO_LIKE_REPORT="0", 
-                       XDG_CACHE_HOME=os.path.join(tmp, "xdg"))
-            cold = _run("pytato_like", steps, env)
-            warm = _run("pytato_like", steps, env)
-            row = {"steps": steps, "cold": cold, "warm": warm}
-            if jax:
-                jenv = dict(env, JAX_ENABLE_COMPILATION_CACHE="false",
-                            JAX_PLATFORMS="cpu")
-                row["jax"] = _run("jax", steps, jenv)
+        colds, warms, jaxs = [], [], []
+        for _ in range(repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                env = dict(os.environ,
+                           PYTATO_LIKE_CACHE_DIR=os.path.join(tmp, "pytato_like"),
+                           POCL_CACHE_DIR=os.path.join(tmp, "pocl"),
+                           # loopy's and pyopencl's own caches start empty too
+                           XDG_CACHE_HOME=os.path.join(tmp, "xdg"),
+                           PYTATO_LIKE_REPORT="0")
+                colds.append(_run("pytato_like", steps, env))
+                warms.append(_run("pytato_like", steps, env))
+                if jax:
+                    jenv = dict(env, JAX_ENABLE_COMPILATION_CACHE="false",
+                                JAX_PLATFORMS="cpu")
+                    jaxs.append(_run("jax", steps, jenv))
+        row = {"steps": steps, "cold": _median(colds), "warm": _median(warms),
+               "cold_all": [r["seconds"] for r in colds],
+               "warm_all": [r["seconds"] for r in warms]}
+        if jaxs:
+            row["jax"] = _median(jaxs)
         for kind in ("cold", "warm", "jax"):
             if kind in row and row[kind]["max_error"] > 1e-8:
                 raise AssertionError(f"{kind} {steps} steps: wrong result "
@@ -117,8 +134,11 @@ def measure(steps_list: list[int], verbose: bool = True) -> list[dict]:
         rows.append(row)
         if verbose:
             print(_format_row(row), flush=True)
-            if "phases" in cold:
-                print(f"      cold phases {cold['phases']}", flush=True)
+            print(f"      cold runs {[round(t, 2) for t in row['cold_all']]}, "
+                  f"warm runs {[round(t, 3) for t in row['warm_all']]}",
+                  flush=True)
+            print(f"      cold phases (median run) {row['cold']['phases']}",
+                  flush=True)
     return rows
 
 
@@ -165,15 +185,17 @@ def profile(steps: int, top: int = 40) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", default="10,50,200")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs per figure (the median is shown)")
     parser.add_argument("--profile", type=int, default=0)
     args = parser.parse_args(argv)
     if args.profile:
         profile(args.profile)
         return
     print(f"2-D heat stencil {N}x{N}: seconds from building the DAG to the "
-          "result on the host (fresh process each)")
+          f"result on the host (fresh process each; median of {args.repeat})")
     print("steps      cold      warm       jax  kernels  launches")
-    measure([int(s) for s in args.steps.split(",")])
+    measure([int(s) for s in args.steps.split(",")], repeat=args.repeat)
 
 
 if __name__ == "__main__":

@@ -458,18 +458,29 @@ def kernel_program(ctx, source):
     batch = {source.key: source}
     names = set(_KERNEL_NAME_RE.findall(source.device_code))
     for key, other in list(_PENDING.items()):
-        if key in batch or (ctx, key) in _KERNEL_PROGRAMS:
+        if (ctx, key) in _KERNEL_PROGRAMS:
+            del _PENDING[key]  # built already (its plan was fetched again)
+            continue
+        if key in batch:
             continue
         other_names = set(_KERNEL_NAME_RE.findall(other.device_code))
         if other_names & names:
             continue
         names |= other_names
         batch[key] = other
-    if len(batch) == 1 and source.program_code:
-        prg = build_program(ctx, source.program_code)
+    own = source.program_code or source.device_code
+    if len(batch) == 1:
+        prg = build_program(ctx, own)
     else:
-        prg = build_program(ctx, merge_device_code(
-            [s.device_code for s in batch.values()]))
+        try:
+            prg = build_program(ctx, merge_device_code(
+                [s.device_code for s in batch.values()]))
+        except Exception:  # noqa: BLE001 - another program's kernel failed:
+            # build this program alone, so that its own error (if any) shows
+            logger.info("cache: joint OpenCL build of %d kernels failed; "
+                        "building %s alone", len(batch), source.host_function)
+            batch = {source.key: source}
+            prg = build_program(ctx, own)
     for key in batch:
         _KERNEL_PROGRAMS[(ctx, key)] = prg
         _PENDING.pop(key, None)

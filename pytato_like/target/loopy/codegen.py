@@ -8,22 +8,28 @@
 3. **Loop groups** -- stored arrays of one shape whose users read them
    elementwise at the same index share one set of inames (one fused,
    parallel loop). An array read at another index (a stencil, a
-   transpose, a reduction) goes to the next *level*: levels are separated
-   by global barriers, which loopy turns into separate device kernels of
-   one OpenCL program. A stored array read only inside its own group
-   lives in a private variable (a register); others are global arrays.
-4. **Chunks** -- loopy's cost grows with instructions per kernel, so long
-   programs are cut into chunks of at most ``max_instructions_per_kernel``
-   instructions. Each chunk is written with canonical local names; chunks
-   of identical structure (the body of a time loop, a long elementwise
-   chain) share one compiled kernel that is launched several times.
+   transpose, a reduction) goes to the next *level*: a level waits for
+   the previous one to finish, so levels run as separate kernels. A
+   stored array read only inside its own group lives in a private
+   variable (a register); others are global arrays.
+4. **Chunks** -- instructions are ordered by level and cut into chunks of
+   one loop group of one level (one device kernel), at most
+   ``max_instructions_per_kernel`` instructions each. Each chunk is
+   written with canonical local names; chunks of identical structure
+   (every step of a time loop, the pieces of a long elementwise chain,
+   the same computation in another program) share one kernel, generated
+   once (process and disk kernel cache, :mod:`.cache`) and launched
+   several times.
 5. **Scheduling** -- :mod:`~pytato_like.target.loopy.schedule` maps group
    inames to work-groups and work-items.
 6. **Code generation** -- loopy emits OpenCL C and a Python launcher per
-   distinct chunk; :mod:`~pytato_like.target.loopy.bound` runs them.
+   distinct chunk; :func:`merge_device_code` joins the kernels of a
+   program into one OpenCL text (one build); :mod:`~pytato_like.target.loopy.bound`
+   runs them.
 
 .. autoclass:: ProgramPlan
 .. autofunction:: build_plan
+.. autofunction:: merge_device_code
 """
 
 from __future__ import annotations
