@@ -63,15 +63,11 @@ def normalize_outputs(result: Array | DictOfNamedArrays | dict[str, Array]
 class CodeGenPreprocessor(ToIndexLambdaMixin, CopyMapper):
     """Copies a DAG into the form code generators consume:
 
-    ======================================  ==================================
-    node                                    becomes
-    ======================================  ==================================
-    :class:`~pytato_like.array.DataWrapper`  :class:`~pytato_like.array.\
-Placeholder` (same name if it has one, else ``_pt_data...``)
-    Einsum, Reshape, AxisPermutation,       :class:`~pytato_like.array.\
-IndexLambda`
-    Roll, indexing, Concatenate, Stack
-    ======================================  ==================================
+    * a :class:`~pytato_like.array.DataWrapper` becomes a
+      :class:`~pytato_like.array.Placeholder` (its own name if it has one,
+      else ``_pt_data...``), its data recorded in :attr:`bound_arguments`;
+    * einsums, reshapes, axis permutations, rolls, indexing, concatenations
+      and stacks become :class:`~pytato_like.array.IndexLambda`\ s.
 
     .. attribute:: bound_arguments
 
