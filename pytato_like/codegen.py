@@ -67,7 +67,7 @@ class CodeGenPreprocessor(ToIndexLambdaMixin, CopyMapper):
       :class:`~pytato_like.array.Placeholder` (its own name if it has one,
       else ``_pt_data...``), its data recorded in :attr:`bound_arguments`;
     * einsums, reshapes, axis permutations, rolls, indexing, concatenations
-      and stacks become :class:`~pytato_like.array.IndexLambda`\ s.
+      and stacks become :class:`~pytato_like.array.IndexLambda` nodes.
 
     .. attribute:: bound_arguments
 
