@@ -68,6 +68,7 @@ barrier lid gid""".split())
 
 
 _CANONICAL_RE = re.compile(r"_pt_[asp][0-9]+")
+_DEFAULT_FUNCTION_NAME = "_pt_kernel"
 
 
 @dataclasses.dataclass
@@ -755,7 +756,7 @@ class _Builder:
         kernels of the program share one OpenCL program text."""
         from pytato_like.target.loopy import cache
         from pytato_like.target.loopy.schedule import REDUCTION_ILP, WORK_GROUP_SIZE
-        function_name = self.options.get("function_name", "_pt_kernel")
+        function_name = self.options.get("function_name", _DEFAULT_FUNCTION_NAME)
         distinct = list(dict.fromkeys(spec["key"] for spec in specs))
         kernels: list[KernelSource] = []
         kernel_index: dict[str, int] = {}
@@ -763,10 +764,12 @@ class _Builder:
         for spec in specs:
             skey = spec["key"]
             if skey not in kernel_index:
-                # a lone kernel carries the user's function name; several
-                # are told apart by their structure, so that the same
-                # structure has the same name (and code) in every program
+                # kernels are named after their structure: the same
+                # structure has the same name (and code) in every program,
+                # and kernels of different programs built together do not
+                # clash; a lone kernel keeps a name the user chose
                 spec["name"] = (function_name if len(distinct) == 1
+                                and function_name != _DEFAULT_FUNCTION_NAME
                                 else f"{function_name}_{skey[:10]}")
                 key = hashlib.sha256(repr((
                     skey, spec["name"], WORK_GROUP_SIZE,
