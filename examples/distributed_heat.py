@@ -30,6 +30,7 @@ from mpi4py import MPI
 
 import pytato_like as pt
 from pytato_like.distributed import abort_on_error
+from pytato_like.tags import ImplStored
 from pytato_like.runtime.trace import TraceRecorder, gather_traces
 
 COURANT = 0.25  # dt * kappa / dx**2, stable for <= 0.5
@@ -42,22 +43,50 @@ def initial_field(n_total: int, field: int) -> np.ndarray:
 
 
 def build_heat_dag(rank: int, size: int, n_local: int, n_fields: int,
-                   n_steps: int) -> pt.DictOfNamedArrays:
+                   n_steps: int, split: bool = True) -> pt.DictOfNamedArrays:
     """This rank's part of the unrolled computation: result ``u<f>`` for
-    each field *f*, from placeholders ``u<f>``."""
+    each field *f*, from placeholders ``u<f>``.
+
+    With *split* (the default, needs ``n_local >= 2``), each step computes
+    the two boundary cells (which need the neighbours' halos) apart from
+    the interior (which does not): the partitioner then puts the interior
+    of the next step in the part that runs while the halos travel, and the
+    parts that send compute only the boundary cells -- messages overlap
+    with the interior computation. Without it, each step is one stencil
+    over the halo-extended array. Both compute the same values."""
     left, right = (rank - 1) % size, (rank + 1) % size
     outputs = {}
     for f in range(n_fields):
         u = pt.make_placeholder(f"u{f}", (n_local,))
+        # the field as boundary cells and interior (split) or as a whole
+        first, interior, last = u[:1], u[1:-1], u[-1:]
         for step in range(n_steps):
             # send my boundary cells; the sends run when the DAG runs
-            u = pt.staple_distributed_send(u[:1], left, ("left", f, step), u)
-            u = pt.staple_distributed_send(u[-1:], right, ("right", f, step), u)
+            held = pt.staple_distributed_send(first, left, ("left", f, step),
+                                              first)
+            held = pt.staple_distributed_send(last, right, ("right", f, step),
+                                              held)
             # ... and receive the neighbours' (what they sent "right"/"left")
             ghost_l = pt.make_distributed_recv(left, ("right", f, step), (1,))
             ghost_r = pt.make_distributed_recv(right, ("left", f, step), (1,))
-            ext = pt.concatenate([ghost_l, u, ghost_r])
-            u = u + COURANT * (ext[:-2] - 2 * u + ext[2:])
+            if split:
+                whole = pt.concatenate([held, interior, last])
+                # stored: computed as soon as the previous step is, while
+                # the halos travel (it does not need them)
+                new_interior = (whole[1:-1] + COURANT * (
+                    whole[:-2] - 2 * whole[1:-1] + whole[2:])
+                ).tagged(ImplStored())
+                # the boundary cells from the pieces (never from the whole
+                # array), so the sending part computes only them
+                first = held + COURANT * (ghost_l - 2 * held + interior[:1])
+                last = last + COURANT * (interior[-1:] - 2 * last + ghost_r)
+                interior = new_interior
+                u = pt.concatenate([first, interior, last])
+            else:
+                u = pt.concatenate([held, interior, last])
+                ext = pt.concatenate([ghost_l, u, ghost_r])
+                u = u + COURANT * (ext[:-2] - 2 * u + ext[2:])
+                first, interior, last = u[:1], u[1:-1], u[-1:]
         outputs[f"u{f}"] = u
     return pt.make_dict_of_named_arrays(outputs)
 

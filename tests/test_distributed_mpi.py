@@ -294,5 +294,7 @@ def test_partition_drawing_shows_the_profile_of_a_two_rank_trace(tmp_path):
         assert {int(b) for b in drawn} == sent == {8 * m.n_arrays}
         in_flight = re.findall(rf"tag {m.tag}: \d+ bytes</td></tr><tr><td "
                                r'align="left">in flight</td><td '
-                               r'align="left">([\d.]+) ms mean', src)
-        assert in_flight and all(float(t) > 0 for t in in_flight)
+                               r'align="left">(-?[\d.]+) ms mean', src)
+        # a time, matched from both sides (its sign depends on how well the
+        # ranks' clocks were aligned, within microseconds)
+        assert in_flight and all(float(t) > -0.1 for t in in_flight)

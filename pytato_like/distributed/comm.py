@@ -207,6 +207,8 @@ class _Incoming:
         self.device_buffer: Any = None
         self.buffer: np.ndarray | None = None
         self.views: list[np.ndarray] | None = None
+        # device arrays the message unpacks into, made once (device packing)
+        self.device_values: list[Any] | None = None
         self.request: Any = None
         self.nbytes = 0
 
@@ -550,6 +552,11 @@ class MessagePlan:
         """Host receive buffers whose views are handed to the parts."""
         return [m.buffer for m in self.incoming if m.views is not None]
 
+    def reused_device_arrays(self) -> set[int]:
+        """``id`` of the device arrays received values are unpacked into
+        (the same in every execution)."""
+        return {id(v) for m in self.incoming for v in m.device_values or ()}
+
     def begin(self, recorder: TraceRecorder) -> Exchange:
         """Start one execution: on the first, check the headers with every
         peer; post every receive."""
@@ -756,9 +763,14 @@ class Exchange:
                                       dst_offset=dev.offset, is_blocking=False)
                 dev.add_event(evt)
                 self._upload_events.append(evt)
-                values = [cla.empty(queue, shape, dtype,
-                                    allocator=plan.allocator)
-                          for shape, dtype in msg.entries]
+                if msg.device_values is None:
+                    # reused by every execution: making arrays costs more
+                    # than the copy (results that are received values
+                    # themselves are copied before they are handed out)
+                    msg.device_values = [
+                        cla.empty(queue, shape, dtype, allocator=plan.allocator)
+                        for shape, dtype in msg.entries]
+                values = msg.device_values
                 msg.unpacker.async_unpack(values)
             else:
                 values = [self._for_parts(v) for v in msg.views]
@@ -919,6 +931,8 @@ class Exchange:
         if self.plan.pack_on_device:
             for msg in self.plan.incoming:
                 msg.unpacker.synchronize()
+                for value in msg.device_values or ():
+                    value.events.clear()    # all complete: do not pile up
             for msgs in self.plan.outgoing.values():
                 for msg in msgs:
                     if msg.packer is not None:

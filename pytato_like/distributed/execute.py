@@ -280,12 +280,15 @@ def _run(partition: DistributedGraphPartition,
                  overhead_ns=dict(exchange.overhead_ns),
                  messages="packed" if plan.packed else "per_array")
     host_buffers = plan.host_buffers()
+    device_reused = plan.reused_device_arrays()
     results = {}
     for name in partition.overall_output_names:
         value = context[name]
         # never hand out memory the next execution receives into
         if isinstance(value, np.ndarray) and any(
                 np.may_share_memory(value, b) for b in host_buffers):
+            value = value.copy()
+        elif id(value) in device_reused:
             value = value.copy()
         results[name] = value
     return results
