@@ -143,6 +143,11 @@ class _Insn:
     private: str | None = None
 
 
+def _natural_key(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p
+                 for p in re.split(r"([0-9]+)", name))
+
+
 def _dim_key(d) -> Any:
     return d if isinstance(d, int) else ("sym", d)
 
@@ -243,7 +248,11 @@ class _Builder:
 
         t0 = time.perf_counter()
         out_nodes = {}
-        for name, ary in self.outputs.items():
+        # numbered names in numeric order (``out_8`` before ``out_65``): the
+        # parts of a partition, whose outputs are numbered alike, then
+        # list the same computations in the same order and share kernels
+        for name, ary in sorted(self.outputs.items(),
+                                key=lambda item: _natural_key(item[0])):
             while isinstance(ary, NamedArray):
                 ary = ary.expr
             out_nodes[name] = ary
