@@ -495,11 +495,19 @@ class MessagePlan:
 
         what = "the message headers of the first execution of a partition"
         poll_until(all_arrived, comm, lambda: set(peers) - theirs.keys(), what)
-        from mpi4py import MPI
-        poll_until(lambda: MPI.Request.Testall(sends), comm, lambda: peers,
-                   what)
+        try:
+            self._raise_on_disagreement(mine, theirs)
+        finally:
+            # small messages, sent eagerly: complete even if we raise
+            from mpi4py import MPI
+            MPI.Request.Waitall(sends)
+        self.headers_checked = True
+
+    def _raise_on_disagreement(self, mine: dict[int, Any],
+                               theirs: dict[int, Any]) -> None:
+        rank = self.rank
         problems = []
-        for p in peers:
+        for p in sorted(theirs):
             if mine[p]["packed"] != theirs[p]["packed"]:
                 problems.append((rank, p, 0, DistributedExecutionError,
                                  f"ranks {rank} and {p} execute with different "
@@ -511,7 +519,6 @@ class MessagePlan:
             # the same first problem on both ranks of a pair
             _, _, _, cls, text = min(problems, key=lambda x: x[:3])
             raise cls(text)
-        self.headers_checked = True
 
     # }}}
 

@@ -263,7 +263,13 @@ def poll_until(test: Callable[[], bool], comm: Any, peers: Callable[[], Any]
     while not test():
         if board is not None:
             board.poll()
-            board.raise_if_failed(peers(), what)
+            try:
+                board.raise_if_failed(peers(), what)
+            except RemoteRankError:
+                # what arrived before the notice still counts
+                if test():
+                    return
+                raise
         if cancelled is not None and cancelled():
             raise DistributedExecutionError(
                 f"rank {comm.Get_rank()}: wait cancelled ({what})")
