@@ -335,3 +335,34 @@ def test_programs_generated_together_are_built_together(queue, tmp_path,
     assert cache.OPENCL_BUILDS == builds + 1  # built with the first
     np.testing.assert_allclose(out1, pt.generate_numpy(y1)(x=xv), rtol=1e-13)
     np.testing.assert_allclose(out2, pt.generate_numpy(y2)(x=xv), rtol=1e-13)
+
+
+def test_parts_with_alike_numbered_outputs_share_kernels(queue, tmp_path,
+                                                         monkeypatch):
+    # as the parts of a partition: outputs _out_8/_out_65 in one part play
+    # the roles of _out_1/_out_5 in another (lexicographic order differs)
+    cache = _fresh(tmp_path, monkeypatch)
+    # both outputs in one loop group: one kernel whose instruction order
+    # (and so its structure) follows the order of the outputs
+    u = pt.make_placeholder("u", (5,), np.float64)
+    v = pt.make_placeholder("v", (5,), np.float64)
+    d = pt.make_data_wrapper(np.arange(5.0))
+
+    def part(first, second):
+        return pt.make_dict_of_named_arrays({
+            f"_out_{first}": pt.roll(u, 1) * 2 - u,
+            f"_out_{second}": pt.roll(v, 2) + d})
+
+    calls = cache.CODEGEN_CALLS
+    prg1 = pt.generate_loopy(part(1, 5))
+    n_generated = cache.CODEGEN_CALLS - calls
+    prg2 = pt.generate_loopy(part(8, 65))
+    assert cache.CODEGEN_CALLS - calls == n_generated  # nothing new
+    assert [k.key for k in prg1.plan.kernels] == [k.key for k in prg2.plan.kernels]
+    assert len(prg1.plan.kernels) == 1
+    uv, vv = np.linspace(0, 1, 5), np.linspace(2, 3, 5)
+    for prg, y in ((prg1, part(1, 5)), (prg2, part(8, 65))):
+        _, out = prg(queue, u=uv, v=vv)
+        ref = pt.generate_numpy(y)(u=uv, v=vv)
+        for name in ref:
+            np.testing.assert_allclose(out[name].get(), ref[name], rtol=1e-13)

@@ -143,6 +143,12 @@ class _Insn:
     private: str | None = None
 
 
+def _unwrap(ary: Array) -> Array:
+    while isinstance(ary, NamedArray):
+        ary = ary.expr
+    return ary
+
+
 def _natural_key(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p
                  for p in re.split(r"([0-9]+)", name))
@@ -253,11 +259,12 @@ class _Builder:
         # list the same computations in the same order and share kernels
         for name, ary in sorted(self.outputs.items(),
                                 key=lambda item: _natural_key(item[0])):
-            while isinstance(ary, NamedArray):
-                ary = ary.expr
-            out_nodes[name] = ary
+            out_nodes[name] = _unwrap(ary)
         order = topological_order(list(out_nodes.values()))
-        inputs = gather_program_inputs(order)
+        # inputs in the order of the outputs as given: the bound program
+        # binds data wrappers by their position in that order
+        inputs = gather_program_inputs(topological_order(
+            [_unwrap(a) for a in self.outputs.values()]))
         self.inputs = inputs
         model = self.options.get("cost_model")
         costs = decide_storage(list(out_nodes.values()), model, order)
