@@ -13,6 +13,7 @@ from pytato_like.runtime.trace import (
     gather_traces,
     load_trace,
     merge_traces,
+    now_ns,
     profile_partition,
 )
 
@@ -146,12 +147,72 @@ def test_merge_aligns_origins_and_keeps_one_track_per_rank(tmp_path):
 
 
 class OneRankComm:
-    """The two collectives gather_traces uses, for a single process."""
-    def Barrier(self):
-        pass
+    """What gather_traces uses of a communicator, for a single process."""
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 1
 
     def gather(self, obj, root=0):
         return [obj]
+
+
+class ThreadComm:
+    """Two 'ranks' as threads joined by queues (send/recv/gather)."""
+
+    def __init__(self, rank, boxes, gathered):
+        self.rank, self.boxes, self.gathered = rank, boxes, gathered
+
+    def Get_rank(self):
+        return self.rank
+
+    def Get_size(self):
+        return 2
+
+    def send(self, obj, dest, tag=0):
+        self.boxes[dest].put(obj)
+
+    def recv(self, source, tag=0):
+        return self.boxes[self.rank].get(timeout=10)
+
+    def gather(self, obj, root=0):
+        self.gathered[self.rank] = obj
+        if self.rank != root:
+            self.boxes[root].put("gathered")
+            return None
+        self.boxes[root].get(timeout=10)
+        return [self.gathered[0], self.gathered[1]]
+
+
+def test_gather_traces_aligns_clocks_that_differ_by_seconds():
+    """Rank 1's clock runs 5 s ahead; a record made at the same moment on
+    both ranks lands within a millisecond after merging."""
+    import queue
+    import threading
+    boxes = [queue.Queue(), queue.Queue()]
+    gathered = [None, None]
+    shift = 5 * 10**9
+    moment = now_ns()
+    results = {}
+
+    def rank_main(rank):
+        offset = shift if rank else 0
+        rec = TraceRecord("part", "p", rank, moment + offset,
+                          moment + offset, moment + offset + 1000)
+        results[rank] = gather_traces(
+            ThreadComm(rank, boxes, gathered), Trace([rec], 0),
+            clock=lambda: now_ns() + offset)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert results[1] is None
+    merged = results[0]
+    times = {r.rank: r.started_ns for r in merged.records}
+    assert abs(times[0] - times[1]) < 1_000_000, times
 
 
 def test_gather_traces_on_one_rank_round_trips_records():

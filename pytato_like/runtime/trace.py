@@ -24,8 +24,8 @@ record spanning *started* to *completed*, ``pid`` = rank, one ``tid`` per
 kind of work: compute, send, recv, wait, other) -- load it at
 https://ui.perfetto.dev or ``chrome://tracing``. :func:`gather_traces`
 collects every rank's trace on one rank (``comm.gather``) and merges them
-into one timeline; clocks are aligned at a barrier, which all ranks leave
-within microseconds of each other. :meth:`Trace.summary` tabulates
+into one timeline, with every rank's clock aligned to the root's by a few
+timed round trips. :meth:`Trace.summary` tabulates
 messages, bytes, and time in compute versus waiting.
 
 Typical use in an executor::
@@ -384,23 +384,42 @@ def merge_traces(traces: Iterable[Trace]) -> Trace:
 
 
 def gather_traces(comm: Any, recorder_or_trace: TraceRecorder | Trace,
-                  root: int = 0, clock: Callable[[], int] = now_ns
-                  ) -> Trace | None:
+                  root: int = 0, clock: Callable[[], int] = now_ns,
+                  rounds: int = 8) -> Trace | None:
     """Collective: gather every rank's records on *root* and merge them
-    (``None`` on the other ranks). Each rank reads its clock right after a
-    barrier; that reading becomes the common origin, which cancels
-    per-process clock offsets."""
+    (``None`` on the other ranks). Clocks are aligned to *root*'s: for
+    each other rank, *root* sends its clock reading and gets the rank's
+    back, *rounds* times, and keeps the round trip that was shortest -- the
+    rank's clock then read at the midpoint, within half that round trip
+    (microseconds), however late each rank reached this call."""
     trace = (recorder_or_trace.trace() if isinstance(recorder_or_trace,
                                                      TraceRecorder)
              else recorder_or_trace)
-    comm.Barrier()
-    sync_ns = clock()
-    payload = (sync_ns, [r.to_dict() for r in trace.records])
-    gathered = comm.gather(payload, root=root)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    offsets = {root: 0}     # each rank's clock minus root's (on root)
+    for other in range(size):
+        if other == root:
+            continue
+        if rank == root:
+            best = None
+            for _ in range(rounds):
+                t0 = clock()
+                comm.send(t0, dest=other, tag=0)
+                remote = comm.recv(source=other, tag=0)
+                t1 = clock()
+                if best is None or t1 - t0 < best[0]:
+                    best = (t1 - t0, remote - (t0 + t1) // 2)
+            offsets[other] = best[1]
+        elif rank == other:
+            for _ in range(rounds):
+                comm.recv(source=root, tag=0)
+                comm.send(clock(), dest=root, tag=0)
+    gathered = comm.gather([r.to_dict() for r in trace.records], root=root)
     if gathered is None:
         return None
-    return merge_traces(Trace([TraceRecord.from_dict(d) for d in recs], sync)
-                        for sync, recs in gathered)
+    return merge_traces(
+        Trace([TraceRecord.from_dict(d) for d in recs], offsets[r])
+        for r, recs in enumerate(gathered))
 
 
 # {{{ profiles of partitioned DAGs
