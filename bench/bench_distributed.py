@@ -57,44 +57,14 @@ def _heat_module():
 # {{{ one process: serial NumPy and pytato_like on the whole domain
 
 def serial_numpy_s(n_total: int, n_steps: int) -> float:
-    heat = _heat_module()
-    whole = [heat.initial_field(n_total, f) for f in range(FIELDS)]
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        for u in whole:
-            heat.serial_heat(u, n_steps)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return _heat_module().serial_numpy_seconds(n_total, FIELDS, n_steps)
 
 
 def one_process_s(n_total: int, n_steps: int) -> float:
-    """pytato_like on the whole domain in this process: one loopy program
-    for all fields and steps, inputs on the device."""
-    import pyopencl as cl
-    import pyopencl.array as cla
-
-    import pytato_like as pt
-    heat = _heat_module()
-    outputs = {}
-    for f in range(FIELDS):
-        u = pt.make_placeholder(f"u{f}", (n_total,))
-        for _ in range(n_steps):
-            u = u + heat.COURANT * (pt.roll(u, 1) - 2 * u + pt.roll(u, -1))
-        outputs[f"u{f}"] = u
-    prg = pt.generate_loopy(pt.make_dict_of_named_arrays(outputs))
-    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
-    inputs = {f"u{f}": cla.to_device(queue, heat.initial_field(n_total, f))
-              for f in range(FIELDS)}
-
-    def run() -> float:
-        start = time.perf_counter()
-        prg(queue, **inputs)
-        queue.finish()
-        return time.perf_counter() - start
-
-    run()
-    return statistics.median(run() for _ in range(REPEATS))
+    """pytato_like on the whole domain in this process (see
+    ``distributed_heat.one_process_seconds``)."""
+    return _heat_module().one_process_seconds(n_total, FIELDS, n_steps,
+                                              REPEATS)
 
 # }}}
 
