@@ -49,7 +49,7 @@ the communicator: it stands for a one-rank world
 
 .. autofunction:: abort_on_error
 .. autoclass:: NoticeBoard
-    :members: poll, raise_if_failed, departed, failed
+    :members: poll, raise_if_failed
 .. autofunction:: notice_board
 .. autofunction:: poll_until
 .. autofunction:: track_execution
