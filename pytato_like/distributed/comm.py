@@ -293,6 +293,8 @@ class MessagePlan:
         self._freed = False
         # id(part program) -> (program, accepts allocator=), see execute
         self.accepts_allocator: dict[int, tuple[Any, bool]] = {}
+        # parts that only pass received values on, see execute
+        self.forwarding_parts: dict[Hashable, dict[str, str]] | None = None
         # message headers compared with every peer (first execution)
         self.headers_checked = not is_mpi(comm)
         self.registry = ReceiveBufferRegistry(np)

@@ -294,6 +294,28 @@ def _run(partition: DistributedGraphPartition,
     return results
 
 
+def _forwarding_parts(partition: DistributedGraphPartition
+                      ) -> dict[Hashable, dict[str, str]]:
+    """Parts that compute nothing: every output is one of the part's inputs
+    (a received value passed on), as ``{output name: input name}``. They
+    run without calling their program (no kernel launch)."""
+    from pytato_like.array import Placeholder
+    results = partition.var_name_to_result
+    forwarding = {}
+    for pid, part in partition.parts.items():
+        inputs = set(part.partition_input_names)
+        names = {}
+        for name in part.output_names:
+            value = results.get(name)
+            if not (isinstance(value, Placeholder) and value.name in inputs):
+                break
+            names[name] = value.name
+        else:
+            if names:
+                forwarding[pid] = names
+    return forwarding
+
+
 def _schedule(partition, prg_per_partition, queue, exchange, allocator,
               input_args, recorder) -> tuple[int, dict[str, Any]]:
     """Run every part; the number run and every value by name."""
@@ -339,6 +361,10 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
     # kept by the plan across executions (with the program, so its id is
     # not reused): inspecting a signature costs more than a kernel launch
     takes_allocator = exchange.plan.accepts_allocator
+    plan = exchange.plan
+    if plan.forwarding_parts is None:
+        plan.forwarding_parts = _forwarding_parts(partition)
+    forwarding = plan.forwarding_parts
     n_done = 0
     while n_done < len(partition.parts):
         if not ready:
@@ -351,6 +377,16 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
             continue
         _, pid = heapq.heappop(ready)
         part = partition.parts[pid]
+        if pid in forwarding:
+            with records.pop(pid):
+                outputs = {out: context[name]
+                           for out, name in forwarding[pid].items()}
+            exchange.send_part_outputs(pid, outputs)
+            for name, value in outputs.items():
+                deliver(name, value)
+            n_done += 1
+            receive(block=False)
+            continue
         prg = prg_per_partition[pid]
         inputs = {name: context[name] for name in part.all_input_names()
                   if name in context}

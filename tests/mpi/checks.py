@@ -8,7 +8,8 @@ failure aborts the whole job (non-zero exit). Options:
 ``--target numpy|loopy`` picks the part programs, ``--messages
 packed|per_array`` and ``--pack-on device|host`` the message mode.
 
-The ``packed``, ``persistent`` and ``trace`` cases check the communication
+The ``forwarding`` case checks that a part passing a received value on
+calls no program. The ``packed``, ``persistent`` and ``trace`` cases check the communication
 runtime: messages counted from the execution trace against a hand count of
 (part, neighbour) pairs, receive buffers reused across executions, the
 asynchronous handle, and the gathered Chrome trace.
@@ -350,6 +351,42 @@ def case_mixed():
         "i64": (xp.reshape(2, 3)[:, :2] * 10).astype(np.int64),
         "b": xp[1:] > 2.5, "c": (xp[:1] + 1j * xp[1:2]).astype(np.complex128)})
     assert got["i64"].dtype == np.int64 and got["b"].dtype == np.bool_
+
+
+def case_forwarding():
+    """A part that only passes a received value on runs without calling
+    its program (no kernel launch); the value still arrives intact, in
+    both of two executions (received buffers are reused)."""
+    x = pt.make_placeholder("x", (4,))
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    held = staple_distributed_send(x * 2, nxt, "fwd", x)
+    r = make_distributed_recv(prv, "fwd", (4,))
+    calls = {}
+
+    def counting(pid, prg):
+        def call(queue, **inputs):
+            calls[pid] = calls.get(pid, 0) + 1
+            return prg(queue, **inputs)
+        return call
+
+    partition = find_distributed_partition(comm, {"y": held + 1, "r": r})
+    partition, _ = number_distributed_tags(comm, partition, base_tag=1000)
+    prgs = generate_code_for_partition(partition, target=TARGET)
+    prgs = {pid: counting(pid, prg) for pid, prg in prgs.items()}
+    forwarding = [pid for pid, part in partition.parts.items()
+                  if set(part.output_names) == {"r"}]
+    assert len(forwarding) == 1, partition.parts
+    results = []
+    for seed in (1, 2):
+        inputs = [np.arange(4.0) * seed + 10 * k for k in range(size)]
+        results.append((inputs, to_numpy(execute_distributed_partition(
+            partition, prgs, get_queue(), comm,
+            input_args={"x": inputs[rank]}, **MODE))))
+    for inputs, got in results:
+        check("forwarding", got, {"y": inputs[rank] + 1, "r": 2 * inputs[prv]})
+    assert forwarding[0] not in calls, calls
+    assert all(calls[pid] == 2 for pid in partition.parts
+               if pid != forwarding[0]), calls
 
 
 def case_unmatched():
