@@ -5,8 +5,12 @@ loops: run the runnable part that comes first in
 :attr:`~pytato_like.partition.GraphPartition.toposorted_part_ids` (its
 inputs computed or received), pack and start its messages at once (one per
 destination rank), pick up arrived messages without blocking; block
-(``Waitsome``) only when no part can run. So communication overlaps with
-all computation that does not need it.
+only when no part can run (a polled wait, see
+:func:`~pytato_like.distributed.safety.poll_until`). So communication
+overlaps with all computation that does not need it. A part that only
+passes received values on runs without calling its program (no kernel
+launch), and with device part programs the host inputs are copied to the
+device once, before the first part runs.
 
 What does not change between executions -- the messages, their buffers,
 packers and persistent MPI requests -- is a
