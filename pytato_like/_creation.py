@@ -11,12 +11,20 @@ import pymbolic.primitives as prim
 
 from pytato_like._frontend import convert_scalar
 from pytato_like.array import Array, IndexLambda, _NO_TAGS, normalize_shape
-from pytato_like.diagnostic import DTypeError
+from pytato_like.diagnostic import DTypeError, InvalidOrderError
 from pytato_like.scalar_expr import TypeCast, index_var
 
 
-def full(shape, fill_value: Any, dtype=None) -> Array:
+def _check_order(order: Any, what: str) -> None:
+    # lazy arrays have no memory layout: "C" and "F" describe the same array
+    if order not in ("C", "F"):
+        raise InvalidOrderError(f"{what}(): order must be 'C' or 'F', got "
+                                f"{order!r}")
+
+
+def full(shape, fill_value: Any, dtype=None, order: str = "C") -> Array:
     """An array of *shape* filled with *fill_value*."""
+    _check_order(order, "full")
     shape = normalize_shape(shape)
     if dtype is None:
         dtype = np.array(fill_value).dtype
@@ -31,13 +39,15 @@ def full(shape, fill_value: Any, dtype=None) -> Array:
     return IndexLambda(value, shape, dtype, {}, None, None, _NO_TAGS)
 
 
-def zeros(shape, dtype=np.float64) -> Array:
+def zeros(shape, dtype=np.float64, order: str = "C") -> Array:
     """An array of zeros."""
+    _check_order(order, "zeros")
     return full(shape, 0, dtype)
 
 
-def ones(shape, dtype=np.float64) -> Array:
+def ones(shape, dtype=np.float64, order: str = "C") -> Array:
     """An array of ones."""
+    _check_order(order, "ones")
     return full(shape, 1, dtype)
 
 

@@ -15,7 +15,11 @@ from pytato_like.array import (
     ReductionDescriptor,
     _NO_TAGS,
 )
-from pytato_like.diagnostic import EinsumSpecError, ShapeMismatchError
+from pytato_like.diagnostic import (
+    EinsumSpecError,
+    InvalidEinsumIndex,
+    ShapeMismatchError,
+)
 from pytato_like.utils import _is_one, are_shape_components_equal
 
 
@@ -41,22 +45,25 @@ def _parse_subscripts(subscripts: str, n_operands: int):
     for part in (*in_specs, out_spec):
         for c in part:
             if not c.isalpha():
-                raise EinsumSpecError(f"invalid character '{c}' in einsum "
+                raise InvalidEinsumIndex(f"invalid character '{c}' in einsum "
                                       f"subscripts '{subscripts}'")
     if len(set(out_spec)) != len(out_spec):
-        raise EinsumSpecError(f"output subscript '{out_spec}' repeats an index "
+        raise InvalidEinsumIndex(f"output subscript '{out_spec}' repeats an index "
                               f"in '{subscripts}'")
     all_in = set("".join(in_specs))
     for c in out_spec:
         if c not in all_in:
-            raise EinsumSpecError(f"output index '{c}' does not appear in any "
+            raise InvalidEinsumIndex(f"output index '{c}' does not appear in any "
                                   f"input of einsum '{subscripts}'")
     return in_specs, out_spec
 
 
-def einsum(subscripts: str, *operands: Any, tags=frozenset()) -> Array:
+def einsum(subscripts: str, *operands: Any, tags=frozenset(),
+           index_to_redn_descr=None) -> Array:
     """Einstein summation over *operands*, as :func:`numpy.einsum` (size-1
-    axes broadcast, repeated indices take diagonals)."""
+    axes broadcast, repeated indices take diagonals).
+    *index_to_redn_descr* maps summed index letters to the
+    :class:`~pytato_like.array.ReductionDescriptor` of their reduction."""
     operands = tuple(_as_array(as_operand(op)) for op in operands)
     from pytato_like.array import _check_tags
     key = (subscripts, tuple((op.shape, op.dtype) for op in operands))
@@ -64,7 +71,30 @@ def einsum(subscripts: str, *operands: Any, tags=frozenset()) -> Array:
     if cached is None:
         cached = _DESCRIPTOR_CACHE[key] = _access_descriptors(subscripts, operands)
     access, redn_descr = cached
+    if index_to_redn_descr:
+        redn_descr = _with_given_descriptors(subscripts, len(operands), redn_descr,
+                                             index_to_redn_descr)
     return Einsum(access, operands, redn_descr, None, _check_tags(tags))
+
+
+def _with_given_descriptors(subscripts: str, n_operands: int, redn_descr,
+                            index_to_redn_descr):
+    """*redn_descr* with the user's descriptors for summed index letters."""
+    from pytato_like.diagnostic import NotAReductionAxis
+    in_specs, out_spec = _parse_subscripts(subscripts, n_operands)
+    redn_letters = sorted(set("".join(in_specs)) - set(out_spec))
+    new = dict(redn_descr)
+    for letter, descr in index_to_redn_descr.items():
+        if letter not in redn_letters:
+            raise NotAReductionAxis(
+                f"einsum '{subscripts}': index {letter!r} is not summed over "
+                f"(summed indices: {redn_letters})")
+        if not isinstance(descr, ReductionDescriptor):
+            raise NotAReductionAxis(
+                f"einsum '{subscripts}': descriptor for index {letter!r} is a "
+                f"{type(descr).__name__}, not a ReductionDescriptor")
+        new[EinsumReductionAxis(redn_letters.index(letter))] = descr
+    return new
 
 
 # subscripts and operand shapes/dtypes -> validated access descriptors

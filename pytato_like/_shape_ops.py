@@ -19,7 +19,11 @@ from pytato_like.array import (
     _shape_product,
     normalize_shape,
 )
-from pytato_like.diagnostic import AxisError, ShapeMismatchError
+from pytato_like.diagnostic import (
+    AxisError,
+    CannotBroadcastError,
+    ShapeMismatchError,
+)
 from pytato_like.utils import (
     are_shape_components_equal,
     are_shapes_equal,
@@ -181,7 +185,9 @@ def expand_dims(a: Any, axis) -> Array:
     positions = normalize_axes(axes, new_ndim, f"expanded array of shape {a.shape}")
     old = iter(a.shape)
     newshape = tuple(1 if i in positions else next(old) for i in range(new_ndim))
-    return Reshape(a, newshape, "C", None, _NO_TAGS)
+    from pytato_like.tags import ExpandedDimsReshape
+    return Reshape(a, newshape, "C", None,
+                   frozenset([ExpandedDimsReshape(tuple(positions))]))
 
 
 def squeeze(a: Any, axis=None) -> Array:
@@ -208,12 +214,12 @@ def broadcast_to(a: Any, shape) -> Array:
     a = _require_array(a, "broadcast_to")
     shape = normalize_shape(shape)
     if len(shape) < a.ndim:
-        raise ShapeMismatchError(
+        raise CannotBroadcastError(
             f"cannot broadcast array of shape {a.shape} to fewer dimensions "
             f"{shape}")
     result_shape = get_shape_after_broadcasting([a, _ShapeOnly(shape)])
     if not are_shapes_equal(result_shape, shape):
-        raise ShapeMismatchError(f"cannot broadcast array of shape {a.shape} "
+        raise CannotBroadcastError(f"cannot broadcast array of shape {a.shape} "
                                  f"to shape {shape}")
     if are_shapes_equal(a.shape, shape):
         return a

@@ -115,6 +115,34 @@ class ReductionDescriptor:
 
 
 _NO_TAGS: frozenset[Tag] = frozenset()
+
+
+# {{{ creation tracebacks
+
+# Read by every constructor: a plain module global is the cheapest test
+# when the feature is off (the default).
+_ENABLE_TRACEBACK_TAG = False
+
+
+def set_traceback_tag_enabled(enable: bool = True) -> None:
+    """Record (or stop recording) where each new array is created: when
+    enabled, every array built afterwards carries a
+    :class:`~pytato_like.tags.CreatedAt` tag in its
+    :attr:`Array.non_equality_tags` (so hashing and equality ignore it)."""
+    global _ENABLE_TRACEBACK_TAG
+    _ENABLE_TRACEBACK_TAG = bool(enable)
+
+
+def _created_at_tags(non_equality_tags: frozenset[Tag]) -> frozenset[Tag]:
+    """*non_equality_tags* plus a :class:`~pytato_like.tags.CreatedAt` tag for
+    the calling user code, unless one is already there (copies keep the
+    original creation site)."""
+    from pytato_like.tags import CreatedAt, CreationStack
+    if any(isinstance(t, CreatedAt) for t in non_equality_tags):
+        return non_equality_tags
+    return non_equality_tags | {CreatedAt(CreationStack.from_current_stack())}
+
+# }}}
 _DEFAULT_AXIS = Axis()
 _DEFAULT_REDUCTION_DESCR = ReductionDescriptor()
 
@@ -188,7 +216,8 @@ class Array:
         A :class:`frozenset` of :class:`pytools.tag.Tag`.
     """
 
-    __slots__ = ("__weakref__", "_hash", "axes", "dtype", "shape", "tags")
+    __slots__ = ("__weakref__", "_hash", "axes", "dtype", "non_equality_tags",
+                 "shape", "tags")
 
     _mapper_method: ClassVar[str]
     #: ``(field_name, kind)`` of each constructor field except axes and tags.
@@ -202,9 +231,10 @@ class Array:
     axes: tuple[Axis, ...]
     tags: frozenset[Tag]
 
-    def _finish_init(self, axes, tags) -> None:
+    def _finish_init(self, axes, tags, non_equality_tags=_NO_TAGS) -> None:
         """Store axes and tags and compute the hash. Called last by every
-        subclass constructor."""
+        subclass constructor. *non_equality_tags* are stored but take no
+        part in the hash or in equality."""
         if axes is None:
             axes = _default_axes(len(self.shape))
         elif len(axes) != len(self.shape):
@@ -213,6 +243,9 @@ class Array:
                 f"{len(axes)} axes metadata entries")
         self.axes = axes
         self.tags = tags
+        self.non_equality_tags = (
+            _created_at_tags(non_equality_tags) if _ENABLE_TRACEBACK_TAG
+            else non_equality_tags)
         cls = type(self)
         getter = _HASH_GETTERS.get(cls)
         if getter is None:
@@ -273,7 +306,8 @@ class Array:
 
     @classmethod
     def _constructor_field_names(cls) -> tuple[str, ...]:
-        return (*(name for name, _ in cls._fields), "axes", "tags")
+        return (*(name for name, _ in cls._fields), "axes", "tags",
+                "non_equality_tags")
 
     def copy(self, **kwargs: Any) -> Array:
         """A new node of the same class with the given fields replaced."""
@@ -620,11 +654,12 @@ class Placeholder(InputArgumentBase):
     _fields = (("name", VALUE), ("shape", SHAPE), ("dtype", VALUE))
 
     def __init__(self, name: str, shape, dtype, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.name = name
         self.shape = shape
         self.dtype = dtype
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
 
 class DataWrapper(InputArgumentBase):
@@ -643,12 +678,13 @@ class DataWrapper(InputArgumentBase):
     _fields = (("data", IDENTITY), ("shape", SHAPE), ("name", VALUE))
 
     def __init__(self, data, shape, name: str | None = None, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.data = data
         self.shape = shape
         self.name = name
         self.dtype = np.dtype(data.dtype)
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
 
 class SizeParam(InputArgumentBase):
@@ -662,11 +698,12 @@ class SizeParam(InputArgumentBase):
     _fields = (("name", VALUE),)
 
     def __init__(self, name: str, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.name = name
         self.shape = ()
         self.dtype = np.dtype(np.int64)
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
 
 # }}}
@@ -699,7 +736,8 @@ class IndexLambda(Array):
 
     def __init__(self, expr, shape, dtype, bindings,
                  var_to_reduction_descr=None, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.expr = expr
         self.shape = shape
         self.dtype = dtype
@@ -724,6 +762,9 @@ class IndexLambda(Array):
                             "axes metadata entries")
         self.axes = axes
         self.tags = tags
+        self.non_equality_tags = (
+            _created_at_tags(non_equality_tags) if _ENABLE_TRACEBACK_TAG
+            else non_equality_tags)
         self._hash = hash((IndexLambda, expr, shape, dtype, bindings_hash,
                            hash(var_to_reduction_descr), axes, tags))
 
@@ -776,7 +817,8 @@ class Einsum(Array):
 
     def __init__(self, access_descriptors, args, redn_axis_to_redn_descr=None,
                  axes=None, tags: frozenset[Tag] = _NO_TAGS,
-                 index_to_access_descr=None) -> None:
+                 index_to_access_descr=None,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.access_descriptors = tuple(tuple(d) for d in access_descriptors)
         self.args = tuple(args)
         if redn_axis_to_redn_descr is None:
@@ -787,7 +829,7 @@ class Einsum(Array):
         self.redn_axis_to_redn_descr = constantdict(redn_axis_to_redn_descr)
         self.shape, self.dtype = _einsum_shape_and_dtype(
             self.access_descriptors, self.args)
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
     def _get_reduction_extents(self) -> dict[EinsumReductionAxis, Any]:
         extents: dict[EinsumReductionAxis, Any] = {}
@@ -845,12 +887,13 @@ class Reshape(IndexRemappingBase):
     _fields = (("array", ARRAY), ("newshape", SHAPE), ("order", VALUE))
 
     def __init__(self, array: Array, newshape, order: str = "C", axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.array = array
         self.shape = tuple(newshape)
         self.order = order
         self.dtype = array.dtype
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
     @property
     def newshape(self) -> tuple[ShapeComponent, ...]:
@@ -866,12 +909,13 @@ class AxisPermutation(IndexRemappingBase):
     _fields = (("array", ARRAY), ("axis_permutation", VALUE))
 
     def __init__(self, array: Array, axis_permutation, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.array = array
         self.axis_permutation = tuple(axis_permutation)
         self.shape = tuple(array.shape[i] for i in self.axis_permutation)
         self.dtype = array.dtype
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
 
 class Roll(IndexRemappingBase):
@@ -883,13 +927,14 @@ class Roll(IndexRemappingBase):
     _fields = (("array", ARRAY), ("shift", VALUE), ("axis", VALUE))
 
     def __init__(self, array: Array, shift: int, axis: int, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.array = array
         self.shift = shift
         self.axis = axis
         self.shape = array.shape
         self.dtype = array.dtype
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -929,12 +974,13 @@ class IndexBase(IndexRemappingBase):
     _fields = (("array", ARRAY), ("indices", INDICES))
 
     def __init__(self, array: Array, indices, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.array = array
         self.indices = tuple(indices)
         self.shape = self._compute_shape()
         self.dtype = array.dtype
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
     def _compute_shape(self) -> tuple[ShapeComponent, ...]:
         raise NotImplementedError
@@ -1015,14 +1061,15 @@ class Concatenate(Array):
     _fields = (("arrays", ARRAY_TUPLE), ("axis", VALUE))
 
     def __init__(self, arrays, axis: int, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.arrays = tuple(arrays)
         self.axis = axis
         first = self.arrays[0].shape
         total = _shape_sum(a.shape[axis] for a in self.arrays)
         self.shape = (*first[:axis], total, *first[axis + 1:])
         self.dtype = np.result_type(*(a.dtype for a in self.arrays))
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
 
 def _shape_sum(dims) -> ShapeComponent:
@@ -1041,13 +1088,14 @@ class Stack(Array):
     _fields = (("arrays", ARRAY_TUPLE), ("axis", VALUE))
 
     def __init__(self, arrays, axis: int, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.arrays = tuple(arrays)
         self.axis = axis
         first = self.arrays[0].shape
         self.shape = (*first[:axis], len(self.arrays), *first[axis:])
         self.dtype = np.result_type(*(a.dtype for a in self.arrays))
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
 # }}}
 
@@ -1074,13 +1122,14 @@ class NamedArray(Array):
     _fields = (("_container", VALUE), ("name", VALUE))
 
     def __init__(self, _container, name: str, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self._container = _container
         self.name = name
         expr = _container._data[name]
         self.shape = expr.shape
         self.dtype = expr.dtype
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
     @property
     def expr(self) -> Array:
@@ -1099,7 +1148,8 @@ class DictOfNamedArrays(AbstractResultWithNamedArrays):
     _mapper_method = "map_dict_of_named_arrays"
 
     def __init__(self, data: Mapping[str, Array],
-                 tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self._data = constantdict(data)
         self.tags = tags
         self._hash = hash((DictOfNamedArrays, self._data, tags))

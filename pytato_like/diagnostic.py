@@ -7,11 +7,15 @@ anything the library raises on purpose.
 
 .. autoexception:: PytatoLikeError
 .. autoexception:: ShapeMismatchError
+.. autoexception:: CannotBroadcastError
 .. autoexception:: AxisError
+.. autoexception:: NotAReductionAxis
 .. autoexception:: IndexOutOfBoundsError
 .. autoexception:: IndexTypeError
 .. autoexception:: EinsumSpecError
+.. autoexception:: InvalidEinsumIndex
 .. autoexception:: DTypeError
+.. autoexception:: InvalidOrderError
 .. autoexception:: EmptyReductionError
 .. autoexception:: InvalidNameError
 .. autoexception:: NotAnArrayError
@@ -58,8 +62,18 @@ class ShapeMismatchError(PytatoLikeError, ValueError):
     einsum operand extents)."""
 
 
+class CannotBroadcastError(ShapeMismatchError):
+    """Operand shapes that do not broadcast together (pytato's name for a
+    broadcasting :class:`ShapeMismatchError`)."""
+
+
 class AxisError(PytatoLikeError, ValueError):
     """An axis argument out of range or repeated."""
+
+
+class NotAReductionAxis(AxisError):
+    """A reduction variable (or axis) named where the array does not reduce
+    over it, e.g. in :meth:`~pytato_like.array.IndexLambda.with_tagged_reduction`."""
 
 
 class IndexOutOfBoundsError(PytatoLikeError, IndexError):
@@ -77,8 +91,17 @@ class EinsumSpecError(PytatoLikeError, ValueError):
     operands."""
 
 
+class InvalidEinsumIndex(EinsumSpecError):
+    """An einsum subscript that is not a letter, or an output index that no
+    operand has, or an index repeated in the output."""
+
+
 class DTypeError(PytatoLikeError, TypeError):
     """An operation that is not defined for the given dtype(s)."""
+
+
+class InvalidOrderError(PytatoLikeError, ValueError):
+    """A memory order argument (``order=``) other than ``"C"`` or ``"F"``."""
 
 
 class InvalidNameError(PytatoLikeError, ValueError):

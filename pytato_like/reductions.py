@@ -84,12 +84,18 @@ def _accumulation_dtype(numpy_reduce, dtype: np.dtype) -> np.dtype:
 
 
 def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
-            what: str, dtype=None) -> Array:
+            what: str, dtype=None, initial: Any = None,
+            axis_to_reduction_descr=None) -> Array:
     from pytato_like._frontend import as_operand
     a = as_operand(a)
     if not isinstance(a, Array):
+        if initial is not None:
+            return op.numpy_reduce(a, initial=initial)
         return op.numpy_reduce(a)
     axes = normalize_axes(axis, a.ndim, f"{what}() of an array of shape {a.shape}")
+    if initial is not None and initial != op.neutral_element(a.dtype):
+        return _reduce_with_initial(op, a, axes, keepdims, what, dtype, initial,
+                                    axis_to_reduction_descr)
     if dtype is not None:
         out_dtype = np.dtype(dtype)
     elif op.name in ("any", "all"):
@@ -111,7 +117,60 @@ def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
     else:
         expr, out_shape, descr = _reduction_expr(op, a.dtype, a.shape, axes,
                                                  keepdims, out_dtype, bindings)
+    if axis_to_reduction_descr:
+        descr = _with_given_descriptors(descr, axes, axis_to_reduction_descr,
+                                        what, a)
     return IndexLambda(expr, out_shape, out_dtype, bindings, descr, None, _NO_TAGS)
+
+
+def _with_given_descriptors(descr, axes: tuple[int, ...],
+                            axis_to_reduction_descr, what: str, a: Array):
+    """*descr* (reduction variable -> descriptor) with the descriptors the
+    user gave per reduced axis of *a*."""
+    from pytato_like.diagnostic import NotAReductionAxis
+    new = dict(descr or {})
+    for ax, rd in axis_to_reduction_descr.items():
+        norm = ax % a.ndim if isinstance(ax, int) and -a.ndim <= ax < a.ndim \
+            else ax
+        if norm not in axes:
+            raise NotAReductionAxis(
+                f"{what}(): axis {ax!r} of the array of shape {a.shape} is not "
+                f"reduced over (reduced axes: {axes})")
+        if not isinstance(rd, ReductionDescriptor):
+            raise NotAReductionAxis(
+                f"{what}(): descriptor for axis {ax} is a "
+                f"{type(rd).__name__}, not a ReductionDescriptor")
+        new[reduction_var(axes.index(norm)).name] = rd
+    return constantdict(new)
+
+
+def _reduce_with_initial(op, a, axes, keepdims, what, dtype, initial,
+                         axis_to_reduction_descr) -> Array:
+    """NumPy's ``initial=``: the reduction also takes *initial* in; over an
+    empty axis the result is *initial* itself (also for max/min)."""
+    from pytato_like._creation import full
+    from pytato_like.cmath import maximum, minimum
+    if op.name in ("any", "all"):
+        from pytato_like.diagnostic import PytatoLikeError
+        raise PytatoLikeError(f"{what}() takes no initial value")
+    empty = False
+    for ax in axes:
+        if not isinstance(a.shape[ax], Array) and a.shape[ax] == 0:
+            empty = True
+    if empty and op.neutral_element(a.dtype) is None:
+        out_shape = tuple(1 if ax in axes else d for ax, d in enumerate(a.shape)
+                          if keepdims or ax not in axes)
+        return full(out_shape, initial, a.dtype if dtype is None else dtype)
+    reduced = _reduce(op, a, axes, keepdims, what, dtype,
+                      axis_to_reduction_descr=axis_to_reduction_descr)
+    combine = {"sum": lambda x: x + initial, "product": lambda x: x * initial,
+               "max": lambda x: maximum(x, initial),
+               "min": lambda x: minimum(x, initial)}[op.name]
+    result = combine(reduced)
+    if result.dtype != reduced.dtype and not isinstance(initial, Array):
+        # a Python scalar initial does not change the result dtype in NumPy
+        result = result.astype(reduced.dtype)
+    return result
 
 
 def _is_static(shape: tuple) -> bool:
@@ -181,41 +240,54 @@ def _bound_expr(dim: Any, bindings: dict[str, Array]) -> Any:
     return expr
 
 
-def sum(a: Any, axis=None, dtype=None, keepdims: bool = False, **kwargs) -> Array:  # noqa: A001
+def sum(a: Any, axis=None, dtype=None, keepdims: bool = False,  # noqa: A001
+        initial: Any = 0, axis_to_reduction_descr=None, **kwargs) -> Array:
     """Sum over *axis* (all axes when None), with NumPy's accumulation
-    dtype (e.g. int64 for small integers)."""
+    dtype (e.g. int64 for small integers), plus *initial*.
+    *axis_to_reduction_descr* maps reduced axes of *a* to the
+    :class:`~pytato_like.array.ReductionDescriptor` of their reduction."""
     _check_kwargs(kwargs, "sum")
     return _reduce(SumReductionOperation, a, _axis(axis, kwargs), keepdims,
-                   "sum", dtype)
+                   "sum", dtype, initial, axis_to_reduction_descr)
 
 
-def prod(a: Any, axis=None, dtype=None, keepdims: bool = False, **kwargs) -> Array:
-    """Product over *axis*."""
+def prod(a: Any, axis=None, dtype=None, keepdims: bool = False,
+         initial: Any = 1, axis_to_reduction_descr=None, **kwargs) -> Array:
+    """Product over *axis*, times *initial*."""
     _check_kwargs(kwargs, "prod")
     return _reduce(ProductReductionOperation, a, _axis(axis, kwargs), keepdims,
-                   "prod", dtype)
+                   "prod", dtype, initial, axis_to_reduction_descr)
 
 
-def amax(a: Any, axis=None, keepdims: bool = False, **kwargs) -> Array:
-    """Maximum over *axis* (NaN propagates, as in NumPy)."""
+def amax(a: Any, axis=None, keepdims: bool = False, initial: Any = None,
+         axis_to_reduction_descr=None, **kwargs) -> Array:
+    """Maximum over *axis* (NaN propagates, as in NumPy); with *initial*,
+    also of *initial* (which makes empty axes allowed)."""
     _check_kwargs(kwargs, "amax")
-    return _reduce(MaxReductionOperation, a, _axis(axis, kwargs), keepdims, "amax")
+    return _reduce(MaxReductionOperation, a, _axis(axis, kwargs), keepdims,
+                   "amax", None, initial, axis_to_reduction_descr)
 
 
-def amin(a: Any, axis=None, keepdims: bool = False, **kwargs) -> Array:
-    """Minimum over *axis*."""
+def amin(a: Any, axis=None, keepdims: bool = False, initial: Any = None,
+         axis_to_reduction_descr=None, **kwargs) -> Array:
+    """Minimum over *axis* (and *initial*, when given)."""
     _check_kwargs(kwargs, "amin")
-    return _reduce(MinReductionOperation, a, _axis(axis, kwargs), keepdims, "amin")
+    return _reduce(MinReductionOperation, a, _axis(axis, kwargs), keepdims,
+                   "amin", None, initial, axis_to_reduction_descr)
 
 
-def any(a: Any, axis=None, keepdims: bool = False) -> Array:  # noqa: A001
+def any(a: Any, axis=None, keepdims: bool = False,  # noqa: A001
+        axis_to_reduction_descr=None) -> Array:
     """Whether any element along *axis* is nonzero."""
-    return _reduce(AnyReductionOperation, a, axis, keepdims, "any")
+    return _reduce(AnyReductionOperation, a, axis, keepdims, "any",
+                   axis_to_reduction_descr=axis_to_reduction_descr)
 
 
-def all(a: Any, axis=None, keepdims: bool = False) -> Array:  # noqa: A001
+def all(a: Any, axis=None, keepdims: bool = False,  # noqa: A001
+        axis_to_reduction_descr=None) -> Array:
     """Whether every element along *axis* is nonzero."""
-    return _reduce(AllReductionOperation, a, axis, keepdims, "all")
+    return _reduce(AllReductionOperation, a, axis, keepdims, "all",
+                   axis_to_reduction_descr=axis_to_reduction_descr)
 
 
 def mean(a: Any, axis=None, keepdims: bool = False) -> Array:

@@ -18,7 +18,11 @@ import pymbolic.primitives as prim
 from pytools import UniqueNameGenerator
 
 from pytato_like.array import Array, IndexLambda, ShapeComponent, SizeParam
-from pytato_like.diagnostic import AxisError, ShapeMismatchError
+from pytato_like.diagnostic import (
+    AxisError,
+    CannotBroadcastError,
+    ShapeMismatchError,
+)
 
 
 def are_shape_components_equal(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
@@ -91,7 +95,7 @@ def get_shape_after_broadcasting(exprs: Iterable[Any]) -> tuple[ShapeComponent, 
             if _is_one(result[j]):
                 result[j] = dim
             elif not are_shape_components_equal(result[j], dim):
-                raise ShapeMismatchError(
+                raise CannotBroadcastError(
                     "operands could not be broadcast together with shapes "
                     + " ".join(str(tuple(s)) for s in shapes))
     return tuple(result)
