@@ -113,7 +113,7 @@ class _NodeCollector(CombineMapper[frozenset, Never]):
         key = self.get_cache_key(expr)
         if key not in self._results:
             self._results[key] = self._collect_by_traversal(expr)
-            self._inputs[key] = expr
+            self._keepalive.append(expr)
         return self._results[key]
 
     @gc_paused
@@ -192,7 +192,7 @@ class ListOfInputsGatherer(CombineMapper[list, list]):
         key = self.get_cache_key(expr)
         if key not in self._results:
             self._results[key] = self._inputs_in_preorder(expr)
-            self._inputs[key] = expr
+            self._keepalive.append(expr)
         return list(self._results[key])
 
     @staticmethod

@@ -218,21 +218,26 @@ class CacheInputsWithKey(Generic[CacheExprT, P]):
 class CachedMapperCache(Generic[CacheExprT, CacheResultT, P]):
     """The results of a caching mapper, by cache key.
 
-    The mapped input of each key is kept too: it keeps the nodes whose
-    ``id`` is a key alive (so ids stay unique) and lets
-    *err_on_collision* detect two distinct inputs with one key.
+    The mapped inputs are kept too: that keeps the nodes whose ``id`` is a
+    key alive (so ids stay unique). With *err_on_collision* they are kept
+    by key, so that two distinct inputs with one key are detected.
     """
 
     def __init__(self, err_on_collision: bool = False) -> None:
         self.err_on_collision = err_on_collision
         self._input_key_to_result: dict[Hashable, Any] = {}
         self._input_key_to_expr: dict[Hashable, Any] = {}
+        # a list append is cheaper than a dict entry on the hot path
+        self._kept_inputs: list[Any] = []
 
     def add(self, inputs: CacheInputsWithKey, result: Any) -> Any:
         """Store *result* for ``inputs.key``; returns the result to use
         (here *result* itself)."""
         self._input_key_to_result[inputs.key] = result
-        self._input_key_to_expr[inputs.key] = inputs.expr
+        if self.err_on_collision:
+            self._input_key_to_expr[inputs.key] = inputs.expr
+        else:
+            self._kept_inputs.append(inputs.expr)
         return result
 
     def retrieve(self, inputs: CacheInputsWithKey) -> Any:
@@ -253,6 +258,7 @@ class CachedMapperCache(Generic[CacheExprT, CacheResultT, P]):
         the empty cache)."""
         self._input_key_to_result.clear()
         self._input_key_to_expr.clear()
+        self._kept_inputs.clear()
 
     def __len__(self) -> int:
         return len(self._input_key_to_result)
@@ -346,9 +352,10 @@ class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
         self._function_cache = _function_cache
         # the hot path of rec reads and writes these dicts directly
         self._results = _cache._input_key_to_result
-        self._inputs = _cache._input_key_to_expr
+        self._keepalive = _cache._kept_inputs
         # a cache that only stores is filled inline; others get add() called
-        self._plain_store = type(_cache).add is CachedMapperCache.add
+        self._plain_store = (type(_cache).add is CachedMapperCache.add
+                             and not _cache.err_on_collision)
         self._rec_depth = 0
         # rec computes the default key inline (it runs once per node)
         self._keys_are_ids = type(self).get_cache_key is CachedMapper.get_cache_key
@@ -391,7 +398,7 @@ class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
             self._rec_depth = depth
         if self._plain_store:
             self._results[key] = result
-            self._inputs[key] = expr
+            self._keepalive.append(expr)
             return result
         return self._cache.add(CacheInputsWithKey(expr, key, *args, **kwargs),
                                result)
