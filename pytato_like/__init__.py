@@ -106,6 +106,7 @@ from pytato_like.reductions import all, amax, amin, any, mean, prod, sum  # noqa
 from pytato_like.target import BoundProgram, Target
 from pytato_like.target.numpy import NumpyTarget, generate_numpy, generate_numpy_like
 from pytato_like.target.loopy import LoopyPyOpenCLTarget, generate_loopy
+from pytato_like.target.python.jax import generate_jax
 from pytato_like.visualization import (
     get_ascii_graph,
     get_dot_graph,
@@ -198,5 +199,6 @@ __all__ = [
     "verify_distributed_partition",
     "analysis", "eliminate_dead_code", "equality", "materialize_with_mpms",
     "rewrite_einsums_with_no_broadcasts", "to_index_lambda", "transform",
+    "generate_jax",
     "codegen",
 ]

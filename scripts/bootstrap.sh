@@ -5,7 +5,7 @@
 #     loader, graphviz (dot)
 #   * a virtualenv at .venv (override with VENV=...), with the package installed
 #     editable with all extras: test, docs, notebook, mpi (mpich + mpi4py from
-#     PyPI)
+#     PyPI), jax (CPU jaxlib, for the JAX target)
 #   * a Jupyter kernel spec "python3" inside the venv (for nbclient)
 # A stamp file (.venv/.bootstrap-stamp) holding the hash of pyproject.toml and
 # of this script makes a second run take well under a second.
@@ -79,7 +79,7 @@ have_stamp="$(cat "$STAMP" 2>/dev/null || true)"
 quick_ok() {
     [[ -x "$VENV/bin/mpiexec" ]] \
         && [[ -f "$VENV/share/jupyter/kernels/python3/kernel.json" ]] \
-        && "$VPY" -c 'import numpy, pymbolic, pytools, loopy, pyopencl, islpy, mpi4py, networkx, pytest, sphinx' \
+        && "$VPY" -c 'import numpy, pymbolic, pytools, loopy, pyopencl, islpy, mpi4py, networkx, pytest, sphinx, importlib.util as u; assert u.find_spec("jax")' \
             >/dev/null 2>&1
 }
 
@@ -108,8 +108,8 @@ pip_q install --upgrade pip "setuptools>=64" wheel
 log "pip: installing mpich"
 pip_q install mpich
 
-log "pip: installing pytato_like editable with extras [test,docs,notebook,mpi] (slow the first time)"
-pip_q install -e ".[test,docs,notebook,mpi]"
+log "pip: installing pytato_like editable with extras [test,docs,notebook,mpi,jax] (slow the first time)"
+pip_q install -e ".[test,docs,notebook,mpi,jax]"
 
 # pyopencl[pocl] would pull this in; it does not work on this CPU and would
 # shadow Debian's PoCL.
