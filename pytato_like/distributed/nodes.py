@@ -146,7 +146,8 @@ class DistributedSendRefHolder(Array):
                  send_data: Array | None = None, dest_rank: int | None = None,
                  comm_tag: CommTagType = None,
                  send_tags: frozenset[Tag] | None = None,
-                 axes=None) -> None:
+                 axes=None,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         if send is not None:
             if not isinstance(send, DistributedSend):
                 raise NotAnArrayError(
@@ -169,7 +170,7 @@ class DistributedSendRefHolder(Array):
         self.dtype = passthrough_data.dtype
         if axes is None:
             axes = passthrough_data.axes
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
     @property
     def send(self) -> DistributedSend:
@@ -194,12 +195,13 @@ class DistributedRecv(Array):
                ("dtype", VALUE))
 
     def __init__(self, src_rank: int, comm_tag: CommTagType, shape, dtype,
-                 axes=None, tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 axes=None, tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.src_rank = src_rank
         self.comm_tag = comm_tag
         self.shape = shape
         self.dtype = dtype
-        self._finish_init(axes, tags)
+        self._finish_init(axes, tags, non_equality_tags)
 
 
 def _tags(tags) -> frozenset[Tag]:
