@@ -126,3 +126,23 @@ def test_generated_code_and_translation_unit_are_inspectable():
     import loopy as lp
     assert isinstance(prg.program, lp.TranslationUnit)
     assert "my_kernel" in prg.program.entrypoints
+
+
+def test_debug_report_logs_the_loopy_kernels(monkeypatch, capsys):
+    monkeypatch.setenv("PYTATO_LIKE_REPORT", "debug")
+    x = pt.make_placeholder("x", (12,), np.float64)
+    prg = pt.generate_loopy(pt.arctan(x) * 5, function_name="dbg_kernel")
+    err = capsys.readouterr().err
+    assert "loopy kernel dbg_kernel" in err
+    assert "KERNEL: dbg_kernel" in err  # loopy's own rendering of it
+    assert prg.stats.n_kernels == 1
+
+
+def test_debug_report_does_not_outlive_the_switch(monkeypatch):
+    monkeypatch.setenv("PYTATO_LIKE_REPORT", "debug")
+    x = pt.make_placeholder("x", (12,), np.float64)
+    pt.generate_loopy(pt.arcsin(x) * 5)
+    monkeypatch.setenv("PYTATO_LIKE_REPORT", "progress")
+    pt.generate_loopy(pt.arccos(x) * 5)
+    # kernels are no longer rendered for a handler that would drop them
+    assert not logging.getLogger("pytato_like.codegen").isEnabledFor(logging.DEBUG)

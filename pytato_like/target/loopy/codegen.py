@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import re
 import time
@@ -830,9 +831,9 @@ class _Builder:
         knl = parallelize(knl, spec["groups"],
                           reduction_groups=spec["reduction_groups"])
         self.translation_units.append(knl)
-        if os.environ.get("PYTATO_LIKE_DEBUG_KERNEL"):
-            import logging
-            logging.getLogger(__name__).debug("%s", knl)
+        from pytato_like.target.loopy.report import logger
+        if logger.isEnabledFor(logging.DEBUG):  # PYTATO_LIKE_REPORT=debug
+            logger.debug("loopy kernel %s:\n%s", spec["name"], knl)
         self._loopy_time += time.perf_counter() - t0
         return knl
 

@@ -95,6 +95,8 @@ class _ProgressOnly(logging.Filter):
 
 
 _HANDLER: list[logging.Handler] = []
+# the level configure_logging last gave the pytato_like logger
+_LEVEL_SET = [None]
 
 
 def configure_logging(level=None) -> None:
@@ -114,24 +116,30 @@ def configure_logging(level=None) -> None:
         _HANDLER.append(handler)
     for f in list(handler.filters):
         handler.removeFilter(f)
+    # the logger's level is ours to set unless the application set it
+    ours = root.level == logging.NOTSET or root.level == _LEVEL_SET[0]
     if level is None:
         if handler in root.handlers:
             root.removeHandler(handler)
+        if ours:
+            root.setLevel(logging.NOTSET)
+            _LEVEL_SET[0] = None
         return
     if level == "progress":
         others = [h for h in root.handlers if h is not handler]
         if logging.getLogger().handlers or others:
             if handler in root.handlers:
                 root.removeHandler(handler)
-            return  # the application shows (or hides) our records itself
+            if ours:  # the application's configuration decides
+                root.setLevel(logging.NOTSET)
+                _LEVEL_SET[0] = None
+            return
         handler.addFilter(_ProgressOnly())
-        handler.setLevel(logging.INFO)
-        if root.level == logging.NOTSET or root.level > logging.INFO:
-            root.setLevel(logging.INFO)
-    else:
-        handler.setLevel(level)
-        if root.level == logging.NOTSET or root.level > level:
-            root.setLevel(level)
+        level = logging.INFO
+    handler.setLevel(level)
+    if ours:
+        root.setLevel(level)
+        _LEVEL_SET[0] = level
     if handler not in root.handlers:
         root.addHandler(handler)
 
