@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import os
 import re
 import time
 from typing import Any
