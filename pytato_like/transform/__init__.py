@@ -15,6 +15,8 @@ Mappers (pytato's names and calling conventions; subclass them and override
 :class:`DependencyMapper`         every array a result depends on
 :class:`SubsetDependencyMapper`   the same, within a universe
 :class:`InputGatherer`            the inputs a result depends on
+:class:`ListOfInputsGatherer`     the same as a list, duplicates kept
+:class:`NodeCollector`            the nodes for which a predicate holds
 :class:`SizeParamGatherer`        the size parameters a result depends on
 :class:`WalkMapper`               ``visit`` / ``post_visit`` every path
 :class:`CachedWalkMapper`         ``visit`` / ``post_visit`` every node once
@@ -58,6 +60,8 @@ from pytato_like.transform.combine import (
     DependencyMapper,
     InputGatherer,
     ListOfInputsGatherer,
+    NodeCollector,
+    collect_nodes,
     SizeParamGatherer,
     SubsetDependencyMapper,
     get_dependencies,
@@ -117,7 +121,8 @@ __all__ = [
     "ArrayOrNames", "CacheCollisionError", "CacheInputsWithKey",
     "CachedMapperCache", "DataWrapperDeduplicator", "Deduplicator",
     "ForeignObjectError", "ListOfInputsGatherer",
-    "MapperCreatedDuplicateError", "TransformMapperCache",
+    "MapperCreatedDuplicateError", "NodeCollector", "TransformMapperCache",
+    "collect_nodes",
     "TransformMapperWithExtraArgs", "deduplicate",
     "copy_dict_of_named_arrays", "dead_code_elimination",
     "deduplicate_data_wrappers", "get_dependencies", "lower_to_index_lambda",

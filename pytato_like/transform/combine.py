@@ -23,6 +23,8 @@ them with ``==``, a linear walk per insertion.
 .. autoclass:: InputGatherer
 .. autoclass:: ListOfInputsGatherer
 .. autoclass:: SizeParamGatherer
+.. autoclass:: NodeCollector
+.. autofunction:: collect_nodes
 .. autofunction:: get_dependencies
 """
 
@@ -219,6 +221,25 @@ class SizeParamGatherer(_NodeCollector):
 
     def _collects(self, expr: Any) -> bool:
         return isinstance(expr, SizeParam)
+
+
+class NodeCollector(_NodeCollector):
+    """Maps an array to the frozenset of the arrays of its DAG (itself
+    included) for which ``collect_fn(node)`` is true."""
+
+    def __init__(self, collect_fn, traverse_functions: bool = True) -> None:
+        super().__init__()
+        self.collect_fn = collect_fn
+        self.traverse_functions = traverse_functions
+
+    def _collects(self, expr: Any) -> bool:
+        return bool(self.collect_fn(expr))
+
+
+def collect_nodes(expr: Any, collect_fn) -> frozenset:
+    """The arrays of the DAG of *expr* for which ``collect_fn(node)`` is
+    true (see :class:`NodeCollector`)."""
+    return NodeCollector(collect_fn)(expr)
 
 
 def get_dependencies(expr: DictOfNamedArrays) -> dict[str, frozenset]:

@@ -353,3 +353,22 @@ def test_deep_to_index_lambda_mixin():
     assert isinstance(ToIndexLambdaMapper()(y), pt.IndexLambda)
 
 # }}}
+
+
+def test_node_collector_and_collect_nodes():
+    from pytato_like.transform import NodeCollector, collect_nodes
+    x = pt.make_placeholder("x", (3, 4), np.float64)
+    e = pt.einsum("ij,ij->i", x, x)
+    expr = pt.sin(e) + (x @ x.T).sum(axis=1)
+    einsums = collect_nodes(expr, lambda n: isinstance(n, pt.Einsum))
+    assert len(einsums) == 2 and e in einsums
+    assert NodeCollector(lambda n: n.ndim == 2)(expr) == {
+        n for n in pt.transform.DependencyMapper()(expr) if n.ndim == 2}
+
+
+def test_deep_node_collector(deep_chain):
+    from pytato_like.transform import collect_nodes
+    x, y = deep_chain
+    assert collect_nodes(y, lambda n: isinstance(n, pt.Placeholder)) == {x}
+    assert len(collect_nodes(y, lambda n: isinstance(n, pt.IndexLambda))) \
+        == 200_000
