@@ -31,7 +31,17 @@ def main(argv: list[str] | None = None) -> int:
         description="Show or empty pytato_like's on-disk compile cache.")
     parser.add_argument("command", choices=["info", "clear"])
     args = parser.parse_args(argv)
-    if args.command == "clear":
+    from pytato_like.diagnostic import PytatoLikeError
+    try:
+        return _command(args.command)
+    except PytatoLikeError as exc:  # e.g. a malformed PYTATO_LIKE_CACHE_SIZE
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _command(command: str) -> int:
+    from pytato_like.target.loopy import cache
+    if command == "clear":
         n = cache.clear_disk_cache()
         print(f"removed {n} entries from {cache.cache_base_dir()}")
         return 0

@@ -257,6 +257,10 @@ def test_command_line_info_and_clear(tmp_path):
     assert f"removed {n_files} entries" in cli("clear")
     assert not glob.glob(os.path.join(str(tmp_path), "*", "*", "*.pkl"))
     assert "entries    none" in cli("info")
+    bad = subprocess.run([sys.executable, "-m", "pytato_like.cache", "info"],
+                         env=dict(env, PYTATO_LIKE_CACHE_SIZE="lots"),
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "PYTATO_LIKE_CACHE_SIZE" in bad.stderr
 
 # }}}
 
