@@ -3,13 +3,15 @@ kernels with a persistent compile cache.
 
 :func:`generate_loopy` turns a DAG into a :class:`LoopyBoundProgram`:
 
-1. look the DAG's structural key up in the cache (:mod:`.cache`);
+1. look the DAG's structural key up in the cache
+   (:mod:`pytato_like.target.loopy.cache`);
 2. on a miss, build a plan (:mod:`.codegen`): cost-model materialisation
    (:mod:`pytato_like.transform.materialize_cost`), lowering
    (:mod:`.lowering`, :mod:`.functions`), default parallel schedule
    (:mod:`.schedule`), loopy code generation;
-3. bind it (:mod:`.bound`): OpenCL programs are built on first call per
-   context, from cached binaries when possible.
+3. bind it (:mod:`.bound`): the kernels are built at the first call, in
+   one OpenCL program per context (PoCL's own cache makes a rebuild in a
+   later process cheap).
 
 ``prg.source`` shows the OpenCL C, ``prg.program`` the loopy translation
 unit, ``prg.stats`` compile and launch times (:mod:`.report`).

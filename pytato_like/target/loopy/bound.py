@@ -4,8 +4,10 @@ A bound program holds a :class:`~pytato_like.target.loopy.codegen.ProgramPlan`
 (kernels, launches, buffers). Calling it checks and uploads the inputs,
 binds data wrappers and size parameters, allocates outputs and the
 temporaries that cross kernel boundaries from a memory pool, and runs each
-launch through the Python launcher loopy generated for its kernel. OpenCL
-programs are built once per context (from cached binaries when available).
+launch through the Python launcher loopy generated for its kernel. The
+kernels are built once per context, together with those of the other
+programs generated since the last build (one ``clBuildProgram``, see
+:func:`~pytato_like.target.loopy.cache.kernel_program`).
 
 .. autoclass:: LoopyBoundProgram
 """

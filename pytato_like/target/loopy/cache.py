@@ -41,6 +41,7 @@ pytato_like.cache info|clear`` shows or empties it (:mod:`pytato_like.cache`).
 .. autofunction:: cache_size_limit
 .. autofunction:: cache_info
 .. autofunction:: clear_disk_cache
+.. autofunction:: kernel_program
 .. autodata:: CODEGEN_CALLS
 .. autodata:: OPENCL_BUILDS
 """

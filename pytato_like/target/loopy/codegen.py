@@ -18,7 +18,8 @@
    written with canonical local names; chunks of identical structure
    (every step of a time loop, the pieces of a long elementwise chain,
    the same computation in another program) share one kernel, generated
-   once (process and disk kernel cache, :mod:`.cache`) and launched
+   once (process and disk kernel cache,
+   :mod:`pytato_like.target.loopy.cache`) and launched
    several times.
 5. **Scheduling** -- :mod:`~pytato_like.target.loopy.schedule` maps group
    inames to work-groups and work-items.
