@@ -66,6 +66,13 @@ class CombineMapper(CachedMapper[ResultT, FunctionResultT, []]):
 
     Generic as pytato's: ``CombineMapper[ResultT, FunctionResultT]``."""
 
+    def rec_idx_or_size_tuple(self, situp: tuple, *args: Any, **kwargs: Any
+                              ) -> tuple:
+        """The results of the arrays in a shape or index tuple (pytato's
+        helper for ``map_*`` methods)."""
+        return tuple(self.rec(s, *args, **kwargs) for s in situp
+                     if isinstance(s, Array))
+
     def combine(self, *args: Any) -> Any:
         """Combine the results of the children of one node."""
         raise NotImplementedError(

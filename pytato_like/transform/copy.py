@@ -27,6 +27,7 @@ from pytato_like.array import (
     ARRAY,
     ARRAY_TUPLE,
     BINDINGS,
+    SHAPE,
     AbstractResultWithNamedArrays,
     Array,
     DictOfNamedArrays,
@@ -116,6 +117,13 @@ class CopyMapper(TransformMapper):
             return self.map_foreign(expr)
         return rebuild_with(expr, self.rec)
 
+    def rec_size_tuple(self, situp: tuple) -> tuple:
+        """A shape with its size expressions mapped (the same tuple when
+        none changed), for ``map_*`` methods written as in pytato."""
+        return _map_field(situp, SHAPE, self.rec)
+
+    rec_idx_tuple = rec_size_tuple
+
 
 @with_default_map_methods
 class CopyMapperWithExtraArgs(TransformMapperWithExtraArgs[P]):
@@ -128,6 +136,14 @@ class CopyMapperWithExtraArgs(TransformMapperWithExtraArgs[P]):
         if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
             return self.map_foreign(expr, *args, **kwargs)
         return rebuild_with(expr, lambda child: self.rec(child, *args, **kwargs))
+
+    def rec_size_tuple(self, situp: tuple, *args: Any, **kwargs: Any) -> tuple:
+        """A shape with its size expressions mapped with the extra
+        arguments (the same tuple when none changed)."""
+        return _map_field(situp, SHAPE,
+                          lambda child: self.rec(child, *args, **kwargs))
+
+    rec_idx_tuple = rec_size_tuple
 
 
 @with_default_map_methods

@@ -63,6 +63,15 @@ class WalkMapper(Mapper[None, None, P]):
     def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
         """Called after the children of *expr* were walked."""
 
+    def rec_idx_or_size_tuple(self, situp: tuple, *args: Any, **kwargs: Any
+                              ) -> None:
+        """Walk the arrays in a shape or index tuple (pytato's helper for
+        ``map_*`` methods)."""
+        from pytato_like.array import Array
+        for s in situp:
+            if isinstance(s, Array):
+                self.rec(s, *args, **kwargs)
+
     def _map_default(self, expr: Any, *args: Any, **kwargs: Any) -> None:
         # Only runs when a subclass calls e.g. ``super().map_einsum(expr)``:
         # the walk itself inlines this behaviour on its explicit stack.

@@ -372,3 +372,47 @@ def test_deep_node_collector(deep_chain):
     assert collect_nodes(y, lambda n: isinstance(n, pt.Placeholder)) == {x}
     assert len(collect_nodes(y, lambda n: isinstance(n, pt.IndexLambda))) \
         == 200_000
+
+
+def test_pytato_helper_methods_for_shapes_and_indices():
+    from pytato_like.transform import WalkMapper
+    n = pt.make_size_param("n")
+    m = pt.make_size_param("m")
+    x = pt.make_placeholder("x", (n, 3), np.float64)
+
+    class RenameSize(CopyMapper):
+        def map_size_param(self, expr):
+            return m if expr.name == "n" else expr
+
+        def map_placeholder(self, expr):
+            return pt.make_placeholder(expr.name, self.rec_size_tuple(expr.shape),
+                                       expr.dtype)
+
+    new = RenameSize()(2 * x)
+    assert new.bindings["_in0"].shape == (m, 3)
+    assert CopyMapper().rec_size_tuple(x.shape) is x.shape
+
+    class ShapeParams(CombineMapper[frozenset, None]):
+        def combine(self, *args):
+            return frozenset().union(*args)
+
+        def map_size_param(self, expr):
+            return frozenset([expr.name])
+
+        def map_placeholder(self, expr):
+            return self.combine(*self.rec_idx_or_size_tuple(expr.shape))
+
+    assert ShapeParams()(x + 1) == {"n"}
+
+    names = []
+
+    class Walk(WalkMapper):
+        def map_placeholder(self, expr):
+            self.rec_idx_or_size_tuple(expr.shape)
+
+        def map_size_param(self, expr):
+            names.append(expr.name)
+
+    Walk()(x * 2)
+    # one path through the product's own shape, one through the placeholder's
+    assert names == ["n", "n"]
