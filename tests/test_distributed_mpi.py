@@ -194,6 +194,7 @@ def test_negative_base_tag_raises_at_numbering():
 @pytest.mark.parametrize(("case", "why"), [
     ("exit_early", "its program ended"),
     ("raise_early", "uncaught RuntimeError: rank 1 gives up"),
+    ("end_early", "its program ended"),
     ("exit_late", "its program ended"),
 ])
 def test_rank_leaving_ends_the_waiting_rank(case, why):

@@ -17,10 +17,11 @@ Cases:
     rank 0 sends twice to rank 1 with the same tag.
 ``negative_tag``
     ``number_distributed_tags(..., base_tag=-5)``.
-``exit_early`` / ``exit_early_abort`` / ``raise_early``
+``exit_early`` / ``exit_early_abort`` / ``raise_early`` / ``end_early``
     rank 1 leaves (``sys.exit(0)`` outside / inside ``abort_on_error``,
-    an uncaught exception) after partitioning while rank 0 executes (and
-    waits for it in the first execution's header exchange).
+    an uncaught exception, the end of its program) after partitioning
+    while rank 0 executes (and waits for it in the first execution's
+    header exchange).
 ``exit_late``
     both ranks execute once (checked against NumPy); then rank 1 leaves
     while rank 0 executes again and waits for its data.
@@ -125,6 +126,8 @@ def case_exit_early(how="exit"):
     if rank == 1:
         if how == "raise":
             raise RuntimeError("rank 1 gives up")
+        if how == "end":
+            return
         sys.exit(0)
     execute_distributed_partition(parts, prgs, None, comm,
                                   input_args={"x": np.arange(4.0)})
@@ -177,6 +180,7 @@ CASES = {
     "exit_early": case_exit_early,
     "exit_early_abort": case_exit_early,
     "raise_early": lambda: case_exit_early("raise"),
+    "end_early": lambda: case_exit_early("end"),
     "exit_late": case_exit_late,
     "dropped_handle": case_dropped_handle,
     "dropped_handle_orphan": case_dropped_handle_orphan,
