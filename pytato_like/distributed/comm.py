@@ -14,7 +14,8 @@ Two objects split what stays from what changes:
   execution.
 * :class:`Exchange` -- one execution: starts the receives, packs and sends
   a part's outputs as soon as the part has run, reports arrivals
-  (``Testsome`` / ``Waitsome``, unpacked), and finally waits for the sends.
+  (``Testsome``, polled with a back-off when it must wait; unpacked),
+  and finally waits for the sends.
   Every message, pack, unpack and blocking wait is recorded in a
   :class:`~pytato_like.runtime.trace.TraceRecorder`.
 
