@@ -181,6 +181,14 @@ class Mapper(Generic[ResultT, FunctionResultT, P]):
         method = getattr(self, name, None)
         if method is None:
             if isinstance(expr, (Array, AbstractResultWithNamedArrays)):
+                # as pytato: a node class without a method here (e.g. a
+                # user's subclass of a node class) gets its base's method
+                for base in type(expr).__mro__[1:]:
+                    base_name = base.__dict__.get("_mapper_method")
+                    if base_name is not None and base_name != name:
+                        method = getattr(self, base_name, None)
+                        if method is not None:
+                            return method(expr, *args, **kwargs)
                 return self.handle_unsupported_array(expr, *args, **kwargs)
             return self.map_foreign(expr, *args, **kwargs)
         return method(expr, *args, **kwargs)

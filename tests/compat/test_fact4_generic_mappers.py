@@ -193,3 +193,21 @@ def test_deep_generic_copy_with_extra_args_subclass(deep_chain):
     assert Depth()(scaled) == 200_002
 
 # }}}
+
+
+def test_subclass_of_a_node_class_gets_its_base_method():
+    # pytato's dispatch: a node class without a method falls back along its
+    # bases' _mapper_method names
+    class TaggedInput(pt.Placeholder):
+        __slots__ = ()
+        _mapper_method = "map_tagged_input"
+
+    x = TaggedInput("x", (3,), np.dtype(np.float64))
+    assert PlaceholderNames()(pt.exp(x)) == {"x"}
+    assert Depth()(pt.exp(x) + 1) == 3
+
+    class Special(PlaceholderNames):
+        def map_tagged_input(self, expr):
+            return frozenset(["special " + expr.name])
+
+    assert Special()(pt.exp(x)) == {"special x"}
