@@ -157,6 +157,7 @@ from pytato_like.transform import einsum_distributive_law  # noqa: F401
 from pytato_like.transform.dead_code_elimination import eliminate_dead_code
 from pytato_like.transform.lower_to_index_lambda import to_index_lambda
 from pytato_like.transform.materialize import materialize_with_mpms
+from pytato_like.transform.metadata import unify_axes_tags
 from pytato_like.transform.remove_broadcasts_einsum import (
     rewrite_einsums_with_no_broadcasts,
 )
@@ -199,6 +200,6 @@ __all__ = [
     "verify_distributed_partition",
     "analysis", "eliminate_dead_code", "equality", "materialize_with_mpms",
     "rewrite_einsums_with_no_broadcasts", "to_index_lambda", "transform",
-    "generate_jax",
+    "generate_jax", "unify_axes_tags",
     "codegen",
 ]

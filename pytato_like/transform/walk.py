@@ -99,7 +99,13 @@ class WalkMapper(Mapper[None, None, P]):
         method_name = _OVERRIDES.get(key, "")
         if method_name == "":
             cls = type(self)
-            method_name = name if hasattr(cls, name) else "handle_unsupported_array"
+            method_name = name if hasattr(cls, name) else next(
+                # a subclass of a node class walks as its base (as Mapper.rec)
+                (base.__dict__["_mapper_method"]
+                 for base in type(expr).__mro__[1:]
+                 if "_mapper_method" in base.__dict__
+                 and hasattr(cls, base.__dict__["_mapper_method"])),
+                "handle_unsupported_array")
             if is_default_map_method(getattr(cls, method_name)):
                 method_name = None
             _OVERRIDES[key] = method_name

@@ -211,3 +211,18 @@ def test_subclass_of_a_node_class_gets_its_base_method():
             return frozenset(["special " + expr.name])
 
     assert Special()(pt.exp(x)) == {"special x"}
+
+
+def test_walk_of_a_node_subclass_uses_its_base_method():
+    class TaggedInput(pt.Placeholder):
+        __slots__ = ()
+        _mapper_method = "map_tagged_input"
+
+    seen = []
+
+    class Inputs(WalkMapper[[]]):
+        def map_placeholder(self, expr):
+            seen.append(expr.name)
+
+    Inputs()(pt.exp(TaggedInput("t", (2,), np.dtype(np.float64))) + 1)
+    assert seen == ["t"]
