@@ -107,6 +107,7 @@ from pytato_like.transform.deduplicate import (
     deduplicate_data_wrappers,
 )
 from pytato_like.transform.materialize import materialize_with_mpms
+from pytato_like.transform.metadata import unify_axes_tags
 from pytato_like.transform.materialize_cost import (
     explain_materialization,
     materialize_with_cost_model,
@@ -129,4 +130,5 @@ __all__ = [
     "map_and_copy", "materialize_with_mpms", "materialize_with_cost_model",
     "explain_materialization", "rec_get_user_nodes",
     "remove_broadcasts_einsum", "tag_user_nodes",
+    "unify_axes_tags",
 ]
