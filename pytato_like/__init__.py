@@ -67,6 +67,7 @@ from pytato_like.array import (
     make_dict_of_named_arrays,
     make_placeholder,
     make_size_param,
+    set_traceback_tag_enabled,
 )
 from pytato_like.cmath import (
     abs,  # noqa: A004
@@ -152,6 +153,7 @@ from pytato_like.distributed import (
 )
 from pytato_like.partition import generate_code_for_partition
 from pytato_like import analysis, equality, transform
+from pytato_like import dtype, raising
 from pytato_like import codegen
 from pytato_like.transform import einsum_distributive_law  # noqa: F401
 from pytato_like.transform.dead_code_elimination import eliminate_dead_code
@@ -180,6 +182,7 @@ __all__ = [
     "greater_equal", "imag", "isnan", "less", "less_equal", "log", "log10",
     "logical_and", "logical_not", "logical_or", "make_data_wrapper",
     "make_dict_of_named_arrays", "make_placeholder", "make_size_param",
+    "set_traceback_tag_enabled", "dtype", "raising",
     "matmul", "maximum", "mean", "minimum", "not_equal", "ones", "ones_like",
     "pad", "prod", "real", "reshape", "roll", "scalar_expr", "sin", "sinh",
     "sqrt", "squeeze", "stack", "sum", "tags", "tan", "tanh", "transpose",

@@ -231,6 +231,44 @@ class Array:
     axes: tuple[Axis, ...]
     tags: frozenset[Tag]
 
+    def __init__(self, *args: Any, axes=None, tags: frozenset[Tag] = _NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = _NO_TAGS,
+                 **kwargs: Any) -> None:
+        """Generic constructor for user subclasses that declare
+        :attr:`_fields` (``(name, kind)`` pairs; ``shape`` and ``dtype``
+        among them, or given as properties) instead of writing their own:
+        fields are taken by position or keyword, then *axes*, *tags* and
+        *non_equality_tags* as for every node."""
+        cls = type(self)
+        fields = getattr(cls, "_fields", None)
+        if fields is None:
+            raise NotAnArrayError(
+                f"{cls.__name__} subclasses Array without declaring _fields "
+                "(the (name, kind) pairs of its constructor arguments)")
+        names = [name for name, _ in fields]
+        if len(args) > len(names):
+            raise NotAnArrayError(
+                f"{cls.__name__} takes {len(names)} fields {names}, got "
+                f"{len(args)} positional arguments")
+        values = dict(zip(names, args))
+        for name, value in kwargs.items():
+            if name not in names or name in values:
+                raise NotAnArrayError(
+                    f"{cls.__name__}: unexpected or repeated argument {name!r} "
+                    f"(fields: {names})")
+            values[name] = value
+        missing = [name for name in names if name not in values]
+        if missing:
+            raise NotAnArrayError(f"{cls.__name__}: missing fields {missing}")
+        for name in names:
+            value = values[name]
+            if name == "shape":
+                value = normalize_shape(value)
+            elif name == "dtype":
+                value = np.dtype(value)
+            setattr(self, name, value)
+        self._finish_init(axes, tags, non_equality_tags)
+
     def _finish_init(self, axes, tags, non_equality_tags=_NO_TAGS) -> None:
         """Store axes and tags and compute the hash. Called last by every
         subclass constructor. *non_equality_tags* are stored but take no
@@ -767,6 +805,25 @@ class IndexLambda(Array):
             else non_equality_tags)
         self._hash = hash((IndexLambda, expr, shape, dtype, bindings_hash,
                            hash(var_to_reduction_descr), axes, tags))
+
+
+    def with_tagged_reduction(self, reduction_variable: str, tags) -> IndexLambda:
+        """A copy whose reduction over *reduction_variable* (a name in
+        :attr:`var_to_reduction_descr`, e.g. from
+        :attr:`pytato_like.raising.ReduceOp.axes`) carries *tags* in
+        addition."""
+        from pytato_like.diagnostic import NotAReductionAxis
+        if not isinstance(reduction_variable, str):
+            raise NotAReductionAxis(
+                f"reduction variable must be a str, got {reduction_variable!r}")
+        if reduction_variable not in self.var_to_reduction_descr:
+            raise NotAReductionAxis(
+                f"{reduction_variable!r} is not a reduction variable of the "
+                f"IndexLambda of shape {self.shape} (its reduction variables: "
+                f"{sorted(self.var_to_reduction_descr)})")
+        descrs = dict(self.var_to_reduction_descr)
+        descrs[reduction_variable] = descrs[reduction_variable].tagged(tags)
+        return self.copy(var_to_reduction_descr=constantdict(descrs))
 
 
 _EMPTY_MAP: constantdict = constantdict()

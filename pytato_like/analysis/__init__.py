@@ -5,15 +5,34 @@ depth). Results keyed by nodes use one representative per class of
 structurally equal nodes, as pytato's (equality-keyed) results do.
 
 .. autofunction:: get_nusers
+.. autofunction:: get_list_of_users
 .. autofunction:: get_num_nodes
+.. autofunction:: get_node_type_counts
+.. autofunction:: get_node_multiplicities
+.. autofunction:: get_num_tags_of_type
+.. autofunction:: collect_materialized_nodes
 .. autofunction:: is_einsum_similar_to_subscript
 .. autoclass:: DirectPredecessorsGetter
+.. autoclass:: ListOfDirectPredecessorsGetter
+.. autoclass:: NodeCountMapper
+.. autoclass:: NodeMultiplicityMapper
+.. autoclass:: TagCountMapper
+.. autoclass:: MaterializedNodeCollector
+.. autoclass:: PytatoKeyBuilder
+
+The mapper classes are walks (:class:`~pytato_like.transform.CachedWalkMapper`)
+over an explicit stack, so they work at any depth; the functions are their
+one-call forms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+import numpy as np
+from loopy.tools import LoopyKeyBuilder
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
@@ -32,10 +51,22 @@ from pytato_like.transform._graph import (
     walk_children,
 )
 from pytato_like.transform.mapper import ARRAY_MAPPER_METHODS, Mapper
+from pytato_like.transform.walk import CachedWalkMapper
 
 __all__ = [
     "DirectPredecessorsGetter",
+    "ListOfDirectPredecessorsGetter",
+    "MaterializedNodeCollector",
+    "NodeCountMapper",
+    "NodeMultiplicityMapper",
+    "PytatoKeyBuilder",
+    "TagCountMapper",
+    "collect_materialized_nodes",
+    "get_list_of_users",
+    "get_node_multiplicities",
+    "get_node_type_counts",
     "get_num_nodes",
+    "get_num_tags_of_type",
     "get_nusers",
     "is_einsum_similar_to_subscript",
 ]
@@ -76,6 +107,28 @@ def get_nusers(outputs: Array | DictOfNamedArrays) -> Mapping[Array, int]:
     for rep in reps:
         if rep not in result:
             result[rep] = count[id(rep)]
+    return result
+
+
+@gc_paused
+@stack_headroom
+def get_list_of_users(outputs: Array | DictOfNamedArrays
+                      ) -> Mapping[Array, list[Array]]:
+    """For every node of the DAG *outputs*, the list of nodes that use its
+    value (one entry per reference, as :func:`get_nusers` counts them; a
+    node nobody uses maps to an empty list). Keys are compared by structural
+    equality, as in :func:`get_nusers`."""
+    order = topological_order(_roots(outputs, "get_list_of_users"))
+    reps = structural_representatives(order)
+    rep_of = {id(node): rep for node, rep in zip(order, reps)}
+    users: dict[int, list[Array]] = {id(rep): [] for rep in reps}
+    for node in order:
+        for child in children_of(node):
+            users[id(rep_of[id(child)])].append(node)
+    result: defaultdict[Array, list[Array]] = defaultdict(list)
+    for rep in reps:
+        if rep not in result:
+            result[rep] = users[id(rep)]
     return result
 
 
@@ -155,3 +208,247 @@ for _name in ARRAY_MAPPER_METHODS:
         setattr(DirectPredecessorsGetter, _name,
                 DirectPredecessorsGetter._predecessors)
 del _name
+
+
+class ListOfDirectPredecessorsGetter(Mapper):
+    """Like :class:`DirectPredecessorsGetter`, but the predecessors as a list
+    in field order, one entry per reference (an array bound twice appears
+    twice). A send-reference holder lists the sent data and its passthrough
+    data."""
+
+    def _predecessors(self, expr: Any) -> list:
+        return list(walk_children(expr))
+
+    def handle_unsupported_array(self, expr: Any) -> list:
+        return self._predecessors(expr)
+
+    def map_distributed_send_ref_holder(self, expr: Any) -> list:
+        return [expr.send.data, expr.passthrough_data]
+
+    def rec(self, expr: Any) -> list:
+        if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
+            return self.map_foreign(expr)
+        return super().rec(expr)
+
+
+for _name in ARRAY_MAPPER_METHODS:
+    if _name not in ListOfDirectPredecessorsGetter.__dict__:
+        setattr(ListOfDirectPredecessorsGetter, _name,
+                ListOfDirectPredecessorsGetter._predecessors)
+del _name
+
+
+# {{{ counting walks
+
+class NodeCountMapper(CachedWalkMapper):
+    """Counts the nodes of each type in :attr:`expr_type_counts` (a dict from
+    node class to count). With *count_duplicates*, distinct objects that are
+    structurally equal count separately; without, once.
+    :class:`~pytato_like.array.DictOfNamedArrays` roots are not counted."""
+
+    def __init__(self, count_duplicates: bool = False,
+                 _visited_functions: set[Any] | None = None) -> None:
+        super().__init__(_visited_functions=_visited_functions)
+        self.expr_type_counts: defaultdict[type, int] = defaultdict(int)
+        self.count_duplicates = count_duplicates
+
+    def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+        # equal nodes share a key unless duplicates are counted
+        return id(expr) if self.count_duplicates else expr
+
+    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        if not isinstance(expr, DictOfNamedArrays):
+            self.expr_type_counts[type(expr)] += 1
+
+
+def get_node_type_counts(outputs: Array | DictOfNamedArrays,
+                         count_duplicates: bool = False) -> dict[type, int]:
+    """A dict from node class to the number of nodes of that class in the
+    DAG *outputs* (see :class:`NodeCountMapper`)."""
+    mapper = NodeCountMapper(count_duplicates)
+    mapper(outputs)
+    return mapper.expr_type_counts
+
+
+class NodeMultiplicityMapper(CachedWalkMapper):
+    """:attr:`expr_multiplicity_counts` maps each node (up to structural
+    equality) to its multiplicity: the number of distinct objects in the DAG
+    equal to it."""
+
+    def __init__(self, _visited_functions: set[Any] | None = None) -> None:
+        super().__init__(_visited_functions=_visited_functions)
+        self.expr_multiplicity_counts: defaultdict[Any, int] = defaultdict(int)
+
+    # (the default cache key, id(expr), visits every object once)
+
+    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        if not isinstance(expr, DictOfNamedArrays):
+            self.expr_multiplicity_counts[expr] += 1
+
+
+def get_node_multiplicities(outputs: Array | DictOfNamedArrays
+                            ) -> dict[Array, int]:
+    """The multiplicity of every node of *outputs* (see
+    :class:`NodeMultiplicityMapper`)."""
+    mapper = NodeMultiplicityMapper()
+    mapper(outputs)
+    return mapper.expr_multiplicity_counts
+
+
+def _as_tag_type_set(tag_types: Any) -> frozenset[type]:
+    if isinstance(tag_types, type):
+        return frozenset([tag_types])
+    return frozenset(tag_types)
+
+
+class TagCountMapper(CachedWalkMapper):
+    """Counts the nodes (up to structural equality, each once) that carry a
+    tag of every type in *tag_types* (a tag class or an iterable of them).
+    Calling it returns the count; :attr:`count` keeps the running total."""
+
+    def __init__(self, tag_types: type | Iterable[type]) -> None:
+        super().__init__()
+        self._tag_types = _as_tag_type_set(tag_types)
+        self.count = 0
+
+    def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+        return expr
+
+    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(expr, Array) and self._tag_types <= frozenset(
+                type(tag) for tag in expr.tags):
+            self.count += 1
+
+    def __call__(self, expr: Any, *args: Any, **kwargs: Any) -> int:
+        super().__call__(expr, *args, **kwargs)
+        return self.count
+
+
+def get_num_tags_of_type(outputs: Array | DictOfNamedArrays,
+                         tag_types: type | Iterable[type]) -> int:
+    """The number of nodes of *outputs* tagged with all of *tag_types*."""
+    return TagCountMapper(tag_types)(outputs)
+
+
+def is_materialized(expr: Any) -> bool:
+    """Whether *expr* has its own storage when a program runs: inputs
+    (placeholders, data wrappers, size parameters), received arrays, and
+    arrays tagged :class:`~pytato_like.tags.ImplStored`."""
+    from pytato_like.array import InputArgumentBase
+    from pytato_like.tags import ImplStored
+    if not isinstance(expr, Array):
+        return False
+    if isinstance(expr, InputArgumentBase) \
+            or type(expr).__name__ == "DistributedRecv":
+        return True
+    return any(isinstance(t, ImplStored) for t in expr.tags)
+
+
+class MaterializedNodeCollector(CachedWalkMapper):
+    """Collects in :attr:`materialized_nodes` the nodes for which
+    :func:`is_materialized` holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.materialized_nodes: set[Array] = set()
+
+    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        if is_materialized(expr):
+            self.materialized_nodes.add(expr)
+
+
+def collect_materialized_nodes(outputs: Array | DictOfNamedArrays
+                               ) -> frozenset[Array]:
+    """The materialized nodes of *outputs* (see
+    :class:`MaterializedNodeCollector`)."""
+    mapper = MaterializedNodeCollector()
+    mapper(outputs)
+    return frozenset(mapper.materialized_nodes)
+
+# }}}
+
+
+# {{{ persistent keys
+
+class PytatoKeyBuilder(LoopyKeyBuilder):
+    """A :class:`pytools.persistent_dict.KeyBuilder` for values that hold
+    pytato_like objects: array DAGs (by structure, data wrappers by their
+    data's bytes), NumPy arrays and pyopencl arrays (by contents).
+    Structurally equal DAGs get equal keys in every process."""
+
+    def rec(self, key_hash: Any, key: Any) -> Any:
+        # pytools dispatches on the exact class name; node classes (and user
+        # subclasses of them) all go through the DAG walk
+        if isinstance(key, (Array, DictOfNamedArrays)):
+            inner = self.new_hash()
+            if isinstance(key, Array):
+                self._update_for_dag(inner, key)
+            else:
+                self.update_for_DictOfNamedArrays(inner, key)
+            key_hash.update(inner.digest())
+            return key_hash
+        return super().rec(key_hash, key)
+
+    def update_for_ndarray(self, key_hash: Any, key: Any) -> None:
+        self.rec(key_hash, (key.dtype.str, key.shape))
+        self.rec(key_hash, key.tobytes())
+
+    def update_for_Array(self, key_hash: Any, key: Any) -> None:  # noqa: N802
+        if not isinstance(key, Array):  # pyopencl.array.Array
+            self.update_for_ndarray(key_hash, key.get())
+            return
+        self._update_for_dag(key_hash, key)
+
+    def update_for_DictOfNamedArrays(self, key_hash: Any, key: Any) -> None:  # noqa: N802
+        for name in sorted(key._data):
+            self.rec(key_hash, name)
+            self._update_for_dag(key_hash, key._data[name])
+        self.rec(key_hash, key.tags)
+
+    def update_for_constantdict(self, key_hash: Any, key: Any) -> None:
+        self.update_for_dict(key_hash, key)
+
+    def update_for_ReductionOperation(self, key_hash: Any, key: Any) -> None:  # noqa: N802
+        self.rec(key_hash, key.name)
+
+    def _update_for_dag(self, key_hash: Any, root: Array) -> None:
+        # One record per node in topological order, children referenced by
+        # position: linear in the DAG, no recursion over its depth.
+        from pytato_like.array import (
+            ARRAY,
+            ARRAY_TUPLE,
+            BINDINGS,
+            IDENTITY,
+            VALUE,
+        )
+        order = topological_order([root])
+        position = {id(node): i for i, node in enumerate(order)}
+        for node in order:
+            cls = type(node)
+            self.rec(key_hash, f"{cls.__module__}.{cls.__qualname__}")
+            if cls.__name__ == "NamedArray":
+                self.rec(key_hash, (node.name, position[id(node.expr)]))
+            else:
+                for name, kind in node._fields:
+                    value = getattr(node, name)
+                    self.rec(key_hash, name)
+                    if kind is IDENTITY:  # wrapped data: by contents
+                        self.update_for_Array(key_hash, value) \
+                            if not isinstance(value, np.ndarray) \
+                            else self.update_for_ndarray(key_hash, value)
+                    elif kind is VALUE:
+                        self.rec(key_hash, value)
+                    elif kind is ARRAY:
+                        self.rec(key_hash, position[id(value)])
+                    elif kind is ARRAY_TUPLE:
+                        self.rec(key_hash, tuple(position[id(v)] for v in value))
+                    elif kind is BINDINGS:
+                        self.rec(key_hash, tuple(sorted(
+                            (k, position[id(v)]) for k, v in value.items())))
+                    else:  # SHAPE, INDICES
+                        self.rec(key_hash, tuple(
+                            ("array", position[id(v)]) if isinstance(v, Array)
+                            else v for v in value))
+            self.rec(key_hash, (node.axes, node.tags))
+
+# }}}
