@@ -385,7 +385,7 @@ def merge_traces(traces: Iterable[Trace]) -> Trace:
 
 def gather_traces(comm: Any, recorder_or_trace: TraceRecorder | Trace,
                   root: int = 0, clock: Callable[[], int] = now_ns,
-                  rounds: int = 8) -> Trace | None:
+                  rounds: int = 32) -> Trace | None:
     """Collective: gather every rank's records on *root* and merge them
     (``None`` on the other ranks). Clocks are aligned to *root*'s: for
     each other rank, *root* sends its clock reading and gets the rank's
