@@ -121,6 +121,8 @@ CacheResultT = TypeVar("CacheResultT")
 CacheKeyT = Hashable
 #: What the array mappers map: an array or a container of named arrays.
 ArrayOrNames = Array | AbstractResultWithNamedArrays
+#: A type variable over :data:`ArrayOrNames` (pytato's, for annotations).
+ArrayOrNamesTc = TypeVar("ArrayOrNamesTc", Array, AbstractResultWithNamedArrays)
 
 
 # {{{ errors
