@@ -413,42 +413,57 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
 
     def _update_for_dag(self, key_hash: Any, root: Array) -> None:
         # One record per node in topological order, children referenced by
-        # position: linear in the DAG, no recursion over its depth.
-        from pytato_like.array import (
-            ARRAY,
-            ARRAY_TUPLE,
-            BINDINGS,
-            IDENTITY,
-            VALUE,
-        )
+        # position: linear in the DAG, no recursion over its depth. Field
+        # values (expressions, dtypes, axes) are shared by many nodes, so
+        # each distinct object is keyed once and its digest reused.
+        from pytato_like.array import ARRAY, ARRAY_TUPLE, BINDINGS, IDENTITY, VALUE
+        memo: dict[int, tuple[bytes, Any]] = {}
+
+        def digest(value: Any, identity: bool = False) -> bytes:
+            entry = memo.get(id(value))
+            if entry is None:
+                inner = self.new_hash()
+                if identity and isinstance(value, np.ndarray):
+                    self.update_for_ndarray(inner, value)
+                elif identity:  # a device array: by contents
+                    self.update_for_Array(inner, value)
+                else:
+                    self.rec(inner, value)
+                entry = memo[id(value)] = (inner.digest(), value)
+            return entry[0]
+
+        def ref(i: int) -> bytes:
+            return b"@" + i.to_bytes(8, "little")
+
         order = topological_order([root])
         position = {id(node): i for i, node in enumerate(order)}
+        update = key_hash.update
         for node in order:
             cls = type(node)
-            self.rec(key_hash, f"{cls.__module__}.{cls.__qualname__}")
+            update(digest(f"{cls.__module__}.{cls.__qualname__}"))
             if cls.__name__ == "NamedArray":
-                self.rec(key_hash, (node.name, position[id(node.expr)]))
+                update(digest(node.name))
+                update(ref(position[id(node.expr)]))
             else:
                 for name, kind in node._fields:
                     value = getattr(node, name)
-                    self.rec(key_hash, name)
-                    if kind is IDENTITY:  # wrapped data: by contents
-                        self.update_for_Array(key_hash, value) \
-                            if not isinstance(value, np.ndarray) \
-                            else self.update_for_ndarray(key_hash, value)
-                    elif kind is VALUE:
-                        self.rec(key_hash, value)
+                    if kind is VALUE:
+                        update(digest(value))
+                    elif kind is IDENTITY:
+                        update(digest(value, identity=True))
                     elif kind is ARRAY:
-                        self.rec(key_hash, position[id(value)])
-                    elif kind is ARRAY_TUPLE:
-                        self.rec(key_hash, tuple(position[id(v)] for v in value))
+                        update(ref(position[id(value)]))
                     elif kind is BINDINGS:
-                        self.rec(key_hash, tuple(sorted(
-                            (k, position[id(v)]) for k, v in value.items())))
-                    else:  # SHAPE, INDICES
-                        self.rec(key_hash, tuple(
-                            ("array", position[id(v)]) if isinstance(v, Array)
-                            else v for v in value))
-            self.rec(key_hash, (node.axes, node.tags))
+                        update(len(value).to_bytes(8, "little"))
+                        for k in sorted(value):
+                            update(digest(k))
+                            update(ref(position[id(value[k])]))
+                    else:  # ARRAY_TUPLE, SHAPE, INDICES
+                        update(len(value).to_bytes(8, "little"))
+                        for v in value:
+                            update(ref(position[id(v)]) if isinstance(v, Array)
+                                   else digest(v))
+            update(digest(node.axes))
+            update(digest(node.tags))
 
 # }}}
