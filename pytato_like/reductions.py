@@ -158,9 +158,12 @@ def _reduce_with_initial(op, a, axes, keepdims, what, dtype, initial,
         if not isinstance(a.shape[ax], Array) and a.shape[ax] == 0:
             empty = True
     if empty and op.neutral_element(a.dtype) is None:
-        out_shape = tuple(1 if ax in axes else d for ax, d in enumerate(a.shape)
-                          if keepdims or ax not in axes)
-        return full(out_shape, initial, a.dtype if dtype is None else dtype)
+        # max/min over nothing is *initial*; written as an (empty, so zero)
+        # sum plus *initial* so the program still takes *a* as its input
+        out_dtype = a.dtype if dtype is None else np.dtype(dtype)
+        nothing = _reduce(SumReductionOperation, a, axes, keepdims, what,
+                          out_dtype)
+        return nothing + full(nothing.shape, initial, out_dtype)
     reduced = _reduce(op, a, axes, keepdims, what, dtype,
                       axis_to_reduction_descr=axis_to_reduction_descr)
     combine = {"sum": lambda x: x + initial, "product": lambda x: x * initial,
