@@ -59,7 +59,7 @@ def _check_batch(queue, dags: list) -> None:
     _, out = prg(queue, **inputs)
     for seed, dag in dags:
         prefix = f"s{seed}_"
-        dag.check({name: out[prefix + name].get() for name in dag.outputs})
+        dag.check({name: out[prefix + name] for name in dag.outputs})
 
 
 def fuzz(count: int, seed: int = 0, batch: int = 25, n_ops: int = 12,

@@ -51,7 +51,8 @@ def make_runner(result, target: str, queue):
         prg = pt.generate_loopy(result)
 
         def run(u):
-            _evt, out = prg(queue, u=u)
+            # the state stays on the device even when fed a NumPy array
+            _evt, out = prg(queue, out_host=False, u=u)
             return out["u"], out["monitor"]
         return run
     prg = pt.generate_numpy(result)

@@ -558,13 +558,20 @@ def execute_partition(partition: GraphPartition,
                       ) -> dict[str, Any]:
     """Run the parts in :attr:`~GraphPartition.toposorted_part_ids` order on
     *queue* (``None`` for NumPy part programs). Returns every part output by
-    name (the partitioned DAG's results among them)."""
+    name (the partitioned DAG's results among them); outputs of loopy part
+    programs stay on the device (``out_host=False``)."""
+    from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
     context: dict[str, Any] = dict(input_args or {})
     for pid in partition.toposorted_part_ids:
         part = partition.parts[pid]
         inputs = {name: context[name] for name in part.all_input_names()
                   if name in context}
-        _evt, outputs = prg_per_partition[pid](queue, **inputs)
+        prg = prg_per_partition[pid]
+        if isinstance(prg, BoundPyOpenCLProgram):
+            # part outputs feed the next parts: keep them on the device
+            _evt, outputs = prg(queue, out_host=False, **inputs)
+        else:
+            _evt, outputs = prg(queue, **inputs)
         context.update(outputs)
     return context
 

@@ -564,7 +564,8 @@ def test_device_part_programs_get_the_pool_allocator():
 
         def __call__(self, queue, allocator=None, **inputs):
             seen.append(allocator)
-            return self.prg(queue, allocator=allocator, **inputs)
+            return self.prg(queue, allocator=allocator, out_host=False,
+                            **inputs)
 
     prgs = {pid: Recording(p) for pid, p in
             generate_code_for_partition(partition, target="loopy").items()}

@@ -33,8 +33,8 @@ _SCRIPT = textwrap.dedent("""
     _, out = prg(q, x=xv)
     print(json.dumps({"codegen_calls": cache.CODEGEN_CALLS,
                       "cache": prg.stats.cache,
-                      "a": out["a"].get().tolist(),
-                      "b_sum": float(out["b"].get().sum())}))
+                      "a": out["a"].tolist(),
+                      "b_sum": float(out["b"].sum())}))
 """)
 
 
@@ -136,8 +136,8 @@ def _program(k: float):
 
 def _check(queue, y, prg):
     xv = np.linspace(0, 1, 32)
-    _, out = prg(queue, x=xv)
-    np.testing.assert_allclose(out.get(), pt.generate_numpy(y)(x=xv),
+    _, (out,) = prg(queue, x=xv)
+    np.testing.assert_allclose(out, pt.generate_numpy(y)(x=xv),
                                rtol=1e-13)
 
 
@@ -290,7 +290,7 @@ def test_time_loop_compiles_one_kernel_at_any_length(queue, tmp_path, monkeypatc
     for _ in range(40):
         ref = ref + 0.1 * (np.roll(ref, 1, 0) + np.roll(ref, -1, 0)
                            + np.roll(ref, 1, 1) + np.roll(ref, -1, 1) - 4 * ref)
-    np.testing.assert_allclose(long(queue, u=u0)[1].get(), ref, rtol=1e-12)
+    np.testing.assert_allclose(long(queue, u=u0)[1][0], ref, rtol=1e-12)
 
 
 def test_kernels_of_one_program_are_built_as_one_opencl_program(queue, tmp_path,
@@ -316,7 +316,7 @@ def test_kernels_of_one_program_are_built_as_one_opencl_program(queue, tmp_path,
     _, out = prg(queue, i=iv, z=zv)
     ref = pt.generate_numpy(y)(i=iv, z=zv)
     for name in ("a", "b", "c"):
-        np.testing.assert_allclose(out[name].get(), ref[name], rtol=1e-12)
+        np.testing.assert_allclose(out[name], ref[name], rtol=1e-12)
     assert prg.stats.phases["opencl_build"] > 0
 
 # }}}
@@ -333,9 +333,9 @@ def test_programs_generated_together_are_built_together(queue, tmp_path,
     prg2 = pt.generate_loopy(y2, function_name="second_part")
     xv = np.linspace(-1, 1, 40)
     builds = cache.OPENCL_BUILDS
-    out1 = prg1(queue, x=xv)[1].get()
+    _, (out1,) = prg1(queue, x=xv)
     assert cache.OPENCL_BUILDS == builds + 1
-    out2 = prg2(queue, x=xv)[1].get()
+    _, (out2,) = prg2(queue, x=xv)
     assert cache.OPENCL_BUILDS == builds + 1  # built with the first
     np.testing.assert_allclose(out1, pt.generate_numpy(y1)(x=xv), rtol=1e-13)
     np.testing.assert_allclose(out2, pt.generate_numpy(y2)(x=xv), rtol=1e-13)
@@ -369,4 +369,4 @@ def test_parts_with_alike_numbered_outputs_share_kernels(queue, tmp_path,
         _, out = prg(queue, u=uv, v=vv)
         ref = pt.generate_numpy(y)(u=uv, v=vv)
         for name in ref:
-            np.testing.assert_allclose(out[name].get(), ref[name], rtol=1e-13)
+            np.testing.assert_allclose(out[name], ref[name], rtol=1e-13)

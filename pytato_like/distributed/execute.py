@@ -72,6 +72,7 @@ from pytato_like.distributed.threads import configure_device_threads
 from pytato_like.runtime.handles import Handle
 from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
 from pytato_like.target import BoundProgram
+from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 
 # before any OpenCL context exists: one device thread pool per rank must
 # not oversubscribe the node (see distributed.threads)
@@ -403,7 +404,10 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
                 inputs.update(extra)
         t0 = time.perf_counter_ns()
         with records.pop(pid):
-            _evt, outputs = prg(queue, **inputs)
+            # outputs stay on the device (sent from there, fed to parts)
+            _evt, outputs = (prg(queue, out_host=False, **inputs)
+                             if isinstance(prg, BoundPyOpenCLProgram)
+                             else prg(queue, **inputs))
         exchange.overhead_ns["enqueue"] += time.perf_counter_ns() - t0
         exchange.send_part_outputs(pid, outputs)
         for name, value in outputs.items():

@@ -284,6 +284,7 @@ def execute_partition_on_devices(partition: Any,
     import pyopencl as cl
     import pyopencl.array as cla
 
+    from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
     group = _device_group(devices)
     for pid in partition.toposorted_part_ids:
         device = _part_device(pid)
@@ -335,7 +336,13 @@ def execute_partition_on_devices(partition: Any,
         rec = None if recorder is None else recorder.part(pid, device=device)
         if rec is not None:
             rec.start()
-        evt, outputs = prg_per_partition[pid](queue, **inputs)
+        prg = prg_per_partition[pid]
+        if isinstance(prg, BoundPyOpenCLProgram):
+            # outputs stay where the part ran (pytato's rule would copy
+            # NumPy-fed parts' outputs to the host)
+            evt, outputs = prg(queue, out_host=False, **inputs)
+        else:
+            evt, outputs = prg(queue, **inputs)
         if rec is not None:
             rec.complete()
         for name, value in outputs.items():

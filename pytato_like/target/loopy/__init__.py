@@ -1,7 +1,8 @@
 """The loopy/OpenCL target: fused, automatically materialised, parallel
 kernels with a persistent compile cache.
 
-:func:`generate_loopy` turns a DAG into a :class:`LoopyBoundProgram`:
+:func:`generate_loopy` turns a DAG into a
+:class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram`:
 
 1. look the DAG's structural key up in the cache
    (:mod:`pytato_like.target.loopy.cache`);
@@ -15,9 +16,13 @@ kernels with a persistent compile cache.
 
 ``prg.source`` shows the OpenCL C, ``prg.program`` the loopy translation
 unit, ``prg.stats`` compile and launch times (:mod:`.report`).
+``evt, (out,) = prg(queue, x=...)`` runs it (loopy's calling convention,
+see :class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram`).
 
 .. autofunction:: generate_loopy
+.. autoclass:: LoopyTarget
 .. autoclass:: LoopyPyOpenCLTarget
+.. autoclass:: ImplSubstitution
 """
 
 from __future__ import annotations
@@ -25,13 +30,31 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pytato_like.target import Target, gather_program_inputs, normalize_outputs
-from pytato_like.target.loopy.bound import LoopyBoundProgram
+from pytato_like.target import (
+    BoundProgram,
+    Target,
+    gather_program_inputs,
+    normalize_outputs,
+)
+from pytato_like.target.loopy.bound import (
+    BoundPyOpenCLExecutable,
+    BoundPyOpenCLProgram,
+    LoopyBoundProgram,
+)
+from pytato_like.tags import ImplementationStrategy, ImplInlined, ImplStored
 from pytato_like.target.loopy.report import ProgramStats, compiling, report_enabled
 from pytato_like.target.loopy.report import logger as report_logger
 
-__all__ = ["LoopyBoundProgram", "LoopyPyOpenCLTarget", "LoopyTarget",
-           "generate_loopy"]
+__all__ = ["BoundProgram", "BoundPyOpenCLExecutable", "BoundPyOpenCLProgram",
+           "ImplInlined", "ImplStored", "ImplSubstitution",
+           "ImplementationStrategy", "LoopyBoundProgram", "LoopyPyOpenCLTarget",
+           "LoopyTarget", "generate_loopy"]
+
+
+class ImplSubstitution(ImplementationStrategy):
+    """Implementation strategy: the array is computed where it is used, as
+    a loopy substitution rule would be (pytato's tag). Code generation
+    treats it as :class:`~pytato_like.tags.ImplInlined`: not stored."""
 
 
 class LoopyTarget(Target):
@@ -53,28 +76,104 @@ class LoopyPyOpenCLTarget(LoopyTarget):
 
 
 _KEYED_OPTIONS = ("cost_model", "max_instructions_per_kernel")
+#: keys of the dict form of *options* that are ours, not loopy's
+_OWN_OPTIONS = ("report", *_KEYED_OPTIONS)
+
+
+def _loopy_option_names() -> frozenset[str]:
+    import loopy as lp
+    return frozenset(k for k in vars(lp.Options()) if not k.startswith("_"))
+
+
+def _split_options(options, result_is_dict: bool):
+    """``(our options dict, loopy.Options)`` for the *options* argument of
+    :func:`generate_loopy`: a :class:`loopy.Options`, None, or a dict of
+    our keys and loopy option names. Raises :class:`ValueError` (as pytato
+    does) when ``return_dict`` does not match the kind of result."""
+    import loopy as lp
+
+    from pytato_like.diagnostic import ConfigurationError
+    ours: dict[str, Any] = {}
+    if options is None:
+        lp_options = lp.Options(return_dict=result_is_dict)
+    elif isinstance(options, lp.Options):
+        lp_options = options
+    elif isinstance(options, dict):
+        loopy_names = _loopy_option_names()
+        lp_kwargs: dict[str, Any] = {"return_dict": result_is_dict}
+        for key, value in options.items():
+            if key in _OWN_OPTIONS:
+                ours[key] = value
+            elif key in loopy_names:
+                lp_kwargs[key] = value
+            else:
+                raise ConfigurationError(
+                    f"generate_loopy: unknown option '{key}'; known are "
+                    f"{sorted(_OWN_OPTIONS)} and loopy's "
+                    f"{sorted(loopy_names)}")
+        lp_options = lp.Options(**lp_kwargs)
+    else:
+        raise TypeError(f"generate_loopy: options must be a loopy.Options, "
+                        f"a dict or None, not {type(options).__name__}")
+    if bool(lp_options.return_dict) != result_is_dict:
+        raise ValueError(
+            f"generate_loopy: options.return_dict={lp_options.return_dict} "
+            f"does not match the result, "
+            f"{'a dict of arrays' if result_is_dict else 'a single array'}")
+    return ours, lp_options
+
+
+def _check_tag_types(keyword: str, value) -> None:
+    from pytools.tag import Tag
+
+    from pytato_like.diagnostic import ConfigurationError
+    try:
+        items = list(value)
+    except TypeError:
+        items = [value]
+    bad = [t for t in items if not (isinstance(t, type) and issubclass(t, Tag))]
+    if bad:
+        raise ConfigurationError(
+            f"generate_loopy: {keyword} must be a collection of Tag "
+            f"subclasses; got {bad!r}")
 
 
 def generate_loopy(result, target: LoopyTarget | None = None,
-                   options: dict[str, Any] | None = None, *,
+                   options=None, *,
                    function_name: str = "_pt_kernel",
-                   cl_device=None) -> LoopyBoundProgram:
+                   cl_device=None,
+                   array_tag_t_to_not_propagate: frozenset[type] = frozenset(),
+                   axis_tag_t_to_not_propagate: frozenset[type] = frozenset(),
+                   ) -> BoundPyOpenCLProgram:
     """Compile *result* (an :class:`~pytato_like.Array`, a
     :class:`~pytato_like.DictOfNamedArrays` or a dict of arrays) to OpenCL.
 
-    :arg options: a dict; ``"report"`` (bool) prints compile and launch
-        times, ``"cost_model"`` (a
+    :arg options: a :class:`loopy.Options`, None, or a dict. The dict may
+        hold loopy option names and our own keys: ``"report"`` (bool) prints
+        compile and launch times, ``"cost_model"`` (a
         :class:`~pytato_like.transform.materialize_cost.CostModel`) and
-        ``"max_instructions_per_kernel"`` tune code generation.
-    :returns: a :class:`LoopyBoundProgram`; ``prg(queue, **inputs)`` gives
-        ``(event, outputs)``.
+        ``"max_instructions_per_kernel"`` tune code generation; any other
+        key raises :class:`~pytato_like.diagnostic.ConfigurationError`.
+        ``return_dict`` must match the result (true for a dict of arrays):
+        a mismatch raises :class:`ValueError`, as in pytato.
+    :arg array_tag_t_to_not_propagate: array tag types pytato would not
+        copy onto the loopy variables; accepted (and checked to be tag
+        types) for compatibility: our code generation copies no array tags
+        into the kernels, so nothing is left to filter.
+    :arg axis_tag_t_to_not_propagate: likewise for axis tags (pytato copies
+        them onto inames; ours are not).
+    :returns: a :class:`BoundPyOpenCLProgram`; ``prg(queue, **inputs)``
+        gives ``(event, (out,))`` or ``(event, {name: out})``.
     """
     from pytato_like._traversal import topological_order
     from pytato_like.target.loopy import cache
     from pytato_like.target.loopy.codegen import build_plan
 
     t_start = time.perf_counter()
-    options = dict(options or {})
+    _check_tag_types("array_tag_t_to_not_propagate", array_tag_t_to_not_propagate)
+    _check_tag_types("axis_tag_t_to_not_propagate", axis_tag_t_to_not_propagate)
+    outputs, single = normalize_outputs(result)
+    options, lp_options = _split_options(options, not single)
     options["function_name"] = function_name
     if target is None:
         target = LoopyPyOpenCLTarget(cl_device)
@@ -83,7 +182,6 @@ def generate_loopy(result, target: LoopyTarget | None = None,
         raise PytatoLikeError(f"generate_loopy cannot generate code for target "
                               f"{target!r}")
     device = cl_device if cl_device is not None else target.device
-    outputs, single = normalize_outputs(result)
     order = topological_order(list(outputs.values()))
     inputs = gather_program_inputs(order)
     stats = ProgramStats(enabled=report_enabled(options), n_nodes=len(order))
@@ -106,8 +204,9 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     stats.n_stored = plan.n_stored
     stats.n_kernels = len(plan.kernels)
     stats.n_launches = len(plan.launches)
-    prg = LoopyBoundProgram(plan, inputs, list(inputs.data_wrappers), single,
-                            outputs, options, stats)
+    prg = BoundPyOpenCLProgram(plan, inputs, list(inputs.data_wrappers), single,
+                               outputs, options, stats, target=target,
+                               loopy_options=lp_options)
     prg.key = key
     if translation_units is not None:
         prg._translation_units = translation_units

@@ -1,4 +1,6 @@
-"""Running a compiled program: :class:`LoopyBoundProgram`.
+"""Running a compiled program: :class:`BoundPyOpenCLProgram` (alias
+``LoopyBoundProgram``) and, bound to one context,
+:class:`BoundPyOpenCLExecutable`.
 
 A bound program holds a :class:`~pytato_like.target.loopy.codegen.ProgramPlan`
 (kernels, launches, buffers). Calling it checks and uploads the inputs,
@@ -9,7 +11,8 @@ kernels are built once per context, together with those of the other
 programs generated since the last build (one ``clBuildProgram``, see
 :func:`~pytato_like.target.loopy.cache.kernel_program`).
 
-.. autoclass:: LoopyBoundProgram
+.. autoclass:: BoundPyOpenCLProgram
+.. autoclass:: BoundPyOpenCLExecutable
 """
 
 from __future__ import annotations
@@ -92,28 +95,73 @@ def _to_device(queue, value):
     return cla.to_device(queue, value)
 
 
-class LoopyBoundProgram(BoundProgram):
-    """A program compiled to OpenCL through loopy.
+def _is_host_value(value) -> bool:
+    """Whether *value* counts as a host argument in the out_host rule
+    (a NumPy array or a scalar)."""
+    return isinstance(value, np.ndarray) or np.isscalar(value)
 
-    ``prg(queue, **inputs)`` returns ``(event, outputs)``: a dict of
-    :class:`pyopencl.array.Array` for a
-    :class:`~pytato_like.DictOfNamedArrays` result, one array for an
-    :class:`~pytato_like.Array` result.
+
+def _to_host(queue, ary, dtype):
+    """The device array *ary* copied to the host, as *dtype* (booleans
+    live as bytes on the device)."""
+    host = ary.get(queue=queue)
+    if dtype == np.bool_ and host.dtype != np.bool_:
+        host = host.view(np.bool_)
+    return host
+
+
+class BoundPyOpenCLProgram(BoundProgram):
+    """A program compiled to OpenCL through loopy (what
+    :func:`~pytato_like.generate_loopy` returns).
+
+    ``prg(queue, *, allocator=None, wait_for=None, out_host=None, **inputs)``
+    returns ``(event, outputs)``; *outputs* is the 1-tuple ``(out,)`` for an
+    :class:`~pytato_like.Array` result and a dict name -> array for a
+    :class:`~pytato_like.DictOfNamedArrays` (or dict) result.
+
+    Where outputs live (loopy's rule as pytato applies it): with
+    ``out_host=None`` they are NumPy arrays when every array argument --
+    the inputs and the data of bound data wrappers -- is a NumPy array (or
+    a scalar), and :class:`pyopencl.array.Array` s otherwise;
+    ``out_host=True``/``False`` forces either. With the loopy option
+    ``no_numpy`` set, ``out_host=None`` keeps them on the device. The first
+    launch waits for the events in *wait_for*; *allocator* provides outputs
+    and temporaries.
+
+    .. attribute:: program
+
+        The loopy :class:`~loopy.TranslationUnit` holding every distinct
+        kernel of the program, one entrypoint each.
+
+    .. attribute:: bound_arguments
+
+        Data wrapper name -> its data (the arrays bound into the program).
+
+    .. attribute:: target
+
+        The :class:`~pytato_like.target.loopy.LoopyPyOpenCLTarget`.
 
     .. attribute:: plan
 
         The :class:`~pytato_like.target.loopy.codegen.ProgramPlan`.
 
-    .. autoattribute:: source
-    .. autoattribute:: program
     .. attribute:: stats
 
         A :class:`~pytato_like.target.loopy.report.ProgramStats` with
         compile phase times and per-call launch times.
+
+    .. automethod:: __call__
+    .. automethod:: copy
+    .. automethod:: with_transformed_program
+    .. automethod:: bind_to_context
+    .. autoattribute:: source
+    .. autoattribute:: programs
+    .. autoattribute:: kernel
     """
 
     def __init__(self, plan: ProgramPlan, inputs, data_wrappers, single_output: bool,
-                 outputs, options: dict, stats) -> None:
+                 outputs, options: dict, stats, *, target=None,
+                 loopy_options=None) -> None:
         self.plan = plan
         self.inputs = inputs
         self.data_wrappers = data_wrappers
@@ -121,36 +169,146 @@ class LoopyBoundProgram(BoundProgram):
         self._outputs = outputs
         self.options = options
         self.stats = stats
+        self.target = target
+        self.loopy_options = loopy_options
         self._device_data: dict[Any, list] = {}
         self._translation_units = None
+        self._program = None
 
     # {{{ inspection
 
     @property
     def source(self) -> str:
         """The OpenCL C source of all kernels of the program."""
-        return "\n\n".join(k.device_code for k in self.plan.kernels)
+        return "\n\n".join(dict.fromkeys(k.device_code for k in self.plan.kernels))
 
     def get_source(self) -> str:
         return self.source
 
     @property
-    def program(self):
-        """The loopy translation unit (the first kernel's, for programs of
-        several chunks see :attr:`programs`)."""
-        programs = self.programs
-        return programs[0] if programs else None
-
-    @property
     def programs(self) -> list:
-        """The loopy translation units of all distinct kernels (rebuilt on
-        demand when the plan came from the cache)."""
+        """The loopy translation units of all distinct kernels, one each
+        (rebuilt on demand when the plan came from the cache)."""
         if self._translation_units is None:
             from pytato_like.target.loopy.codegen import _Builder
             builder = _Builder(self._outputs, dict(self.options))
             builder.build()
             self._translation_units = builder.translation_units
         return self._translation_units
+
+    @property
+    def program(self):
+        """The loopy :class:`~loopy.TranslationUnit` of the program: all
+        its distinct kernels, each an entrypoint."""
+        if self._program is None:
+            programs = self.programs
+            if len(programs) == 1:
+                self._program = programs[0]
+            else:
+                import loopy as lp
+                self._program = lp.merge(programs)
+        return self._program
+
+    @property
+    def kernel(self):
+        """The loopy kernel of a one-kernel program (the first entrypoint's
+        otherwise)."""
+        tu = self.program
+        return tu[sorted(tu.entrypoints)[0]] if len(tu.entrypoints) > 1 \
+            else tu.default_entrypoint
+
+    @property
+    def bound_arguments(self) -> dict[str, Any]:
+        """Data wrapper name -> its data (unnamed data wrappers by the name
+        their buffer has in the program)."""
+        return {dw.name if dw.name is not None else buf: dw.data
+                for buf, dw in zip(self.plan.data_wrapper_buffers,
+                                   self.data_wrappers, strict=True)}
+
+    # }}}
+
+    # {{{ copies and transformations
+
+    def copy(self, **kwargs) -> BoundPyOpenCLProgram:
+        """A copy of the program; keywords (``program``, ``bound_arguments``,
+        ``target``, ``plan``, ...) replace the corresponding attributes.
+        A new ``program`` is compiled and is what the copy runs."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._device_data = {}
+        program = kwargs.pop("program", None)
+        bound = kwargs.pop("bound_arguments", None)
+        for name, value in kwargs.items():
+            if name not in self.__dict__ or name.startswith("_"):
+                from pytato_like.diagnostic import PytatoLikeError
+                raise PytatoLikeError(f"copy(): unknown attribute '{name}' of "
+                                      f"{type(self).__name__}")
+            setattr(new, name, value)
+        if bound is not None:
+            new._rebind(bound)
+        if program is not None and program is not self.program:
+            new._install_program(program)
+        return new
+
+    def with_transformed_program(self, f) -> BoundPyOpenCLProgram:
+        """A copy of the program whose loopy translation unit is
+        ``f(self.program)``: the transformed kernels are what the copy runs
+        (a hook for loopy transformations: splitting, tagging, prefetching).
+        *f* must keep the entrypoints' names and arguments."""
+        return self.copy(program=f(self.program))
+
+    def _rebind(self, bound: dict[str, Any]) -> None:
+        """Replace the data of bound data wrappers (by name)."""
+        from pytato_like.diagnostic import UnexpectedInputError
+        known = self.bound_arguments
+        unknown = set(bound) - set(known)
+        if unknown:
+            raise UnexpectedInputError(
+                f"bound_arguments {sorted(unknown)} are not data wrappers of "
+                f"the program (those are {sorted(known)})")
+        names = list(known)
+        self.data_wrappers = [
+            dw if names[i] not in bound else dw.copy(data=bound[names[i]])
+            for i, dw in enumerate(self.data_wrappers)]
+
+    def _install_program(self, program) -> None:
+        """Generate code for the translation unit *program* and run it from
+        now on (one entrypoint per distinct kernel of the plan)."""
+        import dataclasses
+        import hashlib
+
+        import loopy as lp
+
+        from pytato_like.diagnostic import PytatoLikeError
+        names = {k.host_function: k.host_function[len("_lpy_host_"):]
+                 for k in self.plan.kernels}
+        missing = set(names.values()) - set(program.entrypoints)
+        if missing:
+            raise PytatoLikeError(
+                f"the transformed program lacks the entrypoint(s) "
+                f"{sorted(missing)} the program launches")
+        cg = lp.generate_code_v2(program)
+        device, host = cg.device_code(), cg.host_code()
+        key = hashlib.sha256((device + host).encode()).hexdigest()
+        kernels = [dataclasses.replace(
+            k, key=f"{key}:{k.host_function}", device_code=device,
+            host_code=host, program_code=device) for k in self.plan.kernels]
+        self.plan = dataclasses.replace(self.plan, kernels=kernels)
+        self._program = program
+        self._translation_units = [program[n] for n in dict.fromkeys(
+            names.values())]
+
+    def bind_to_context(self, context, allocator=None
+                        ) -> BoundPyOpenCLExecutable:
+        """An executable bound to the :class:`pyopencl.Context` *context*:
+        the bound data is uploaded now and the executable is called like
+        the program (*allocator*, if given, provides its outputs and
+        temporaries)."""
+        import pyopencl as cl
+        queue = cl.CommandQueue(context)
+        self._data_buffers(queue)
+        queue.finish()
+        return BoundPyOpenCLExecutable(self, context, allocator)
 
     # }}}
 
@@ -165,7 +323,22 @@ class LoopyBoundProgram(BoundProgram):
             self._device_data[ctx] = bufs
         return bufs
 
-    def __call__(self, queue, *args, allocator=None, **kwargs):
+    def _outputs_on_host(self, kwargs: dict[str, Any]) -> bool:
+        """The ``out_host=None`` rule: host outputs iff every argument and
+        every bound data wrapper's data is a NumPy array or a scalar."""
+        if self.loopy_options is not None and self.loopy_options.no_numpy:
+            return False
+        return (all(_is_host_value(dw.data) for dw in self.data_wrappers)
+                and all(_is_host_value(v) for v in kwargs.values()))
+
+    def __call__(self, queue, *args, allocator=None, wait_for=None,
+                 out_host: bool | None = None, **kwargs):
+        """Run the program on *queue*; see the class docstring."""
+        if out_host is None:
+            out_host = self._outputs_on_host(kwargs)
+        return self._run(queue, args, allocator, wait_for, bool(out_host), kwargs)
+
+    def _run(self, queue, args, allocator, wait_for, out_host: bool, kwargs):
         import pyopencl.array as cla
         if args:
             from pytato_like.diagnostic import UnexpectedInputError
@@ -213,7 +386,8 @@ class LoopyBoundProgram(BoundProgram):
 
         dummy = None
         evt = None
-        wait_for = None
+        # the first launch waits for the caller's events
+        wait_for = list(wait_for) if wait_for else None
         launch_times = []
         for launch in plan.launches:
             source = plan.kernels[launch.kernel]
@@ -239,13 +413,76 @@ class LoopyBoundProgram(BoundProgram):
             if ary.dtype == np.int8 and plan.buffers[
                     plan.outputs[out_name]].dtype == np.bool_:
                 results[out_name] = ary.view(np.bool_)  # an input passed through
-        self.stats.record_call(time.perf_counter() - t_start, launch_times)
         if evt is None:
             import pyopencl as cl
-            evt = cl.enqueue_marker(queue)
+            evt = (cl.enqueue_marker(queue, wait_for=wait_for) if wait_for
+                   else cl.enqueue_marker(queue))
+        if out_host:
+            results = {name: _to_host(queue, ary, plan.buffers[
+                plan.outputs[name]].dtype) for name, ary in results.items()}
+        self.stats.record_call(time.perf_counter() - t_start, launch_times)
         if self.single_output:
-            return evt, results["_pt_out"]
+            return evt, (results["_pt_out"],)
         return evt, results
+
+
+#: the name the class had before it followed pytato's
+LoopyBoundProgram = BoundPyOpenCLProgram
+
+
+class BoundPyOpenCLExecutable(BoundProgram):
+    """A :class:`BoundPyOpenCLProgram` bound to one
+    :class:`pyopencl.Context` (made by
+    :meth:`BoundPyOpenCLProgram.bind_to_context`): its bound data is on
+    that context's device already. Called like the program; outputs stay
+    on the device unless ``out_host=True`` (or every input is a NumPy array
+    and the program binds no data).
+
+    .. attribute:: program
+
+        The :class:`BoundPyOpenCLProgram` it runs.
+
+    .. attribute:: cl_context
+    .. automethod:: __call__
+    .. automethod:: with_transformed_translation_unit
+    """
+
+    def __init__(self, program: BoundPyOpenCLProgram, cl_context,
+                 allocator=None) -> None:
+        self.program = program
+        self.cl_context = cl_context
+        self.allocator = allocator
+        self.target = program.target
+
+    @property
+    def bound_arguments(self) -> dict[str, Any]:
+        """Data wrapper name -> its device array in :attr:`cl_context`."""
+        bufs = self.program._device_data.get(self.cl_context, {})
+        names = list(self.program.bound_arguments)
+        return {names[i]: bufs[buf] for i, buf in
+                enumerate(self.program.plan.data_wrapper_buffers) if buf in bufs}
+
+    @property
+    def kernel(self):
+        return self.program.kernel
+
+    def with_transformed_translation_unit(self, f) -> BoundPyOpenCLExecutable:
+        """A copy running ``f(translation unit)`` (see
+        :meth:`BoundPyOpenCLProgram.with_transformed_program`)."""
+        return self.program.with_transformed_program(f).bind_to_context(
+            self.cl_context, self.allocator)
+
+    def __call__(self, queue, *args, allocator=None, wait_for=None,
+                 out_host: bool | None = None, **kwargs):
+        if queue.context != self.cl_context:
+            raise ValueError("the queue's context is not the one this "
+                             "executable is bound to")
+        if out_host is None:
+            out_host = (not self.program.data_wrappers
+                        and self.program._outputs_on_host(kwargs))
+        return self.program._run(
+            queue, args, allocator if allocator is not None else self.allocator,
+            wait_for, bool(out_host), kwargs)
 
 
 def _as_checked_value(value, ph):
