@@ -24,6 +24,7 @@ Node classes
 .. autoclass:: DataWrapper
 .. autoclass:: SizeParam
 .. autoclass:: IndexLambda
+    :members: with_tagged_reduction
 .. autoclass:: EinsumAxisDescriptor
 .. autoclass:: EinsumElementwiseAxis
 .. autoclass:: EinsumReductionAxis
@@ -50,6 +51,7 @@ Constructors
 .. autofunction:: make_data_wrapper
 .. autofunction:: make_size_param
 .. autofunction:: make_dict_of_named_arrays
+.. autofunction:: set_traceback_tag_enabled
 """
 
 from __future__ import annotations
@@ -214,6 +216,11 @@ class Array:
     .. attribute:: tags
 
         A :class:`frozenset` of :class:`pytools.tag.Tag`.
+
+    .. attribute:: non_equality_tags
+
+        Tags kept with the array (and its copies) that take no part in
+        equality or hashing, e.g. :class:`~pytato_like.tags.CreatedAt`.
     """
 
     __slots__ = ("__weakref__", "_hash", "axes", "dtype", "non_equality_tags",
