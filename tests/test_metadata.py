@@ -192,7 +192,8 @@ def test_conflicting_tags_accumulate_or_raise_for_unique_tags():
 
     a = pt.make_placeholder("a", (4,)).with_tagged_axis(0, Elements())
     b = pt.make_placeholder("b", (4,)).with_tagged_axis(0, Faces())
-    with pytest.raises(NonUniqueTagError, match=r"axis 0 of Placeholder of shape \(4,\)"):
+    with pytest.raises(NonUniqueTagError,
+                       match=r"axis 0 of Placeholder of shape \(4,\)"):
         unify_axes_tags(a * b)
     # only tags of tag_t propagate
     out = unify_axes_tags(x + y, tag_t=DOFAxis)

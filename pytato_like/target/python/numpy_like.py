@@ -636,14 +636,15 @@ class _CodeGenerator:
                     keys.append("0:0")
                 else:
                     s = idx.to_slice()
-                    if (s.start in (0, None) and s.step in (1, None)
-                            and isinstance(dim, int) and s.stop == dim):
-                        keys.append(":")
-                        continue
-                    parts = ["" if s.start is None else str(s.start),
-                             "" if s.stop is None else str(s.stop)]
-                    if s.step not in (1, None):
-                        parts.append(str(s.step))
+                    start, stop, step = s.start, s.stop, s.step or 1
+                    if step > 0:
+                        # write x[1:] rather than x[1:4] for an axis of 4
+                        start = None if start == 0 else start
+                        stop = None if isinstance(dim, int) and stop == dim else stop
+                    parts = ["" if start is None else str(start),
+                             "" if stop is None else str(stop)]
+                    if step != 1:
+                        parts.append(str(step))
                     keys.append(":".join(parts))
             elif isinstance(idx, Array):
                 keys.append(self.var[id(idx)])
