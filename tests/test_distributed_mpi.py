@@ -223,6 +223,13 @@ def test_dropped_handle_completes():
     assert "OK dropped_handle rank 1" in proc.stdout
 
 
+def test_handles_dropped_on_every_rank_complete_at_exit():
+    proc = run_fault("dropped_handles")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert all(f"rank {r} dropped its handle" in proc.stdout for r in (0, 1))
+    assert "did not complete" not in proc.stderr
+
+
 def test_dropped_handle_that_cannot_complete_ends_with_an_error():
     proc = run_fault("dropped_handle_orphan")
     assert proc.returncode != 0

@@ -29,6 +29,9 @@ Cases:
     rank 0 starts an execution, drops the handle and leaves; rank 1 waits
     for its own and checks the results (which need rank 0's data)
     against NumPy, printing ``OK dropped_handle rank 1``.
+``dropped_handles``
+    every rank drops its handle and leaves: the executions still complete
+    (the job ends with status 0).
 ``dropped_handle_orphan``
     rank 0 drops its handle, rank 1 leaves without executing: rank 0's
     execution cannot complete and must end with an error.
@@ -151,12 +154,12 @@ def case_exit_late():
     execute_distributed_partition(parts, prgs, None, comm, input_args=inputs)
 
 
-def case_dropped_handle():
+def case_dropped_handle(everyone=False):
     parts, prgs = prepare(_exchange_dag())
     inputs, expected = _exchange_inputs(1)
     handle = execute_distributed_partition_async(parts, prgs, None, comm,
                                                  input_args=inputs)
-    if rank == 0:
+    if rank == 0 or everyone:
         del handle
         print(f"rank {rank} dropped its handle", flush=True)
         return
@@ -184,6 +187,7 @@ CASES = {
     "exit_late": case_exit_late,
     "dropped_handle": case_dropped_handle,
     "dropped_handle_orphan": case_dropped_handle_orphan,
+    "dropped_handles": lambda: case_dropped_handle(everyone=True),
 }
 
 
