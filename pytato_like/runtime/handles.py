@@ -117,16 +117,17 @@ class Handle:
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the work is done; return its result (threads) or
         ``None`` (requests). Re-raises the thread's exception. Raises
-        :class:`TimeoutError` after *timeout* seconds (threads only)."""
+        :class:`TimeoutError` after *timeout* seconds. MPI requests are
+        tested with a growing sleep in between (up to 250 µs), not waited
+        for inside MPI, which would spin a core."""
         wait_rec = TraceRecord("wait", f"wait {self.record.name}",
                                self.record.rank, now_ns()).start()
         try:
             if self._future is not None:
                 return self._future.result(timeout)
             if not self.record.done:
-                from mpi4py import MPI
+                _poll_requests(self._requests, timeout, self._lock)
                 with self._lock:
-                    MPI.Request.Waitall(self._requests)
                     self.record.complete()
             return None
         finally:
@@ -155,6 +156,27 @@ class Handle:
     def __repr__(self) -> str:
         state = "done" if self.record.done else "pending"
         return f"<Handle {self.record.name!r} {state}>"
+
+
+def _poll_requests(requests: list[Any], timeout: float | None,
+                   lock: threading.Lock) -> None:
+    """Test *requests* until all completed, sleeping between tests (each
+    test under *lock*: :meth:`Handle.done` may test from another thread)."""
+    import time
+
+    from mpi4py import MPI
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = 0.0
+
+    def test() -> bool:
+        with lock:
+            return MPI.Request.Testall(requests)
+
+    while not test():
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"MPI requests not complete after {timeout} s")
+        delay = min(250e-6, max(2 * delay, 10e-6))
+        time.sleep(delay)
 
 
 def _new_record(recorder: TraceRecorder | None, kind: str, name: str,
