@@ -54,6 +54,7 @@ import dataclasses
 import logging
 import re
 from collections.abc import Collection, Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 import pymbolic.primitives as prim
@@ -143,9 +144,24 @@ def _expression_children(expr: Any) -> tuple:
     return ()
 
 
-def _binding_subscripts(expr: Any) -> list[tuple[str, tuple]]:
+def _binding_subscripts(expr: Any) -> tuple[tuple[str, tuple], ...]:
     """``(binding name, index tuple)`` of every subscript of a variable in
-    the scalar expression *expr* (walked with a stack)."""
+    the scalar expression *expr*."""
+    # the front end shares expression objects between nodes of the same
+    # signature: most nodes of a large DAG hit the cache
+    try:
+        return _binding_subscripts_cached(expr)
+    except TypeError:  # unhashable constant inside
+        return _walk_binding_subscripts(expr)
+
+
+@lru_cache(maxsize=4096)
+def _binding_subscripts_cached(expr: Any) -> tuple[tuple[str, tuple], ...]:
+    return _walk_binding_subscripts(expr)
+
+
+def _walk_binding_subscripts(expr: Any) -> tuple[tuple[str, tuple], ...]:
+    """:func:`_binding_subscripts`, walking *expr* with a stack."""
     result = []
     stack = [expr]
     while stack:
@@ -154,7 +170,7 @@ def _binding_subscripts(expr: Any) -> list[tuple[str, tuple]]:
             index = e.index if isinstance(e.index, tuple) else (e.index,)
             result.append((e.aggregate.name, index))
         stack.extend(_expression_children(e))
-    return result
+    return tuple(result)
 
 # }}}
 
