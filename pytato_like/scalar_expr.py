@@ -36,6 +36,8 @@ Mappers (pytato's families, subclasses of pymbolic's that also handle
 .. autoclass:: SubstitutionMapper
 .. autoclass:: InductionVariableCollector
 .. autoclass:: StringifyMapper
+.. autoclass:: DistributeMapper
+.. autoclass:: TermCollector
 
 .. autodata:: IDX_LAMBDA_AXIS_INDEX
 .. autodata:: IDX_LAMBDA_REDUCTION_AXIS_INDEX
@@ -58,6 +60,10 @@ from pymbolic.mapper import CombineMapper as _PymbolicCombineMapper
 from pymbolic.mapper import IdentityMapper as _PymbolicIdentityMapper
 from pymbolic.mapper import P, ResultT
 from pymbolic.mapper import WalkMapper as _PymbolicWalkMapper
+from pymbolic.mapper.collector import TermCollector as _PymbolicTermCollector
+from pymbolic.mapper.constant_folder import (
+    CommutativeConstantFoldingMapper as _PymbolicConstantFolder,
+)
 from pymbolic.mapper.dependency import DependencyMapper as _PymbolicDependencyMapper
 from pymbolic.mapper.distributor import DistributeMapper as _PymbolicDistributeMapper
 from pymbolic.mapper.evaluator import EvaluationMapper as _PymbolicEvaluationMapper
@@ -339,7 +345,7 @@ def substitute(expr: ScalarExpression,
     return SubstitutionMapper(make_subst_func(variable_assignments or {}))(expr)
 
 
-class _DistributeMapper(_PymbolicDistributeMapper):
+class DistributeMapper(_PymbolicDistributeMapper):
     """pymbolic's distributor; the body of a :class:`Reduce` and the
     operand of a :class:`TypeCast` are distributed in place (a reduction
     is a sum over its body, so expanding the body keeps its value)."""
@@ -351,15 +357,49 @@ class _DistributeMapper(_PymbolicDistributeMapper):
         return TypeCast(expr.dtype, self.rec(expr.inner_expr))
 
 
+class _ConstantFolder(_PymbolicConstantFolder):
+    """pymbolic's constant folder; a :class:`Reduce` or :class:`TypeCast`
+    is an opaque (non-constant) leaf."""
+
+    def is_constant(self, expr: Any) -> bool:
+        return not DependencyMapper()(expr)
+
+    def map_reduce(self, expr: Reduce) -> Any:
+        return expr
+
+    def map_type_cast(self, expr: TypeCast) -> Any:
+        return expr
+
+
+class TermCollector(_PymbolicTermCollector):
+    """pymbolic's collector of like terms; a :class:`Reduce` or
+    :class:`TypeCast` is one opaque factor."""
+
+    def get_dependencies(self, expr: Any) -> Any:
+        return DependencyMapper()(expr)
+
+    def split_term(self, mul_term: Any) -> Any:
+        if isinstance(mul_term, (Reduce, TypeCast)):
+            # pymbolic splits products, powers and leaves; ours are leaves
+            return self.split_term(prim.Product((mul_term,)))
+        return super().split_term(mul_term)
+
+    def map_reduce(self, expr: Reduce) -> Any:
+        return expr
+
+    def map_type_cast(self, expr: TypeCast) -> Any:
+        return expr
+
+
 def distribute(expr: ScalarExpression, parameters: frozenset = frozenset(),
                commutative: bool = True) -> ScalarExpression:
     """*expr* with products distributed over sums (``a*(b+c)`` ->
     ``a*b + a*c``), as pymbolic's distributor; with *commutative*, like
     terms are collected (*parameters* are treated as constants)."""
     if commutative:
-        from pymbolic.mapper.collector import TermCollector
-        return _DistributeMapper(TermCollector(parameters))(expr)
-    return _DistributeMapper(lambda x: x)(expr)
+        return DistributeMapper(TermCollector(parameters),
+                                _ConstantFolder())(expr)
+    return DistributeMapper(lambda x: x, _ConstantFolder())(expr)
 
 
 class StringifyMapper(_PymbolicStringifyMapper[P]):

@@ -147,3 +147,16 @@ def test_distribute_keeps_the_value():
                          {"_r0": (0, 4)})
     assert EvaluationMapper({"a": 2, "b": 3})(distribute(red)) == \
         sum(2 * (3 + r) for r in range(4))
+
+
+def test_distribute_over_a_product_with_a_reduction():
+    red = se.make_reduce(se.parse("a*(b + _r0)"),
+                         pt.reductions.SumReductionOperation, {"_r0": (0, 4)})
+    expr = red * se.parse("q + 1")
+    flat = distribute(expr)
+    assert isinstance(flat, prim.Sum) and len(flat.children) == 2
+    ctx = {"a": 2.0, "b": 3.0, "q": 5.0}
+    assert EvaluationMapper(ctx)(flat) == pytest.approx(
+        sum(2 * (3 + r) for r in range(4)) * 6)
+    from pytato_like.scalar_expr import DistributeMapper, TermCollector
+    assert isinstance(se.DistributeMapper(TermCollector()), DistributeMapper)
