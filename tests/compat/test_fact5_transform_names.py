@@ -158,6 +158,12 @@ def test_deep_list_of_inputs_gatherer(deep_chain):
     x, y = deep_chain
     assert ListOfInputsGatherer()(y) == [x]
 
+    class Subclass(ListOfInputsGatherer):  # per-node path, through self.rec
+        def map_size_param(self, expr):
+            return []
+
+    assert Subclass()(y) == [x]
+
 # }}}
 
 
