@@ -30,7 +30,8 @@ The mappers are :class:`typing.Generic` with pytato's type parameters
 (``class M(CombineMapper[frozenset[int], Never])``). Their caches are
 :class:`CachedMapperCache` / :class:`TransformMapperCache` objects; the
 errors :class:`ForeignObjectError`, :class:`CacheCollisionError` and
-:class:`MapperCreatedDuplicateError` are importable here, as in pytato.
+:class:`MapperCreatedDuplicateError` are importable here, as in pytato
+(and :class:`~pytato_like.diagnostic.UnsupportedArrayError`).
 
 All of them work on DAGs of any depth at Python's default recursion limit,
 including user subclasses of the caching mappers whose methods recurse with
@@ -55,6 +56,7 @@ Graph queries: :func:`get_dependencies`, :func:`tag_user_nodes`,
 
 from __future__ import annotations
 
+from pytato_like.diagnostic import UnsupportedArrayError
 from pytato_like.transform.combine import (
     CombineMapper,
     DependencyMapper,
@@ -128,7 +130,7 @@ __all__ = [
     "TransformMapper", "UsersCollector", "WalkMapper",
     "ArrayOrNames", "ArrayOrNamesTc", "CacheCollisionError",
     "CacheExprT", "CacheInputsWithKey", "CacheKeyT", "CacheResultT",
-    "FunctionResultT", "P", "ResultT",
+    "FunctionResultT", "P", "ResultT", "UnsupportedArrayError",
     "CachedMapperCache", "DataWrapperDeduplicator", "Deduplicator",
     "ForeignObjectError", "ListOfInputsGatherer",
     "MapperCreatedDuplicateError", "NodeCollector", "TransformMapperCache",

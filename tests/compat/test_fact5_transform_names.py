@@ -422,3 +422,16 @@ def test_pytato_helper_methods_for_shapes_and_indices():
     Walk()(x * 2)
     # one path through the product's own shape, one through the placeholder's
     assert names == ["n", "n"]
+
+
+def test_unsupported_array_error_where_pytato_users_catch_it():
+    from pytato_like.transform import Mapper, UnsupportedArrayError
+
+    class OnlyPlaceholders(Mapper):
+        def map_placeholder(self, expr):
+            return expr.name
+
+    x = pt.make_placeholder("x", (2,), np.float64)
+    assert OnlyPlaceholders()(x) == "x"
+    with pytest.raises(UnsupportedArrayError, match="map_index_lambda"):
+        OnlyPlaceholders()(x + 1)
