@@ -2,8 +2,10 @@
 
 The solver of examples/distributed_heat.py: a 1-D periodic domain split
 over 2 ranks, 4 fields, S explicit steps unrolled into one DAG with
-one-cell halos exchanged every step, loopy part programs on each rank's
-OpenCL device. For 10^5 and 10^6 cells per rank and 8 and 32 steps it
+one-cell halos exchanged every step (``halo 1``) -- and, for comparison, 8
+cells exchanged every 8 steps (``halo 8``: each rank recomputes a few
+cells for 8 times fewer messages and parts) -- loopy part programs on each
+rank's OpenCL device. For 10^5 and 10^6 cells per rank and 8 and 32 steps it
 reports (steady times are medians of repeated runs after a first one that
 compiles kernels):
 
@@ -42,8 +44,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELDS = 4
-#: (cells per rank, steps)
-CASES = ((100_000, 8), (100_000, 32), (1_000_000, 8), (1_000_000, 32))
+#: (cells per rank, steps, halo width)
+CASES = tuple((cells, steps, halo) for cells in (100_000, 1_000_000)
+              for steps in (8, 32) for halo in (1, 8))
 REPEATS = 5
 OVERHEAD_KINDS = ("enqueue", "pack", "post", "poll", "unpack")
 
@@ -71,8 +74,8 @@ def one_process_s(n_total: int, n_steps: int) -> float:
 
 # {{{ the ranks
 
-def _measure(comm, n_local: int, n_steps: int, trace_path: str | None
-             ) -> dict:
+def _measure(comm, n_local: int, n_steps: int, halo: int,
+             trace_path: str | None) -> dict:
     import pyopencl as cl
     from mpi4py import MPI
 
@@ -84,7 +87,8 @@ def _measure(comm, n_local: int, n_steps: int, trace_path: str | None
     mine = slice(rank * n_local, (rank + 1) * n_local)
     inputs = {f"u{f}": heat.initial_field(n_total, f)[mine]
               for f in range(FIELDS)}
-    dag = heat.build_heat_dag(rank, size, n_local, FIELDS, n_steps)
+    dag = heat.build_heat_dag(rank, size, n_local, FIELDS, n_steps,
+                              halo=halo)
     t0 = time.perf_counter()
     partition = pt.find_distributed_partition(comm, dag)
     partition, _ = pt.number_distributed_tags(comm, partition, base_tag=100)
@@ -138,7 +142,8 @@ def _measure(comm, n_local: int, n_steps: int, trace_path: str | None
             np.concatenate([g[f"u{f}"] for g in got])
             - heat.serial_heat(heat.initial_field(n_total, f), n_steps))))
             for f in range(FIELDS))
-    return {"cells_per_rank": n_local, "steps": n_steps, "parts": n_parts,
+    return {"cells_per_rank": n_local, "steps": n_steps, "halo": halo,
+            "parts": n_parts,
             "setup_s": comm.allreduce(setup, op=MPI.MAX),
             "first_s": first, "steady_s": statistics.median(times),
             "overhead_us_per_part": per_part,
@@ -153,8 +158,8 @@ def worker(cases, trace_path: str | None) -> None:
     from pytato_like.distributed import abort_on_error
     comm = MPI.COMM_WORLD
     with abort_on_error(comm):
-        rows = [_measure(comm, n, s, trace_path if i == 0 else None)
-                for i, (n, s) in enumerate(cases)]
+        rows = [_measure(comm, n, s, h, trace_path if i == 0 else None)
+                for i, (n, s, h) in enumerate(cases)]
         if comm.Get_rank() == 0:
             print("BENCH_JSON " + json.dumps(rows), flush=True)
 
@@ -191,13 +196,13 @@ def run_ranks(cases, trace: str | None = None) -> list[dict]:
 
 
 def format_table(rows: list[dict]) -> str:
-    header = ("cells/rank", "steps", "parts", "2 ranks s", "NumPy s",
+    header = ("cells/rank", "steps", "halo", "parts", "2 ranks s", "NumPy s",
               "1 proc s", "vs NumPy", "vs 1 proc", "wait %",
               *(f"{k} us" for k in OVERHEAD_KINDS), "total us")
     lines = ["  ".join(f"{h:>10}" for h in header)]
     for r in rows:
         over = r["overhead_us_per_part"]
-        cells = (r["cells_per_rank"], r["steps"], r["parts"],
+        cells = (r["cells_per_rank"], r["steps"], r["halo"], r["parts"],
                  f"{r['steady_s']:.4f}", f"{r['serial_numpy_s']:.4f}",
                  f"{r['one_process_s']:.4f}",
                  f"{r['serial_numpy_s'] / r['steady_s']:.2f}x",
@@ -213,19 +218,20 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--cases", default=None,
-                        help="JSON list of [cells per rank, steps]")
+                        help="JSON list of [cells per rank, steps, halo]")
     parser.add_argument("--quick", action="store_true",
-                        help="only 10^5 cells per rank, 8 steps")
+                        help="only 10^5 cells per rank, 8 steps (both halos)")
     parser.add_argument("--trace", default=None,
                         help="write the trace of one steady run (JSON)")
     args = parser.parse_args(argv)
     cases = [tuple(c) for c in json.loads(args.cases)] if args.cases else \
-        list(CASES[:1] if args.quick else CASES)
+        list(CASES[:2] if args.quick else CASES)
     if args.worker:
         worker(cases, args.trace)
         return {}
     # one process first, on an idle machine (the ranks are not started yet)
-    single = {c: (serial_numpy_s(2 * c[0], c[1]), one_process_s(2 * c[0], c[1]))
+    single = {c[:2]: (serial_numpy_s(2 * c[0], c[1]),
+                      one_process_s(2 * c[0], c[1]))
               for c in cases}
     rows = run_ranks(cases, args.trace)
     for r in rows:

@@ -129,6 +129,22 @@ def test_heat_example_matches_serial_numpy_on_three_ranks():
     assert "heat equation on 3 ranks: 600 cells, 3 fields, 6 steps" in proc.stdout
 
 
+@pytest.mark.parametrize("target", ["numpy", "loopy"])
+def test_heat_example_with_deep_halos_matches_serial_numpy(target):
+    """Halos of 3 cells every 3 steps, 7 steps (the last exchange covers
+    one step): the same values as serial NumPy, to the bit, with a third
+    of the messages."""
+    if target == "loopy" and not _loopy_available():
+        pytest.skip("no loopy")
+    proc = launch(3, ROOT / "examples" / "distributed_heat.py",
+                  "--cells", "20", "--steps", "7", "--fields", "2",
+                  "--halo", "3", "--target", target, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "max |distributed - serial NumPy| = 0.00e+00 -> OK" in proc.stdout
+    # ceil(7 / 3) exchanges, one message per neighbour each
+    assert "messages sent by rank 0 per run: 6 " in proc.stdout, proc.stdout
+
+
 def test_demo_relaunches_itself_on_two_ranks():
     env = dict(os.environ)
     for name in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"):
@@ -142,6 +158,9 @@ def test_demo_relaunches_itself_on_two_ranks():
     assert "mpiexec -n 2" in proc.stdout
     assert "heat equation on 2 ranks" in proc.stdout
     assert "demo: PASSED" in proc.stdout
+    # and the comparison on the whole domain
+    assert re.search(r"demo: on the whole domain .* 2 ranks [\d.]+ ms; serial "
+                     r"NumPy [\d.]+ ms \([\d.]+x\)", proc.stdout), proc.stdout
 
 
 # {{{ faults without verify_distributed_partition (tests/mpi/faults.py)
