@@ -162,6 +162,26 @@ class _Piece:
 
 _NO_AXES: frozenset[int] = frozenset()
 
+# kinds of array dtypes that a weak Python scalar of each type leaves alone
+# (NumPy 2 / NEP 50: int8 array + 1 is int8, int8 array + 1.0 is float64)
+_WEAK_SCALAR_KEEPS = {int: "iuf" + "c", float: "fc", complex: "c"}
+
+
+def _common_dtype(pieces: list[_Piece]) -> np.dtype | None:
+    """The dtype of an arithmetic combination of *pieces* of one dtype,
+    weak Python scalars aside; None when not known."""
+    dtypes = {p.dtype for p in pieces if type(p.constant) not in _WEAK_SCALAR_KEEPS}
+    if len(dtypes) != 1:
+        return None
+    (dtype,) = dtypes
+    if dtype is None:
+        return None
+    for p in pieces:
+        keeps = _WEAK_SCALAR_KEEPS.get(type(p.constant))
+        if keeps is not None and dtype.kind not in keeps:
+            return None
+    return dtype
+
 
 class _ScalarExpressionWriter:
     """Writes one index lambda's scalar expression as vectorised source over
@@ -326,8 +346,7 @@ class _ScalarExpressionWriter:
     def _combine(self, pieces: list[_Piece], src: str,
                  dtype: np.dtype | None | str = "same") -> _Piece:
         if dtype == "same":
-            dtypes = {p.dtype for p in pieces}
-            dtype = dtypes.pop() if len(dtypes) == 1 else None
+            dtype = _common_dtype(pieces)
         axes = frozenset().union(*(p.axes for p in pieces))
         return _Piece(src, dtype, axes, all(p.scalar for p in pieces))
 
