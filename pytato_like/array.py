@@ -359,7 +359,14 @@ class Array:
         values = {name: getattr(self, name)
                   for name in self._constructor_field_names()}
         values.update(kwargs)
-        return type(self)(**values)
+        # Set after construction: they take no part in the hash, and user
+        # subclasses written before non_equality_tags existed need not
+        # accept the keyword.
+        non_equality_tags = values.pop("non_equality_tags")
+        new = type(self)(**values)
+        if non_equality_tags or new.non_equality_tags:
+            new.non_equality_tags = non_equality_tags
+        return new
 
     def replace_if_different(self, **kwargs: Any) -> Array:
         """Like :meth:`copy`, but returns *self* when every given field is
