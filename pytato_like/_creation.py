@@ -10,7 +10,13 @@ import numpy as np
 import pymbolic.primitives as prim
 
 from pytato_like._frontend import convert_scalar
-from pytato_like.array import Array, IndexLambda, _NO_TAGS, normalize_shape
+from pytato_like.array import (
+    Array,
+    IndexLambda,
+    _NO_TAGS,
+    normalize_shape,
+    supported_dtype,
+)
 from pytato_like.diagnostic import DTypeError, InvalidOrderError
 from pytato_like.scalar_expr import TypeCast, index_var
 
@@ -28,7 +34,7 @@ def full(shape, fill_value: Any, dtype=None, order: str = "C") -> Array:
     shape = normalize_shape(shape)
     if dtype is None:
         dtype = np.array(fill_value).dtype
-    dtype = np.dtype(dtype)
+    dtype = supported_dtype(dtype, "full()")
     if isinstance(fill_value, Array):
         raise DTypeError("full() needs a scalar fill value, not an array")
     try:
@@ -69,7 +75,7 @@ def ones_like(x: Array, dtype=None) -> Array:
 def eye(N: int, M: int | None = None, k: int = 0, dtype=np.float64) -> Array:  # noqa: N803
     """A 2-d array with ones on diagonal *k*."""
     M = N if M is None else M  # noqa: N806
-    dtype = np.dtype(dtype)
+    dtype = supported_dtype(dtype, "eye()")
     expr = prim.If(prim.Comparison(prim.Sum((index_var(1), -1 * index_var(0))),
                                    "==", int(k)),
                    dtype.type(1), dtype.type(0))
@@ -93,7 +99,7 @@ def arange(*args: Any, dtype=None) -> Array:
     # types of start, stop and step) without allocating the range
     probe_dtype = np.result_type(np.arange(start, start + step, step).dtype,
                                  np.arange(stop, stop + step, step).dtype)
-    dtype = probe_dtype if dtype is None else np.dtype(dtype)
+    dtype = supported_dtype(probe_dtype if dtype is None else dtype, "arange()")
     if dtype.kind == "b":
         raise DTypeError("arange of dtype bool is not supported")
     length = max(0, math.ceil((stop - start) / step))

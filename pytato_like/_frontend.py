@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pymbolic.primitives as prim
 
-from pytato_like.array import Array, IndexLambda, _NO_TAGS
+from pytato_like.array import SUPPORTED_DTYPES, Array, IndexLambda, _NO_TAGS
 from pytato_like.diagnostic import DTypeError
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, TypeCast, index_var
 from pytato_like.utils import _is_one, get_shape_after_broadcasting
@@ -135,6 +135,14 @@ class ElementwiseBuilder:
         return convert_scalar(x, to_dtype, self.what)
 
     def build(self, expr, dtype: np.dtype) -> IndexLambda:
+        if dtype not in SUPPORTED_DTYPES:
+            # e.g. NumPy's sqrt of int8 is float16, which no target computes
+            operands = ", ".join(
+                f"{x.dtype} array of shape {x.shape}" if isinstance(x, Array)
+                else type(x).__name__ for x in self.operands)
+            raise DTypeError(
+                f"{self.what} of ({operands}) has dtype {dtype}, which is not "
+                "supported; convert the operands first (e.g. .astype(np.float32))")
         return IndexLambda(expr, self.result_shape, dtype, self.bindings,
                            None, None, _NO_TAGS)
 
@@ -349,7 +357,8 @@ def apply_ufunc(c99_name: str, ufunc: np.ufunc, *args: Any) -> Array | np.generi
 
 def astype(x: Array, dtype: Any) -> Array:
     """*x* converted elementwise to *dtype* (NumPy's unsafe casting)."""
-    dtype = np.dtype(dtype)
+    from pytato_like.array import supported_dtype
+    dtype = supported_dtype(dtype, f"astype of an array of shape {x.shape}")
     if x.dtype == dtype:
         return x
     builder = ElementwiseBuilder((x,), x.shape, "astype")

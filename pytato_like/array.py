@@ -1295,11 +1295,37 @@ def _check_name(name: Any, what: str) -> str:
     return name
 
 
+#: The dtypes arrays may have: those both targets compute with exactly
+#: NumPy's results (OpenCL has no portable half precision, and object,
+#: string, datetime and extended-precision arrays have no device form).
+SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+    np.uint32, np.uint64, np.float32, np.float64, np.complex64,
+    np.complex128))
+
+
+def supported_dtype(dtype: Any, what: str) -> np.dtype:
+    """*dtype* as a :class:`numpy.dtype`; raises
+    :class:`~pytato_like.diagnostic.DTypeError` naming *what* when arrays
+    of it are not supported (float16, object, ...)."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as err:
+        raise DTypeError(f"{what}: {dtype!r} is not a dtype") from err
+    if dtype not in SUPPORTED_DTYPES:
+        raise DTypeError(
+            f"{what}: dtype {dtype} is not supported (supported: bool, "
+            "signed and unsigned integers of 8 to 64 bits, float32, float64, "
+            "complex64, complex128)")
+    return dtype
+
+
 def make_placeholder(name: str, shape, dtype=np.float64, axes=None,
                      tags=frozenset()) -> Placeholder:
     """A named input of the given *shape* and *dtype*."""
     _check_name(name, "placeholder")
-    return Placeholder(name, normalize_shape(shape), np.dtype(dtype),
+    return Placeholder(name, normalize_shape(shape),
+                       supported_dtype(dtype, f"placeholder '{name}'"),
                        axes=axes, tags=_check_tags(tags))
 
 
@@ -1316,6 +1342,8 @@ def make_data_wrapper(data, name: str | None = None, shape=None, axes=None,
         _check_name(name, "data wrapper")
     if not hasattr(data, "shape") or not hasattr(data, "dtype"):
         data = np.asarray(data)
+    what = f"data wrapper '{name}'" if name is not None else "data wrapper"
+    supported_dtype(data.dtype, f"{what} of shape {tuple(data.shape)}")
     if shape is None:
         shape = data.shape
     shape = normalize_shape(shape)
