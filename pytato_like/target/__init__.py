@@ -5,6 +5,7 @@
 .. autoclass:: ProgramInputs
 .. autofunction:: gather_program_inputs
 .. autofunction:: normalize_outputs
+.. autofunction:: as_host_array
 .. autofunction:: scalar_input_as_placeholder_dtype
 .. autofunction:: check_input_value
 """
@@ -97,6 +98,17 @@ class ProgramInputs:
                 raise MissingInputError(f"missing value for size parameter '{name}'")
             values[name] = np.int64(sizes[name])
         return values
+
+
+def as_host_array(value: Any) -> np.ndarray:
+    """*value* (a NumPy array, a pyopencl array or anything
+    :func:`numpy.asarray` takes) as a NumPy array on the host."""
+    if isinstance(value, np.ndarray):
+        return value
+    get = getattr(value, "get", None)
+    if get is not None and hasattr(value, "queue"):  # pyopencl array
+        return get()
+    return np.asarray(value)
 
 
 def scalar_input_as_placeholder_dtype(value: np.ndarray, ph: Placeholder

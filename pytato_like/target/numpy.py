@@ -46,6 +46,7 @@ from pytato_like.scalar_expr import C99_FUNCTION_PREFIX
 from pytato_like.target import (
     BoundProgram,
     Target,
+    as_host_array,
     check_input_value,
     gather_program_inputs,
     normalize_outputs,
@@ -55,15 +56,6 @@ from pytato_like.target import (
 
 class NumpyTarget(Target):
     """Evaluation with NumPy on the host."""
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    if isinstance(value, np.ndarray):
-        return value
-    get = getattr(value, "get", None)
-    if get is not None and hasattr(value, "queue"):  # pyopencl array
-        return get()
-    return np.asarray(value)
 
 
 # {{{ index lambda evaluation
@@ -362,7 +354,7 @@ class _NodeEvaluator:
         return self.value(node.expr)
 
     def map_data_wrapper(self, node: DataWrapper):
-        return _to_numpy(node.data)
+        return as_host_array(node.data)
 
     def map_distributed_recv(self, node):
         from pytato_like.diagnostic import PytatoLikeError
@@ -418,7 +410,7 @@ class NumpyBoundProgram(BoundProgram):
                 self._release_after[i].append(j)
 
     def _input_to_numpy(self, value: Any, ph: Placeholder) -> np.ndarray:
-        return scalar_input_as_placeholder_dtype(_to_numpy(value), ph)
+        return scalar_input_as_placeholder_dtype(as_host_array(value), ph)
 
     def __call__(self, **kwargs: Any) -> Any:
         inputs = self.inputs.check_and_convert(kwargs, self._input_to_numpy)

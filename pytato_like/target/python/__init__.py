@@ -42,6 +42,7 @@ from pytato_like.target import (
     BoundProgram,
     ProgramInputs,
     Target,
+    as_host_array,
     check_input_value,
     scalar_input_as_placeholder_dtype,
 )
@@ -186,23 +187,16 @@ class BoundJAXPythonProgram(BoundPythonProgram):
         if isinstance(value, jax.Array):
             return value
         return jax.device_put(
-            scalar_input_as_placeholder_dtype(_host_array(value), ph))
+            scalar_input_as_placeholder_dtype(as_host_array(value), ph))
 
 
-def _host_array(value: Any) -> np.ndarray:
-    if isinstance(value, np.ndarray):
-        return value
-    get = getattr(value, "get", None)
-    if get is not None and hasattr(value, "queue"):  # pyopencl array
-        return get()
-    return np.asarray(value)
 
 
 def _jax_bound_argument(value: Any) -> Any:
     import jax
     if isinstance(value, jax.Array):
         return value
-    return jax.device_put(_host_array(value))
+    return jax.device_put(as_host_array(value))
 
 
 class JAXPythonTarget(NumpyLikePythonTarget):
