@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "examples" / "solver_graph.ipynb"
+from _notebooks import execute_notebook, outputs_of  # noqa: E402
+
 
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None,
                                 reason="graphviz 'dot' is not installed")
@@ -25,17 +25,7 @@ pytestmark = pytest.mark.skipif(shutil.which("dot") is None,
 
 @pytest.fixture(scope="module")
 def executed_notebook():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=180,
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    client.execute()  # raises CellExecutionError if any cell fails
-    return nb
-
-
-def outputs_of(nb):
-    return [out for cell in nb.cells if cell.cell_type == "code"
-            for out in cell.outputs]
+    return execute_notebook("solver_graph.ipynb", timeout=180)
 
 
 def test_notebook_runs_without_errors(executed_notebook):

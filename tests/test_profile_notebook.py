@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
 
-NOTEBOOK = (Path(__file__).resolve().parent.parent / "examples"
-            / "distributed_profile.ipynb")
+from _notebooks import execute_notebook, outputs_of  # noqa: E402
+
 
 pytestmark = [
     pytest.mark.mpi,
@@ -29,17 +28,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def executed_notebook():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=300,
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}})
-    client.execute()  # raises CellExecutionError if any cell fails
-    return nb
-
-
-def outputs_of(nb):
-    return [out for cell in nb.cells if cell.cell_type == "code"
-            for out in cell.outputs]
+    return execute_notebook("distributed_profile.ipynb", timeout=300)
 
 
 def test_notebook_runs_without_errors(executed_notebook):
