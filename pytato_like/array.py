@@ -52,6 +52,8 @@ Constructors
 .. autofunction:: make_size_param
 .. autofunction:: make_dict_of_named_arrays
 .. autofunction:: set_traceback_tag_enabled
+.. autodata:: SUPPORTED_DTYPES
+.. autofunction:: supported_dtype
 """
 
 from __future__ import annotations
