@@ -12,13 +12,7 @@ import pytato_like as pt
 cl = pytest.importorskip("pyopencl")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PYTATO_LIKE_CACHE_DIR", str(tmp_path_factory.mktemp("ptcache")))
-    mp.setenv("PYTATO_LIKE_PROGRESS", "0")
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("loopy_cache_dir")
 
 
 def test_fifty_seeded_random_dags_match_numpy():
