@@ -355,8 +355,7 @@ def _at_exit() -> None:
             "(its handle was never waited for) did not complete:\n"
             + "".join(f"[rank {rank}] {line}\n" for line in text.split("\n"))
             + f"[rank {rank}] aborting all ranks of the job\n")
-        sys.stderr.flush()
-        comm.Abort(1)
+        _abort_after_output_drains(comm, 1)
     for fn in _CLEANUPS:
         try:
             fn()
@@ -479,6 +478,17 @@ def _abort(comm: Any, exc: BaseException, code: int) -> None:
     sys.stderr.write(
         "".join(f"[rank {rank}] {line}\n" for line in text.rstrip().split("\n"))
         + f"[rank {rank}] aborting all ranks of the job\n")
+    _abort_after_output_drains(comm, code)
+
+
+#: How long a rank waits between writing its error and calling
+#: ``MPI_Abort``: the process manager forwards a rank's output
+#: asynchronously, and an abort that tears the job down first loses it.
+ABORT_OUTPUT_GRACE_S = 0.5
+
+
+def _abort_after_output_drains(comm: Any, code: int) -> None:
     sys.stderr.flush()
     sys.stdout.flush()
+    time.sleep(ABORT_OUTPUT_GRACE_S)
     comm.Abort(code)
