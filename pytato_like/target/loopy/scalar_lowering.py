@@ -1,0 +1,534 @@
+"""Lowering of the scalar expressions inside index lambdas to loopy.
+
+:class:`ScalarLowerer` translates one :class:`~pytato_like.array.IndexLambda`'s
+scalar expression, at one index, into a loopy expression, with NumPy's
+semantics where C's differ (see :mod:`pytato_like.target.loopy.lowering` for
+the list); :func:`cast_expr` is NumPy's ``astype`` on the device. The array
+side (which value each node has at an index) is
+:class:`~pytato_like.target.loopy.lowering.NodeLowerer`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import loopy as lp
+import numpy as np
+import pymbolic.primitives as prim
+
+from pytato_like.array import Array, IndexLambda
+from pytato_like.diagnostic import UnknownIndexLambdaExpr
+from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, Reduce, TypeCast
+
+if TYPE_CHECKING:
+    from pytato_like.target.loopy.lowering import NodeLowerer
+
+BOOL = np.dtype(np.bool_)
+
+#: IR math function name -> loopy function name
+_FUNCTION_NAMES = {
+    "abs": "abs", "sqrt": "sqrt", "exp": "exp", "log": "log",
+    "log10": "log10", "sin": "sin", "cos": "cos", "tan": "tan",
+    "asin": "asin", "acos": "acos", "atan": "atan", "atan2": "atan2",
+    "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
+    "conj": "conj", "real": "real", "imag": "imag",
+}
+
+
+from pytato_like.target.loopy.codegen import storage_dtype  # noqa: E402
+
+
+def _real_dtype(dtype: np.dtype) -> np.dtype:
+    return np.empty(0, dtype).real.dtype
+
+
+def _const(value: Any) -> Any:
+    """A constant as loopy wants it (booleans as int8)."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.int8(bool(value))
+    return value
+
+
+def _const_dtype(value: Any) -> np.dtype:
+    if isinstance(value, np.generic):
+        return value.dtype
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, int):
+        return np.dtype(np.int64)
+    if isinstance(value, float):
+        return np.dtype(np.float64)
+    if isinstance(value, complex):
+        return np.dtype(np.complex128)
+    raise UnknownIndexLambdaExpr(f"unsupported constant {value!r} of type "
+                                 f"{type(value).__name__}")
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, (int, np.integer)) and int(e) == 0
+
+
+def _add(a, b):
+    if _is_zero(b):
+        return a
+    if _is_zero(a):
+        return b
+    return prim.Sum((a, b))
+
+
+def _mul(a, b):
+    if isinstance(a, (int, np.integer)) and int(a) == 1:
+        return b
+    if isinstance(b, (int, np.integer)) and int(b) == 1:
+        return a
+    return prim.Product((a, b))
+
+
+
+def cast_expr(value, from_dtype: np.dtype, to_dtype: np.dtype):
+    """*value* converted from *from_dtype* to *to_dtype* with NumPy's
+    ``astype`` semantics."""
+    if from_dtype == to_dtype:
+        return value
+    if to_dtype == BOOL:
+        if from_dtype.kind == "c":
+            return prim.LogicalOr((
+                prim.Comparison(prim.Call(prim.Variable("real"), (value,)), "!=", 0),
+                prim.Comparison(prim.Call(prim.Variable("imag"), (value,)), "!=", 0)))
+        return prim.Comparison(value, "!=", 0)
+    if from_dtype.kind == "c" and to_dtype.kind != "c":
+        value = prim.Call(prim.Variable("real"), (value,))
+        from_dtype = _real_dtype(from_dtype)
+        if from_dtype == to_dtype:
+            return value
+    if from_dtype == BOOL:
+        from_dtype = np.dtype(np.int8)
+    return lp.TypeCast(to_dtype, value)
+
+
+def _is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
+
+
+def _same_dim(a, b) -> bool:
+    if isinstance(a, int) or isinstance(b, int):
+        return isinstance(a, int) and isinstance(b, int) and a == b
+    return a == b
+
+
+# {{{ scalar expressions
+
+class ScalarLowerer:
+    """Translates the scalar expression of one index lambda, evaluated at
+    index *idx*, into a loopy expression. ``rec`` returns ``(expression,
+    dtype)``; dtypes drive the NumPy-specific translations. Recursion
+    depth is that of one index lambda's own expression."""
+
+    def __init__(self, nodes: NodeLowerer, node: IndexLambda, idx: tuple) -> None:
+        self.nodes = nodes
+        self.node = node
+        self.env: dict[str, Any] = {f"_{i}": v for i, v in enumerate(idx)}
+
+    def rec(self, e) -> tuple[Any, np.dtype]:
+        if isinstance(e, prim.ExpressionNode):
+            method = getattr(self, e.mapper_method, None)
+            if method is None:
+                raise UnknownIndexLambdaExpr(
+                    f"the loopy target cannot lower {type(e).__name__} "
+                    f"in an index lambda of shape {self.node.shape}")
+            return method(e)
+        if isinstance(e, (np.generic, int, float, complex, bool)):
+            return _const(e), _const_dtype(e)
+        raise UnknownIndexLambdaExpr(
+            f"cannot lower {e!r} of type {type(e).__name__} in an index "
+            f"lambda of shape {self.node.shape}")
+
+    def recs(self, children):
+        return [self.rec(c) for c in children]
+
+    # {{{ leaves
+
+    def map_variable(self, e: prim.Variable):
+        name = e.name
+        if name in self.env:
+            return self.env[name], np.dtype(np.int64)
+        binding = self.node.bindings.get(name)
+        if binding is None:
+            raise UnknownIndexLambdaExpr(
+                f"index lambda of shape {self.node.shape} refers to unknown "
+                f"variable '{name}'")
+        return self.nodes.value_at(binding, ()), binding.dtype
+
+    def map_subscript(self, e: prim.Subscript):
+        name = e.aggregate.name
+        binding = self.node.bindings.get(name)
+        if binding is None:
+            raise UnknownIndexLambdaExpr(
+                f"index lambda of shape {self.node.shape} subscripts unknown "
+                f"array '{name}'")
+        index = e.index if isinstance(e.index, tuple) else (e.index,)
+        if len(index) != binding.ndim:
+            raise UnknownIndexLambdaExpr(
+                f"subscript {name}{list(index)} has {len(index)} indices for a "
+                f"binding of shape {binding.shape}")
+        lowered = tuple(self.rec(i)[0] for i in index)
+        return self.nodes.value_at(binding, lowered), binding.dtype
+
+    def map_nan(self, e):
+        return prim.NaN(np.float64), np.dtype(np.float64)
+
+    # }}}
+
+    # {{{ arithmetic
+
+    def map_sum(self, e):
+        parts = self.recs(e.children)
+        dtype = _result_dtype(parts)
+        if dtype == BOOL:  # NumPy's add on booleans is "or"
+            return prim.LogicalOr(tuple(p for p, _ in parts)), BOOL
+        return prim.Sum(tuple(p for p, _ in parts)), dtype
+
+    def map_product(self, e):
+        parts = self.recs(e.children)
+        dtype = _result_dtype(parts)
+        if dtype == BOOL:
+            return prim.LogicalAnd(tuple(p for p, _ in parts)), BOOL
+        return prim.Product(tuple(p for p, _ in parts)), dtype
+
+    def map_quotient(self, e):
+        (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
+        dtype = _result_dtype([(a, da), (b, db)])
+        return prim.Quotient(a, b), dtype
+
+    def _helper(self, name: str, dtype: np.dtype, args):
+        self.nodes.helpers_used.add(name)
+        return prim.Call(prim.Variable(name), tuple(args))
+
+    def map_floor_div(self, e):
+        (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
+        dtype = _result_dtype([(a, da), (b, db)])
+        if dtype.kind in "iu":
+            return self._helper("pt_floordiv", dtype, (a, b)), dtype
+        if dtype.kind == "f":
+            return self._helper("pt_floordiv", dtype, (a, b)), dtype
+        raise UnknownIndexLambdaExpr(f"floor division of {dtype} values")
+
+    def map_remainder(self, e):
+        (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
+        dtype = _result_dtype([(a, da), (b, db)])
+        if dtype.kind in "iuf":
+            return self._helper("pt_mod", dtype, (a, b)), dtype
+        raise UnknownIndexLambdaExpr(f"remainder of {dtype} values")
+
+    def map_power(self, e):
+        (a, da), (b, db) = self.rec(e.base), self.rec(e.exponent)
+        dtype = _result_dtype([(a, da), (b, db)])
+        if dtype.kind in "iu":
+            return self._helper("pt_ipow", dtype, (a, b)), dtype
+        if isinstance(b, (np.generic, int, float)) and b == 0:
+            # loopy folds x**0 to the int 1, which C math calls reject
+            return dtype.type(1), dtype
+        if isinstance(b, (np.generic, int, float)) and b == 1:
+            return a, dtype  # exact, also for a complex 0 (cpow gives NaN)
+        if (dtype.kind == "c" and isinstance(b, np.generic) and b.imag == 0
+                and b.real in (2, 3, 4)):
+            # loopy expands small integer powers of complex values itself,
+            # but only when the exponent is a Python int
+            b = int(b.real)
+        return prim.Power(a, b), dtype
+
+    def map_left_shift(self, e):
+        (a, da), (b, _) = self.rec(e.shiftee), self.rec(e.shift)
+        return self._helper("pt_lshift", da, (a, b)), da
+
+    def map_right_shift(self, e):
+        (a, da), (b, _) = self.rec(e.shiftee), self.rec(e.shift)
+        return self._helper("pt_rshift", da, (a, b)), da
+
+    def map_bitwise_not(self, e):
+        a, da = self.rec(e.child)
+        if da == BOOL:
+            return prim.LogicalNot(a), BOOL
+        return prim.BitwiseNot(a), da
+
+    def _bitwise(self, cls, e):
+        parts = self.recs(e.children)
+        dtype = _result_dtype(parts)
+        # C ranks &, ^, | below comparisons (Python above them) and the
+        # printer follows Python: "(a | b) * 1" keeps the grouping wherever
+        # the result is used (loopy drops casts to the same type)
+        one = storage_dtype(dtype).type(1)
+        return prim.Product((cls(tuple(p for p, _ in parts)), one)), dtype
+
+    def map_bitwise_and(self, e):
+        return self._bitwise(prim.BitwiseAnd, e)
+
+    def map_bitwise_or(self, e):
+        return self._bitwise(prim.BitwiseOr, e)
+
+    def map_bitwise_xor(self, e):
+        return self._bitwise(prim.BitwiseXor, e)
+
+    def map_comparison(self, e):
+        (a, da), (b, db) = self.rec(e.left), self.rec(e.right)
+        if da.kind == "c" or db.kind == "c":
+            if da.kind != "c" or db.kind != "c":
+                raise UnknownIndexLambdaExpr("comparison of complex and real")
+            re = prim.Call(prim.Variable("real"), (a,)), \
+                prim.Call(prim.Variable("real"), (b,))
+            im = prim.Call(prim.Variable("imag"), (a,)), \
+                prim.Call(prim.Variable("imag"), (b,))
+            if e.operator not in ("==", "!="):
+                # NumPy orders complex numbers lexicographically
+                strict = e.operator[0]
+                return prim.LogicalOr((
+                    prim.Comparison(re[0], strict, re[1]),
+                    prim.LogicalAnd((prim.Comparison(re[0], "==", re[1]),
+                                     prim.Comparison(im[0], e.operator, im[1]))))), BOOL
+            if e.operator == "==":
+                return prim.LogicalAnd((prim.Comparison(re[0], "==", re[1]),
+                                        prim.Comparison(im[0], "==", im[1]))), BOOL
+            return prim.LogicalOr((prim.Comparison(re[0], "!=", re[1]),
+                                   prim.Comparison(im[0], "!=", im[1]))), BOOL
+        # C has two precedence levels for comparisons (relational above
+        # equality) that the printer does not distinguish: parenthesise a
+        # comparison nested in another one through a cast
+        if isinstance(a, prim.Comparison):
+            a = lp.TypeCast(np.dtype(np.int8), a)
+        if isinstance(b, prim.Comparison):
+            b = lp.TypeCast(np.dtype(np.int8), b)
+        return prim.Comparison(a, e.operator, b), BOOL
+
+    def _truth(self, part):
+        """A C truth value for a lowered ``(value, dtype)``: complex
+        values are true when nonzero, as in NumPy."""
+        value, dtype = part
+        return cast_expr(value, dtype, BOOL) if dtype.kind == "c" else value
+
+    def map_logical_not(self, e):
+        return prim.LogicalNot(self._truth(self.rec(e.child))), BOOL
+
+    def map_logical_and(self, e):
+        return prim.LogicalAnd(tuple(self._truth(p)
+                                     for p in self.recs(e.children))), BOOL
+
+    def map_logical_or(self, e):
+        return prim.LogicalOr(tuple(self._truth(p)
+                                    for p in self.recs(e.children))), BOOL
+
+    def map_if(self, e):
+        c = self._truth(self.rec(e.condition))
+        (t, dt), (f, df) = self.rec(e.then), self.rec(e.else_)
+        return prim.If(c, t, f), _result_dtype([(t, dt), (f, df)])
+
+    def map_min(self, e):
+        parts = self.recs(e.children)
+        return prim.Min(tuple(p for p, _ in parts)), _result_dtype(parts)
+
+    def map_max(self, e):
+        parts = self.recs(e.children)
+        return prim.Max(tuple(p for p, _ in parts)), _result_dtype(parts)
+
+    def map_call(self, e):
+        name = getattr(e.function, "name", "")
+        if not name.startswith(C99_FUNCTION_PREFIX):
+            raise UnknownIndexLambdaExpr(f"unknown function '{name}' in index "
+                                         f"lambda of shape {self.node.shape}")
+        fname = name[len(C99_FUNCTION_PREFIX):]
+        args = self.recs(e.parameters)
+        dtype = _result_dtype(args)
+        (a0, d0) = args[0]
+        if fname == "isnan":
+            if d0.kind == "c":
+                re = prim.Call(prim.Variable("real"), (a0,))
+                im = prim.Call(prim.Variable("imag"), (a0,))
+                return prim.LogicalOr((prim.Comparison(re, "!=", re),
+                                       prim.Comparison(im, "!=", im))), BOOL
+            if d0.kind != "f":
+                return np.int8(0), BOOL
+            return prim.Comparison(a0, "!=", a0), BOOL
+        if fname in ("real", "imag", "conj") and d0.kind != "c":
+            if fname == "imag":
+                return d0.type(0), d0
+            return a0, d0
+        if fname == "abs":
+            if d0 == BOOL:
+                return a0, d0
+            if d0.kind == "u":
+                return a0, d0
+            if d0.kind == "i":
+                # NumPy's abs wraps for the most negative value
+                return prim.If(prim.Comparison(a0, "<", 0),
+                               prim.Product((d0.type(-1), a0)), a0), d0
+        lname = _FUNCTION_NAMES.get(fname)
+        if lname is None:
+            raise UnknownIndexLambdaExpr(f"unknown function '{fname}' in index "
+                                         f"lambda of shape {self.node.shape}")
+        if fname in ("abs", "real", "imag") and d0.kind == "c":
+            dtype = _real_dtype(d0)
+        return prim.Call(prim.Variable(lname), tuple(a for a, _ in args)), dtype
+
+    def map_type_cast(self, e: TypeCast):
+        value, dtype = self.rec(e.inner_expr)
+        return cast_expr(value, dtype, np.dtype(e.dtype)), np.dtype(e.dtype)
+
+    def map_reduce(self, e: Reduce):
+        saved = {}
+        inames = []
+        for name, (lo, hi) in e.bounds.items():
+            lo_e = self._bound(lo)
+            hi_e = self._bound(hi)
+            var = self.nodes.new_iname(lo_e, hi_e)
+            saved[name] = self.env.get(name)
+            self.env[name] = var
+            inames.append(var.name)
+        try:
+            inner, dtype = self.rec(e.inner_expr)
+        finally:
+            for name, old in saved.items():
+                if old is None:
+                    del self.env[name]
+                else:
+                    self.env[name] = old
+        op = e.op.name
+        if op in ("sum", "product"):
+            if dtype == BOOL:
+                dtype = np.dtype(np.int64)
+                inner = lp.TypeCast(dtype, inner)
+            return lp.Reduction(op, tuple(inames), inner), dtype
+        if op in ("any", "all"):
+            flag = prim.If(inner, np.int32(1), np.int32(0))
+            red = lp.Reduction("max" if op == "any" else "min",
+                               tuple(inames), flag)
+            return prim.Comparison(red, ">", 0), BOOL
+        if op in ("max", "min"):
+            if dtype == BOOL:
+                flag = prim.If(inner, np.int32(1), np.int32(0))
+                return prim.Comparison(lp.Reduction(op, tuple(inames), flag),
+                                       ">", 0), BOOL
+            red = lp.Reduction(op, tuple(inames), inner)
+            if dtype.kind == "f":
+                # loopy's max/min are fmax/fmin, which drop NaN; NumPy
+                # propagates it. A second pass over the same range finds
+                # NaNs (its inames are fresh copies of the first ones).
+                nan_inames = []
+                subst = {}
+                for (name, lo, hi) in list(self.nodes.reduction_inames):
+                    if name in inames:
+                        v = self.nodes.new_iname(lo, hi)
+                        subst[name] = v
+                        nan_inames.append(v.name)
+                from pymbolic.mapper.substitutor import make_subst_func
+
+                from loopy.symbolic import SubstitutionMapper
+                inner2 = SubstitutionMapper(make_subst_func(subst))(inner)
+                is_nan = prim.If(prim.Comparison(inner2, "!=", inner2),
+                                 np.int32(1), np.int32(0))
+                any_nan = lp.Reduction("max", tuple(nan_inames), is_nan)
+                return prim.If(prim.Comparison(any_nan, ">", 0),
+                               prim.NaN(dtype.type), red), dtype
+            if dtype.kind == "c":
+                return self._complex_extremum(op, inames, inner, dtype), dtype
+            if dtype.kind in "iu" and dtype.itemsize < 4:
+                # loopy has no neutral element for narrow integers
+                red = lp.Reduction(op, tuple(inames),
+                                   lp.TypeCast(np.dtype(np.int32), inner))
+                return lp.TypeCast(dtype, red), dtype
+            return red, dtype
+        raise UnknownIndexLambdaExpr(f"unknown reduction '{op}'")
+
+    def _complex_extremum(self, op, inames, inner, dtype):
+        """NumPy orders complex numbers lexicographically: the extreme
+        real part, then the extreme imaginary part among the elements
+        having it. (The inner reduction is re-evaluated per element of the
+        outer one: quadratic, but complex max/min are rare.)"""
+        from pymbolic.mapper.substitutor import make_subst_func
+
+        from loopy.symbolic import SubstitutionMapper
+        rtype = _real_dtype(dtype)
+        re_part = lp.Reduction(op, tuple(inames),
+                               prim.Call(prim.Variable("real"), (inner,)))
+        subst = {}
+        for name, lo, hi in list(self.nodes.reduction_inames):
+            if name in inames:
+                subst[name] = self.nodes.new_iname(lo, hi)
+        inner2 = SubstitutionMapper(make_subst_func(subst))(inner)
+        subst3 = {}
+        for name, lo, hi in list(self.nodes.reduction_inames):
+            if name in inames:
+                subst3[name] = self.nodes.new_iname(lo, hi)
+        re_part3 = lp.Reduction(op, tuple(v.name for v in subst3.values()),
+                                prim.Call(prim.Variable("real"), (
+                                    SubstitutionMapper(make_subst_func(subst3))(
+                                        inner),)))
+        worst = rtype.type(-np.inf if op == "max" else np.inf)
+        im_part = lp.Reduction(
+            op, tuple(v.name for v in subst.values()),
+            prim.If(prim.Comparison(prim.Call(prim.Variable("real"), (inner2,)),
+                                    "==", re_part3),
+                    prim.Call(prim.Variable("imag"), (inner2,)), worst))
+        return prim.Sum((lp.TypeCast(dtype, re_part),
+                         prim.Product((lp.TypeCast(dtype, im_part),
+                                       dtype.type(1j)))))
+
+    def _bound(self, b):
+        if isinstance(b, Array):
+            return self.nodes.dim_expr(b)
+        if isinstance(b, (int, np.integer)):
+            return int(b)
+        return self.rec(b)[0]
+
+    # }}}
+
+
+def _result_dtype(parts) -> np.dtype:
+    dtypes = [d for _, d in parts]
+    first = dtypes[0]
+    if all(d == first for d in dtypes):
+        return first
+    return np.result_type(*dtypes)
+
+# }}}
+
+
+def uniquify_reduction_inames(expr, nodes: NodeLowerer):
+    """*expr* with every repeated occurrence of a reduction given fresh
+    inames (nested reductions included). Lowering may repeat a reduction
+    when an expression uses a value twice (``abs``, ``maximum``, guarded
+    gathers); loopy needs distinct inames for each occurrence."""
+    # pymbolic's uncached mapper: loopy's caches by expression and would
+    # hand back the first occurrence for every repeated one
+    from pymbolic.mapper import IdentityMapper
+
+    bounds = {name: (lo, hi) for name, lo, hi in nodes.reduction_inames}
+    seen: set[str] = set()
+
+    class Renamer(IdentityMapper):
+        def __init__(self, renames):
+            super().__init__()
+            self.renames = renames
+
+        def map_variable(self, expr, *args):
+            new = self.renames.get(expr.name)
+            return prim.Variable(new) if new is not None else expr
+
+        def map_type_cast(self, expr, *args):
+            return lp.TypeCast(expr.type, self.rec(expr.child, *args))
+
+        def map_reduction(self, expr, *args):
+            renames = dict(self.renames)
+            inames = []
+            for name in expr.inames:
+                if name in seen:
+                    lo, hi = bounds[name]
+                    fresh = nodes.new_iname(lo, hi).name
+                    bounds[fresh] = (lo, hi)
+                    renames[name] = fresh
+                    name = fresh
+                seen.add(name)
+                inames.append(name)
+            body = Renamer(renames).rec(expr.expr, *args)
+            return lp.Reduction(expr.operation, tuple(inames), body,
+                                allow_simultaneous=expr.allow_simultaneous)
+
+    return Renamer({})(expr)
