@@ -163,6 +163,9 @@ from pytato_like.transform.metadata import unify_axes_tags
 from pytato_like.transform.remove_broadcasts_einsum import (
     rewrite_einsums_with_no_broadcasts,
 )
+from pytato_like import function
+from pytato_like.function import trace_call
+from pytato_like.transform.calls import inline_calls, tag_all_calls_to_be_inlined
 
 __version__ = "0.1.0"
 
@@ -204,5 +207,6 @@ __all__ = [
     "analysis", "eliminate_dead_code", "equality", "materialize_with_mpms",
     "rewrite_einsums_with_no_broadcasts", "to_index_lambda", "transform",
     "generate_jax", "unify_axes_tags",
-    "codegen",
+    "codegen", "function", "inline_calls", "tag_all_calls_to_be_inlined",
+    "trace_call",
 ]

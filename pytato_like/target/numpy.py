@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import weakref
 from typing import Any
 
 import numpy as np
@@ -305,6 +306,22 @@ def _index_key(indices, values: dict[int, Any]):
     return tuple(key)
 
 
+_FUNCTION_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _function_program(function) -> NumpyBoundProgram:
+    """The program evaluating the body of *function* (a
+    :class:`~pytato_like.function.FunctionDefinition`), made once per
+    definition."""
+    program = _FUNCTION_PROGRAMS.get(function)
+    if program is None:
+        from pytato_like.array import make_dict_of_named_arrays
+        program = NumpyBoundProgram(make_dict_of_named_arrays(
+            dict(function.returns)))
+        _FUNCTION_PROGRAMS[function] = program
+    return program
+
+
 class _NodeEvaluator:
     def __init__(self, values: dict[int, Any]) -> None:
         self.values = values
@@ -355,6 +372,17 @@ class _NodeEvaluator:
 
     def map_data_wrapper(self, node: DataWrapper):
         return as_host_array(node.data)
+
+    def map_call(self, node):
+        # the body runs once per call site, on the arguments' values
+        function = node.function
+        program = _function_program(function)
+        args = {name: self.value(node.bindings[name])
+                for name in function._placeholders}
+        return program(**args)
+
+    def map_named_call_result(self, node):
+        return self.value(node._container)[node.name]
 
     def map_distributed_recv(self, node):
         from pytato_like.diagnostic import PytatoLikeError

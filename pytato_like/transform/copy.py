@@ -124,6 +124,25 @@ class CopyMapper(TransformMapper):
 
     rec_idx_tuple = rec_size_tuple
 
+    def map_call(self, expr: Any) -> Any:
+        """The call with its definition mapped (once per definition, see
+        :meth:`map_function_definition`) and its arguments mapped."""
+        function = self.rec_function_definition(expr.function)
+        bindings = _map_field(expr.bindings, BINDINGS, self.rec)
+        if function is expr.function and bindings is expr.bindings:
+            return expr
+        return expr.copy(function=function, bindings=bindings)
+
+    def map_function_definition(self, expr: Any) -> Any:
+        """The definition with its body mapped by a mapper of this class
+        made with :meth:`clone_for_callee` (the body is a namespace of its
+        own: nothing cached for the caller's DAG is reused)."""
+        mapper = self.clone_for_callee(expr)
+        returns = {name: mapper(ret) for name, ret in expr.returns.items()}
+        if all(returns[name] is ret for name, ret in expr.returns.items()):
+            return expr
+        return expr.copy(returns=returns)
+
 
 @with_default_map_methods
 class CopyMapperWithExtraArgs(TransformMapperWithExtraArgs[P]):
@@ -181,6 +200,9 @@ class CachedMapAndCopyMapper(CopyMapper):
         except KeyError:
             result = self._fn_results[id(expr)] = self.map_fn(expr)
             return result
+
+    def clone_for_callee(self, function: Any) -> CachedMapAndCopyMapper:
+        return type(self)(self.map_fn, _function_cache=self._function_cache)
 
     def _descendants_to_premap(self, expr: Any) -> tuple:
         # what gets mapped below a node are the children of map_fn's result

@@ -85,6 +85,17 @@ def _loopy_option_names() -> frozenset[str]:
     return frozenset(k for k in vars(lp.Options()) if not k.startswith("_"))
 
 
+def _as_dict_result_options(options):
+    """*options* (as given to :func:`generate_loopy`) for compiling the
+    pieces of a program with calls, whose results are dicts."""
+    import loopy as lp
+    if isinstance(options, lp.Options):
+        return options.copy(return_dict=True)
+    if isinstance(options, dict) and "return_dict" in options:
+        return {**options, "return_dict": True}
+    return options
+
+
 def _split_options(options, result_is_dict: bool):
     """``(our options dict, loopy.Options)`` for the *options* argument of
     :func:`generate_loopy`: a :class:`loopy.Options`, None, or a dict of
@@ -173,6 +184,7 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     _check_tag_types("array_tag_t_to_not_propagate", array_tag_t_to_not_propagate)
     _check_tag_types("axis_tag_t_to_not_propagate", axis_tag_t_to_not_propagate)
     outputs, single = normalize_outputs(result)
+    options_arg = options
     options, lp_options = _split_options(options, not single)
     options["function_name"] = function_name
     if target is None:
@@ -184,6 +196,15 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     device = cl_device if cl_device is not None else target.device
     order = topological_order(list(outputs.values()))
     inputs = gather_program_inputs(order)
+    from pytato_like.target.loopy.calls import generate_calling_program, has_calls
+    if has_calls(order):
+        sub_options = _as_dict_result_options(options_arg)
+
+        def compile_dag(arrays):
+            return generate_loopy(arrays, target, sub_options,
+                                  function_name=function_name, cl_device=cl_device)
+        return generate_calling_program(outputs, order, single, inputs,
+                                        compile_dag, target)
     stats = ProgramStats(enabled=report_enabled(options), n_nodes=len(order))
     from pytato_like.target.loopy import schedule
     extra = repr((function_name, sorted((k, repr(options.get(k)))
