@@ -39,6 +39,7 @@ import re
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
 from constantdict import constantdict
 
 from pytato_like.array import (
@@ -66,6 +67,8 @@ __all__ = ["Call", "FunctionDefinition", "NamedCallResult", "ReturnType",
            "trace_call"]
 
 _NO_TAGS: frozenset[Tag] = frozenset()
+#: the dtype of a :class:`Call` node, which has no value of its own
+_NO_VALUE = np.dtype("V0")
 
 
 @enum.unique
@@ -267,8 +270,8 @@ class Call(Array, AbstractResultWithNamedArrays):
     A :class:`Call` is a mapping from the names of the definition's returns
     to :class:`NamedCallResult` arrays (``call["_"]``, ``call["_0"]``,
     ...). It is a node of the DAG with no value of its own (its
-    :attr:`shape` is ``()`` and :attr:`dtype` ``None``); the arrays are its
-    results.
+    :attr:`shape` is ``()`` and its :attr:`dtype` the empty ``void``
+    dtype); the arrays are its results.
     """
 
     _mapper_method = "map_call"
@@ -316,7 +319,7 @@ class Call(Array, AbstractResultWithNamedArrays):
         self.bindings = (bindings if type(bindings) is constantdict
                          else constantdict(bindings))
         self.shape = ()
-        self.dtype = None
+        self.dtype = _NO_VALUE
         self._results: dict[str, NamedCallResult] = {}
         self._finish_init(axes, tags, non_equality_tags)
 

@@ -38,6 +38,9 @@ class DeadCodeEliminator(CopyMapper):
         # each once (keyed by id; the nodes keep the expressions alive)
         self._used_names: dict[int, frozenset[str]] = {}
 
+    def clone_for_callee(self, function: Any) -> DeadCodeEliminator:
+        return type(self)()
+
     def _names_used_by(self, scalar_expr: Any) -> frozenset[str]:
         used = self._used_names.get(id(scalar_expr))
         if used is None:

@@ -89,6 +89,12 @@ class DataWrapperDeduplicator(CopyMapper):
         self.data_wrapper_cache: dict[tuple, DataWrapper] = {}
         self.data_wrappers_encountered = 0
 
+    def clone_for_callee(self, function: Any) -> DataWrapperDeduplicator:
+        # data wrappers in bodies merge with the caller's
+        clone = type(self)(_function_cache=self._function_cache)
+        clone.data_wrapper_cache = self.data_wrapper_cache
+        return clone
+
     def map_data_wrapper(self, expr: DataWrapper) -> Any:
         self.data_wrappers_encountered += 1
         expr = self._map_default(expr)  # its shape may hold size expressions

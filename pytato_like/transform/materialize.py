@@ -120,6 +120,9 @@ class _Tagger(CopyMapper):
         super().__init__()
         self.ids = ids
 
+    def clone_for_callee(self, function: Any) -> _Tagger:
+        return type(self)(self.ids)
+
     def _map_default(self, expr: Any) -> Any:
         if id(expr) in self.ids:
             # one construction for new children and the tag

@@ -409,6 +409,9 @@ class AxisTagAttacher(CopyMapper):
         self.axis_to_tags = axis_to_tags
         self.tag_corresponding_redn_descr = tag_corresponding_redn_descr
 
+    def clone_for_callee(self, function: Any) -> AxisTagAttacher:
+        return type(self)(self.axis_to_tags, self.tag_corresponding_redn_descr)
+
     def _tags_for(self, ary: Array, axis: int | str) -> frozenset[Tag]:
         return frozenset(self.axis_to_tags.get((ary, axis), ()))
 

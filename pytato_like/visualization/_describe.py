@@ -203,7 +203,10 @@ def operand_edges(node: Array) -> list[tuple[Array, str, bool]]:
     *node* reads, in field order. An operand filling several slots (``x*x``
     binding ``x`` twice) appears once with the slot labels joined."""
     if isinstance(node, NamedArray):
-        return [(node.expr, "", False)]
+        if type(node) is NamedArray:
+            return [(node.expr, "", False)]
+        # a call result: drawn from its call, labelled with its name
+        return [(node._container, node.name, False)]
     found: dict[int, tuple[Array, list[str], bool]] = {}
 
     def add(child: Array, label: str, aux: bool) -> None:

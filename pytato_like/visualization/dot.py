@@ -168,14 +168,50 @@ def get_dot_graph(result: Any) -> str:
     dict of arrays)."""
     roots, output_names = normalize_result(result)
     writer = _DotWriter()
-    _, ids = _emit_dag(writer, roots)
+    order, ids = _emit_dag(writer, roots)
     k = 0
     for root in roots:
         for name in output_names.get(id(root), ()):
             _output_box(writer, f"out{k}", name)
             writer.edge(ids[id(root)], f"out{k}")
             k += 1
+    _emit_function_clusters(writer, order, ids)
     return writer.source()
+
+
+def _emit_function_clusters(writer: _DotWriter, order: list[Array],
+                            ids: dict[int, str]) -> None:
+    """Draw each function definition called in the DAG once, as a cluster
+    holding its body and its returns, with a dotted edge from every call of
+    it (calls inside bodies are followed the same way, without recursion)."""
+    from pytato_like.function import Call
+    clusters: dict[Any, str] = {}
+    pending = [(node, ids[id(node)]) for node in order if type(node) is Call]
+    while pending:
+        call, call_id = pending.pop(0)
+        function = call.function
+        cluster = clusters.get(function)
+        if cluster is None:
+            cluster = clusters[function] = f"f{len(clusters)}"
+            name = function.identifier or "anonymous"
+            writer.lines.append(f"  subgraph cluster_{cluster} {{")
+            writer.lines.append(f"    label={quote(f'function {name}')};")
+            writer.lines.append('    style="rounded,dashed";')
+            returns = list(function.returns.values())
+            body_order, body_ids = _emit_dag(writer, returns,
+                                             prefix=f"{cluster}_",
+                                             indent="    ")
+            for j, (ret_name, ret) in enumerate(function.returns.items()):
+                box = f"{cluster}_ret{j}"
+                _output_box(writer, box, ret_name, indent="    ",
+                            title="return")
+                writer.edge(body_ids[id(ret)], box, indent="    ")
+            writer.lines.append("  }")
+            pending.extend((node, body_ids[id(node)]) for node in body_order
+                           if type(node) is Call)
+        if function.returns:
+            writer.edge(call_id, f"{cluster}_ret0", "calls", style="dotted",
+                        constraint="false")
 
 
 # {{{ partitions
