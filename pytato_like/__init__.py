@@ -166,6 +166,17 @@ from pytato_like.transform.remove_broadcasts_einsum import (
 from pytato_like import function
 from pytato_like.function import trace_call
 from pytato_like.transform.calls import inline_calls, tag_all_calls_to_be_inlined
+from pytato_like import sparse
+from pytato_like.sparse import (
+    CSRMatmul,
+    CSRMatrix,
+    SparseMatmul,
+    SparseMatrix,
+    make_csr_matrix,
+    sparse_matmul,
+)
+from pytato_like import loopy
+from pytato_like.loopy import call_loopy
 
 __version__ = "0.1.0"
 
@@ -208,5 +219,6 @@ __all__ = [
     "rewrite_einsums_with_no_broadcasts", "to_index_lambda", "transform",
     "generate_jax", "unify_axes_tags",
     "codegen", "function", "inline_calls", "tag_all_calls_to_be_inlined",
-    "trace_call",
+    "trace_call", "sparse", "CSRMatmul", "CSRMatrix", "SparseMatmul",
+    "SparseMatrix", "make_csr_matrix", "sparse_matmul", "loopy", "call_loopy",
 ]

@@ -21,7 +21,7 @@ How the pieces fit the rest of the package:
 * Mappers dispatch to ``map_call``, ``map_named_call_result`` and, through
   ``rec_function_definition``, ``map_function_definition``.
 * The NumPy target evaluates the body once per call site; the loopy target
-  compiles each definition once (see :mod:`pytato_like.target.loopy.calls`);
+  compiles each definition once (see :mod:`pytato_like.target.loopy.outlined`);
   :func:`pytato_like.transform.calls.inline_calls` substitutes bodies.
 
 .. autofunction:: trace_call

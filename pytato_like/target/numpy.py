@@ -384,6 +384,22 @@ class _NodeEvaluator:
     def map_named_call_result(self, node):
         return self.value(node._container)[node.name]
 
+    def map_loopy_call(self, node):
+        from pytato_like.diagnostic import UnsupportedArrayError
+        raise UnsupportedArrayError(
+            f"the NumPy target cannot run the loopy kernel "
+            f"'{node.entrypoint}' of a call_loopy node; use generate_loopy")
+
+    map_loopy_call_result = map_loopy_call
+
+    def map_csr_matmul(self, node):
+        from pytato_like.sparse import evaluate_csr_matmul
+        return evaluate_csr_matmul(
+            np.asarray(self.value(node.elem_values)),
+            np.asarray(self.value(node.elem_col_indices)),
+            np.asarray(self.value(node.row_starts)),
+            np.asarray(self.value(node.array)), self.shape(node), node.dtype)
+
     def map_distributed_recv(self, node):
         from pytato_like.diagnostic import PytatoLikeError
         raise PytatoLikeError(

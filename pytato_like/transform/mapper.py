@@ -110,7 +110,8 @@ ARRAY_MAPPER_METHODS = (
     "map_non_contiguous_advanced_index", "map_concatenate", "map_stack",
     "map_named_array", "map_distributed_recv",
     "map_distributed_send_ref_holder", "map_dict_of_named_arrays",
-    "map_call", "map_named_call_result",
+    "map_call", "map_named_call_result", "map_csr_matmul", "map_loopy_call",
+    "map_loopy_call_result",
 )
 
 # pytato's type parameters (see the module documentation)

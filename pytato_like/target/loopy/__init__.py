@@ -196,15 +196,18 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     device = cl_device if cl_device is not None else target.device
     order = topological_order(list(outputs.values()))
     inputs = gather_program_inputs(order)
-    from pytato_like.target.loopy.calls import generate_calling_program, has_calls
-    if has_calls(order):
+    from pytato_like.target.loopy.outlined import (
+        generate_outlined_program,
+        has_outlined_nodes,
+    )
+    if has_outlined_nodes(order):
         sub_options = _as_dict_result_options(options_arg)
 
         def compile_dag(arrays):
             return generate_loopy(arrays, target, sub_options,
                                   function_name=function_name, cl_device=cl_device)
-        return generate_calling_program(outputs, order, single, inputs,
-                                        compile_dag, target)
+        return generate_outlined_program(outputs, order, single, inputs,
+                                         compile_dag, target)
     stats = ProgramStats(enabled=report_enabled(options), n_nodes=len(order))
     from pytato_like.target.loopy import schedule
     extra = repr((function_name, sorted((k, repr(options.get(k)))

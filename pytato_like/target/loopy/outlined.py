@@ -1,87 +1,145 @@
-"""Outlined function calls on the loopy target: each function definition is
-compiled once, and each call site launches that compiled program.
+"""Nodes the loopy target runs as programs of their own ("outlined"):
+function calls, sparse products and calls of hand-written loopy kernels.
 
-:func:`generate_calling_program` is what
-:func:`~pytato_like.generate_loopy` uses for a DAG holding
-:class:`~pytato_like.function.Call` nodes. The caller's DAG is cut at the
-calls into *stages*:
+Most nodes are fused into generated kernels. A few are computed by a
+program of their own: a :class:`~pytato_like.function.Call` by its
+definition's compiled body (compiled once however often it is called), a
+:class:`~pytato_like.sparse.CSRMatmul` by a row-parallel kernel with
+data-dependent loop bounds, a :class:`~pytato_like.loopy.LoopyCall` by the
+user's translation unit. Each such *owner* node kind registers here (with
+:func:`register_outlined`) how to find its arguments, its results and its
+runner; :func:`generate_outlined_program` then cuts the DAG at those nodes
+into *stages*:
 
-* every call result is replaced by a placeholder, so the caller's DAG
-  becomes call-free;
-* a call's *level* is the number of calls on the longest path below it; at
-  stage ``L`` one program computes the arguments of the level-``L`` calls
-  that are not plain inputs or call results, then each of those calls
-  launches its definition's program;
+* every result of an owner is replaced by a placeholder, so the rest of the
+  DAG is ordinary and compiles as usual;
+* an owner's *level* is the number of owners on the longest path below it;
+  at stage ``L`` one generated program computes the arguments of the
+  level-``L`` owners that are not plain inputs or results, then each of
+  those owners runs;
 * a last stage computes the outputs.
 
-So the caller's DAG is compiled in (call nesting depth + 1) programs however
-many calls it holds, and a definition called 1 000 times is compiled once
-(its program comes from :func:`~pytato_like.generate_loopy` on the body,
-which handles calls nested in the body the same way). Values stay on the
-device between stages.
+So the caller's DAG is compiled in (nesting depth + 1) programs however many
+owners it holds. Values stay on the device between stages.
 
-.. autofunction:: generate_calling_program
-.. autoclass:: BoundCallingProgram
+.. autofunction:: register_outlined
+.. autofunction:: generate_outlined_program
+.. autoclass:: OutlinedProgram
     :members: __call__
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from pytato_like.array import Array, Placeholder, SizeParam, children_of
 from pytato_like.diagnostic import NameClashError
-from pytato_like.function import Call, FunctionDefinition, NamedCallResult
 from pytato_like.target import BoundProgram
 from pytato_like.transform.copy import CopyMapper
 
-__all__ = ["BoundCallingProgram", "generate_calling_program", "has_calls"]
+__all__ = ["OutlinedProgram", "generate_outlined_program", "has_outlined_nodes",
+           "register_outlined"]
 
 
-def has_calls(order: list[Array]) -> bool:
-    """Whether a topologically ordered DAG holds a call."""
-    return any(type(node) is Call for node in order)
+@dataclasses.dataclass(frozen=True)
+class OutlinedKind:
+    """How the loopy target runs one owner node class.
+
+    * ``arguments(owner) -> {argument name: array}``: what the runner reads;
+    * ``runner(owner, compile_dag) -> program``: an object called like a
+      bound program, ``program(queue, *, allocator, wait_for, out_host=False,
+      **arguments) -> (event, {result name: array})``; *compile_dag(dict of
+      arrays)* compiles an ordinary DAG with the caller's options;
+    * ``runner_key(owner)``: owners with equal keys share one runner;
+    * ``result_of(node) -> (owner, result name) | None``: for the result
+      node classes (an owner may be its own result).
+    """
+
+    arguments: Callable[[Any], Mapping[str, Array]]
+    runner: Callable[[Any, Callable[[dict[str, Array]], Any]], Any]
+    runner_key: Callable[[Any], Any]
 
 
-class _CallResultsAsPlaceholders(CopyMapper):
-    """Copies the caller's DAG with each call result replaced by the
-    placeholder named in *names* (by result identity)."""
+_OWNERS: dict[type, OutlinedKind] = {}
+#: result node class -> function giving ``(owner, result name)``
+_RESULTS: dict[type, Callable[[Any], tuple[Any, str]]] = {}
+
+
+def register_outlined(owner_cls: type, kind: OutlinedKind,
+                      results: Mapping[type, Callable[[Any], tuple[Any, str]]]
+                      ) -> None:
+    """Register *owner_cls* as run by a program of its own (see
+    :class:`OutlinedKind`), and the classes of its results."""
+    _OWNERS[owner_cls] = kind
+    _RESULTS.update(results)
+
+
+_REGISTERED = False
+
+
+def _ensure_registered() -> None:
+    global _REGISTERED
+    if not _REGISTERED:
+        _REGISTERED = True
+        # the modules of the other kinds import this one, so they register
+        # on first use rather than at import
+        import pytato_like.target.loopy.external
+        import pytato_like.target.loopy.sparse  # noqa: F401
+
+
+def has_outlined_nodes(order: list[Array]) -> bool:
+    """Whether a topologically ordered DAG holds a node the loopy target
+    runs as a program of its own."""
+    _ensure_registered()
+    owners = _OWNERS
+    return any(type(node) in owners for node in order)
+
+
+class _ResultsAsPlaceholders(CopyMapper):
+    """Copies the DAG with each owner result replaced by the placeholder
+    named in *names* (by result identity)."""
 
     def __init__(self, names: dict[int, str]) -> None:
         super().__init__()
         self.names = names
 
-    def map_named_call_result(self, expr: NamedCallResult) -> Array:
-        return Placeholder(self.names[id(expr)], expr.shape, expr.dtype,
-                           axes=expr.axes, tags=expr.tags)
+    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+        name = self.names.get(id(expr))
+        if name is not None:
+            return Placeholder(name, expr.shape, expr.dtype, axes=expr.axes,
+                               tags=expr.tags)
+        return super().rec(expr, *args, **kwargs)
 
-    def map_call(self, expr: Call) -> Any:  # pragma: no cover - unreachable
-        raise AssertionError("calls are cut out of the caller's DAG")
+    def _descendants_to_premap(self, expr: Any) -> tuple:
+        # below a result is the owner, which is cut out
+        if id(expr) in self.names:
+            return ()
+        return super()._descendants_to_premap(expr)
 
 
-class _CallSite:
-    """One call: which program runs it, where its arguments come from and
-    where its results go (names in the execution's value table)."""
+class _Site:
+    """One owner node: its runner, where its arguments come from and where
+    its results go (names in the execution's value table)."""
 
-    __slots__ = ("arguments", "function", "program", "results")
+    __slots__ = ("arguments", "program", "results")
 
-    def __init__(self, function: FunctionDefinition,
-                 arguments: dict[str, str], results: dict[str, str]) -> None:
-        self.function = function
-        self.program: Any = None
-        self.arguments = arguments      # parameter -> value name
-        self.results = results          # return name -> value name
+    def __init__(self, program: Any, arguments: dict[str, str],
+                 results: dict[str, str]) -> None:
+        self.program = program
+        self.arguments = arguments      # runner argument -> value name
+        self.results = results          # runner result -> value name
 
 
 class _Stage:
-    __slots__ = ("calls", "program")
+    __slots__ = ("program", "sites")
 
     def __init__(self) -> None:
         self.program: Any = None        # computes arguments (or outputs)
-        self.calls: list[_CallSite] = []
+        self.sites: list[_Site] = []
 
 
 def _input_names(program: Any) -> list[str]:
@@ -89,8 +147,8 @@ def _input_names(program: Any) -> list[str]:
     return [*inputs.placeholders, *inputs.size_params]
 
 
-class BoundCallingProgram(BoundProgram):
-    """A program whose DAG holds outlined calls (made by
+class OutlinedProgram(BoundProgram):
+    """A program whose DAG holds outlined nodes (made by
     :func:`~pytato_like.generate_loopy`), called like every bound program:
     ``prg(queue, *, allocator=None, wait_for=None, out_host=None,
     **inputs)`` returns ``(event, (out,))`` or ``(event, {name: out})``,
@@ -99,37 +157,45 @@ class BoundCallingProgram(BoundProgram):
 
     .. attribute:: stages
 
-        The stages in execution order; ``len(prg.definition_programs)`` is
-        the number of distinct definitions compiled.
+        The stages in execution order.
 
-    .. attribute:: definition_programs
+    .. attribute:: runners
 
-        Function definition -> its bound program.
+        Runner key -> runner: one per function definition, sparse product
+        signature or loopy kernel (``len(prg.runners)`` compiled runners).
     """
 
     def __init__(self, stages: list[_Stage], output_names: dict[str, str],
-                 single_output: bool, inputs: Any,
-                 definition_programs: dict[FunctionDefinition, Any],
+                 single_output: bool, inputs: Any, runners: dict[Any, Any],
                  target: Any) -> None:
         self.stages = stages
         self.output_names = output_names
         self.single_output = single_output
         self.inputs = inputs
-        self.definition_programs = definition_programs
+        self.runners = runners
         self.target = target
 
     @property
+    def definition_programs(self) -> dict[Any, Any]:
+        """The runners of function definitions, by definition."""
+        from pytato_like.function import FunctionDefinition
+        return {k: v for k, v in self.runners.items()
+                if isinstance(k, FunctionDefinition)}
+
+    @property
     def programs(self) -> list[Any]:
-        """Every compiled program (stages first, then definitions)."""
+        """Every generated program (stages first, then runners)."""
         progs = [s.program for s in self.stages if s.program is not None]
-        return progs + list(self.definition_programs.values())
+        return progs + list(self.runners.values())
 
     @property
     def source(self) -> str:
-        return "\n\n".join(dict.fromkeys(p.source for p in self.programs))
+        return "\n\n".join(dict.fromkeys(
+            p.source for p in self.programs if hasattr(p, "source")))
 
     def _outputs_on_host(self, kwargs: Mapping[str, Any]) -> bool:
-        return all(p._outputs_on_host(kwargs) for p in self.programs)
+        return all(p._outputs_on_host(kwargs) for p in self.programs
+                   if hasattr(p, "_outputs_on_host"))
 
     def __call__(self, queue: Any, *, allocator: Any = None,
                  wait_for: Any = None, out_host: bool | None = None,
@@ -152,15 +218,14 @@ class BoundCallingProgram(BoundProgram):
                     **{n: values[n] for n in _input_names(stage.program)})
                 wait_for = None
                 values.update(outs)
-            for site in stage.calls:
-                args = {param: values[src]
-                        for param, src in site.arguments.items()}
+            for site in stage.sites:
+                args = {arg: values[src] for arg, src in site.arguments.items()}
                 evt, outs = site.program(queue, allocator=allocator,
                                          wait_for=wait_for, out_host=False,
                                          **args)
                 wait_for = None
-                values.update({dst: outs[ret]
-                               for ret, dst in site.results.items()})
+                values.update({dst: outs[res]
+                               for res, dst in site.results.items()})
         results = {}
         for name, src in self.output_names.items():
             value = values[src]
@@ -172,67 +237,73 @@ class BoundCallingProgram(BoundProgram):
         return evt, results
 
 
-def generate_calling_program(outputs: dict[str, Array], order: list[Array],
-                             single_output: bool, inputs: Any,
-                             compile_dag: Any, target: Any
-                             ) -> BoundCallingProgram:
-    """The :class:`BoundCallingProgram` of *outputs* (name -> array, in
-    topological *order*); *compile_dag(dict of arrays)* compiles a
-    call-free DAG or a function body (with the caller's options)."""
-    taken = {n.name for n in order
-             if isinstance(n, (Placeholder, SizeParam))}
+def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
+                              single_output: bool, inputs: Any,
+                              compile_dag: Callable[[dict[str, Array]], Any],
+                              target: Any) -> OutlinedProgram:
+    """The :class:`OutlinedProgram` of *outputs* (name -> array, in
+    topological *order*); *compile_dag(dict of arrays)* compiles an ordinary
+    DAG (or a function body) with the caller's options."""
+    _ensure_registered()
+    taken = {n.name for n in order if isinstance(n, (Placeholder, SizeParam))}
 
-    # {{{ levels and value names of the call results
+    # {{{ owners, their levels, and value names of their results
 
     level: dict[int, int] = {}
-    calls: list[Call] = []
-    call_index: dict[int, int] = {}
+    owners: list[Any] = []
+    owner_index: dict[int, int] = {}
+    owner_level: dict[int, int] = {}
     result_names: dict[int, str] = {}
     for node in order:
-        if type(node) is Call:
-            call_index[id(node)] = len(calls)
-            calls.append(node)
-        lv = max((level[id(c)] for c in children_of(node)), default=0)
-        if isinstance(node, NamedCallResult):
-            lv += 1
-            result_names[id(node)] = (f"_pt_call{call_index[id(node._container)]}"
-                                      f"_{node.name}")
-        level[id(node)] = lv
+        below = max((level[id(c)] for c in children_of(node)), default=0)
+        if type(node) in _OWNERS:
+            owner_index[id(node)] = len(owners)
+            owners.append(node)
+            owner_level[id(node)] = below
+        result_of = _RESULTS.get(type(node))
+        if result_of is not None:
+            owner, name = result_of(node)
+            below = owner_level[id(owner)] + 1
+            result_names[id(node)] = f"_pt_res{owner_index[id(owner)]}_{name}"
+        level[id(node)] = below
     clash = taken & set(result_names.values())
     if clash:
         raise NameClashError(f"input name {sorted(clash)[0]!r} is reserved for "
-                             "call results")
+                             "results of outlined nodes")
 
     # }}}
 
-    cutter = _CallResultsAsPlaceholders(result_names)
-    n_stages = max((level[id(c)] for c in calls), default=0) + 1
-    stages = [_Stage() for _ in range(n_stages + 1)]
+    cutter = _ResultsAsPlaceholders(result_names)
+    n_levels = max(owner_level.values(), default=0) + 1
+    stages = [_Stage() for _ in range(n_levels + 1)]
     stage_outputs: list[dict[str, Array]] = [{} for _ in stages]
-    definition_programs: dict[FunctionDefinition, Any] = {}
-    sites: dict[int, _CallSite] = {}
+    runners: dict[Any, Any] = {}
 
-    for icall, call in enumerate(calls):
+    for iowner, owner in enumerate(owners):
+        kind = _OWNERS[type(owner)]
+        key = kind.runner_key(owner)
+        program = runners.get(key)
+        if program is None:
+            program = runners[key] = kind.runner(owner, compile_dag)
         arguments: dict[str, str] = {}
-        lv = level[id(call)]
-        for param in call.function._placeholders:
-            arg = cutter(call.bindings[param])
-            if isinstance(arg, Placeholder):
-                arguments[param] = arg.name
+        lv = owner_level[id(owner)]
+        for arg_name, arg in kind.arguments(owner).items():
+            cut = cutter(arg)
+            if isinstance(cut, Placeholder):
+                arguments[arg_name] = cut.name
             else:
-                name = f"_pt_arg{icall}_{param}"
-                stage_outputs[lv][name] = arg
-                arguments[param] = name
-        results = {name: f"_pt_call{icall}_{name}"
-                   for name in call.function.returns}
-        site = _CallSite(call.function, arguments, results)
-        sites[id(call)] = site
-        stages[lv].calls.append(site)
+                name = f"_pt_arg{iowner}_{arg_name}"
+                stage_outputs[lv][name] = cut
+                arguments[arg_name] = name
+        results = {name: f"_pt_res{iowner}_{name}"
+                   for name in program.result_names(owner)}
+        stages[lv].sites.append(_Site(program, arguments, results))
 
     output_names: dict[str, str] = {}
+    result_values = set(result_names.values())
     for name, out in outputs.items():
         cut = cutter(out)
-        if isinstance(cut, Placeholder) and cut.name in result_names.values():
+        if isinstance(cut, Placeholder) and cut.name in result_values:
             output_names[name] = cut.name
         else:
             stage_outputs[-1][f"_pt_out_{name}"] = cut
@@ -241,13 +312,46 @@ def generate_calling_program(outputs: dict[str, Array], order: list[Array],
     for stage, arrays in zip(stages, stage_outputs, strict=True):
         if arrays:
             stage.program = compile_dag(arrays)
-        for site in stage.calls:
-            program = definition_programs.get(site.function)
-            if program is None:
-                program = compile_dag(dict(site.function.returns))
-                definition_programs[site.function] = program
-            site.program = program
 
-    return BoundCallingProgram(
-        [s for s in stages if s.program is not None or s.calls],
-        output_names, single_output, inputs, definition_programs, target)
+    return OutlinedProgram(
+        [s for s in stages if s.program is not None or s.sites],
+        output_names, single_output, inputs, runners, target)
+
+
+# {{{ function calls
+
+class _DefinitionRunner:
+    """Runs the compiled body of one function definition."""
+
+    def __init__(self, program: Any) -> None:
+        self.program = program
+
+    def result_names(self, call: Any) -> list[str]:
+        return list(call.function.returns)
+
+    def __call__(self, queue: Any, **kwargs: Any) -> tuple[Any, Any]:
+        return self.program(queue, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # source, inputs, _outputs_on_host, ... of the compiled body
+        if name == "program":
+            raise AttributeError(name)
+        return getattr(self.program, name)
+
+
+def _register_function_calls() -> None:
+    from pytato_like.function import Call, NamedCallResult
+    register_outlined(Call, OutlinedKind(
+        arguments=lambda call: {param: call.bindings[param]
+                                for param in call.function._placeholders},
+        runner=lambda call, compile_dag: _DefinitionRunner(
+            compile_dag(dict(call.function.returns))),
+        runner_key=lambda call: call.function),
+        {NamedCallResult: lambda node: (node._container, node.name)})
+
+
+_register_function_calls()
+
+# }}}
+
+# vim: foldmethod=marker

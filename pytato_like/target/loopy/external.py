@@ -1,0 +1,69 @@
+"""Running hand-written loopy kernels (:func:`pytato_like.loopy.call_loopy`)
+inside a program of the loopy target.
+
+A :class:`~pytato_like.loopy.LoopyCall` is an outlined node
+(:mod:`pytato_like.target.loopy.outlined`): its array bindings are computed
+by the generated program of its stage, then the user's translation unit runs
+through loopy's own executor (cached per context), with the bound numbers
+as value arguments; its outputs stay on the device for the next stage.
+
+.. autoclass:: LoopyCallRunner
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytato_like.loopy import LoopyCall, LoopyCallResult
+from pytato_like.target.loopy.outlined import OutlinedKind, register_outlined
+
+__all__ = ["LoopyCallRunner"]
+
+
+class LoopyCallRunner:
+    """Runs the kernel of one :class:`~pytato_like.loopy.LoopyCall` (called
+    like a bound program; results by output argument name)."""
+
+    def __init__(self, call: LoopyCall) -> None:
+        import loopy as lp
+        self.translation_unit = lp.set_options(call.translation_unit,
+                                               return_dict=True)
+        self.entrypoint = call.entrypoint
+        self.scalars = dict(call.scalar_bindings)
+        self._executors: dict[Any, Any] = {}
+
+    def result_names(self, call: LoopyCall) -> list[str]:
+        return call.output_names
+
+    @property
+    def source(self) -> str:
+        import loopy as lp
+        return lp.generate_code_v2(
+            self.translation_unit.with_entrypoints(self.entrypoint)).device_code()
+
+    def _outputs_on_host(self, kwargs: Any) -> bool:
+        return True   # holds no data of its own
+
+    def __call__(self, queue: Any, *, allocator: Any = None,
+                 wait_for: Any = None, out_host: bool = False,
+                 **arrays: Any) -> tuple[Any, dict[str, Any]]:
+        executor = self._executors.get(queue.context)
+        if executor is None:
+            executor = self._executors[queue.context] = \
+                self.translation_unit.executor(queue.context,
+                                               entrypoint=self.entrypoint)
+        evt, outs = executor(queue, allocator=allocator, wait_for=wait_for,
+                             out_host=out_host, **arrays, **self.scalars)
+        return evt, dict(outs)
+
+
+def _runner_key(call: LoopyCall) -> tuple:
+    return ("loopy_call", id(call.translation_unit), call.entrypoint,
+            tuple(sorted(call.scalar_bindings.items())))
+
+
+register_outlined(LoopyCall, OutlinedKind(
+    arguments=lambda call: dict(call.bindings),
+    runner=lambda call, compile_dag: LoopyCallRunner(call),
+    runner_key=_runner_key),
+    {LoopyCallResult: lambda node: (node._container, node.name)})
