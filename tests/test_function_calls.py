@@ -419,3 +419,85 @@ def _chain_np(a, n):
 # }}}
 
 # vim: foldmethod=marker
+
+
+# {{{ concatenating calls
+
+
+def _rowwise_flux(u, v):
+    return 0.5 * (u + v) - 0.25 * pt.sin(u - v), u * v
+
+
+def test_concatenate_calls_merges_independent_calls(queue):
+    from pytato_like.transform.calls import CallSiteLocation, concatenate_calls
+    rng = np.random.default_rng(12)
+    sizes = (4, 5, 6)
+    us = [pt.make_placeholder(f"u{i}", (n, 3), np.float64)
+          for i, n in enumerate(sizes)]
+    vs = [pt.make_placeholder(f"v{i}", (n, 3), np.float64)
+          for i, n in enumerate(sizes)]
+    results = [trace_call(_rowwise_flux, u, v) for u, v in zip(us, vs)]
+    out = pt.make_dict_of_named_arrays(
+        {f"a{i}": r[0] + r[1] for i, r in enumerate(results)})
+    seen = []
+
+    def take_all(site):
+        assert isinstance(site, CallSiteLocation) and site.stack == ()
+        seen.append(site.call)
+        return True
+
+    merged = concatenate_calls(out, take_all)
+    assert len(seen) == 3
+    calls = [n for n in _nodes_of(merged) if isinstance(n, Call)]
+    assert len(calls) == 1
+    assert calls[0].bindings["in__pt_0"].shape == (15, 3)
+    inputs = {f"u{i}": rng.standard_normal((n, 3)) for i, n in enumerate(sizes)}
+    inputs.update({f"v{i}": rng.standard_normal((n, 3))
+                   for i, n in enumerate(sizes)})
+    ref = {}
+    for i in range(3):
+        a, b = _rowwise_flux_np(inputs[f"u{i}"], inputs[f"v{i}"])
+        ref[f"a{i}"] = a + b
+    by_numpy = pt.generate_numpy(merged)(**inputs)
+    _, by_loopy = pt.generate_loopy(merged)(queue, **inputs)
+    for name, value in ref.items():
+        np.testing.assert_allclose(by_numpy[name], value, rtol=1e-13)
+        np.testing.assert_allclose(by_loopy[name], value, rtol=1e-13)
+
+    # only the selected calls merge
+    two = concatenate_calls(out, lambda site: site.call is not results[0][0].call)
+    assert len([n for n in _nodes_of(two) if isinstance(n, Call)]) == 2
+    got = pt.generate_numpy(two)(**inputs)
+    for name, value in ref.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-13)
+
+
+def _rowwise_flux_np(u, v):
+    return 0.5 * (u + v) - 0.25 * np.sin(u - v), u * v
+
+
+def test_concatenate_calls_refuses_what_it_cannot_merge():
+    from pytato_like.transform.calls import concatenate_calls
+    u = pt.make_placeholder("u", (4, 3), np.float64)
+    w = pt.make_placeholder("w", (5, 3), np.float64)
+    # a body mixing rows (a roll along the first axis)
+    rolled = [trace_call(lambda a: pt.roll(a, 1, axis=0), x) for x in (u, w)]
+    with pytest.raises(diagnostic.UnsupportedArrayError, match="elementwise"):
+        concatenate_calls(rolled[0] + 1, lambda site: True)
+    # one call reading another's result
+    first = trace_call(lambda a: 2 * a, u)
+    second = trace_call(lambda a: 2 * a, first)
+    with pytest.raises(diagnostic.UnsupportedArrayError, match="depends"):
+        concatenate_calls(second, lambda site: True)
+    # two different functions
+    mixed = pt.make_dict_of_named_arrays({
+        "a": trace_call(lambda a: 2 * a, u), "b": trace_call(lambda a: 3 * a, w)})
+    with pytest.raises(diagnostic.UnsupportedArrayError, match="different"):
+        concatenate_calls(mixed, lambda site: True)
+    # nothing selected
+    with pytest.warns(UserWarning, match="no call"):
+        assert concatenate_calls(mixed, lambda site: False) is mixed
+    with pytest.raises(ValueError, match="no call"):
+        concatenate_calls(mixed, lambda site: False, err_if_no_calls=True)
+
+# }}}

@@ -106,12 +106,19 @@ class _ResultsAsPlaceholders(CopyMapper):
     def __init__(self, names: dict[int, str]) -> None:
         super().__init__()
         self.names = names
+        self.placeholders: dict[int, Placeholder] = {}
 
     def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
         name = self.names.get(id(expr))
         if name is not None:
-            return Placeholder(name, expr.shape, expr.dtype, axes=expr.axes,
-                               tags=expr.tags)
+            # one placeholder object per result: code generation names
+            # arrays by identity
+            ph = self.placeholders.get(id(expr))
+            if ph is None:
+                ph = self.placeholders[id(expr)] = Placeholder(
+                    name, expr.shape, expr.dtype, axes=expr.axes,
+                    tags=expr.tags)
+            return ph
         return super().rec(expr, *args, **kwargs)
 
     def _descendants_to_premap(self, expr: Any) -> tuple:
