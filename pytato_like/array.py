@@ -188,7 +188,29 @@ def normalize_shape(shape: Any) -> tuple[ShapeComponent, ...]:
     """*shape* as a tuple of non-negative ints and 0-d integer arrays."""
     if isinstance(shape, (int, np.integer, Array)):
         shape = (shape,)
-    return tuple(_normalize_shape_component(s) for s in shape)
+    result = tuple(_normalize_shape_component(s) for s in shape)
+    if len(result) > 1:
+        check_element_count(result)
+    return result
+
+
+def check_element_count(shape: tuple[ShapeComponent, ...]) -> None:
+    """Raise :class:`~pytato_like.diagnostic.ArrayTooLargeError` when the
+    concrete extents of *shape* multiply to more elements than an int64
+    index addresses."""
+    count = 1
+    for s in shape:
+        if type(s) is int:
+            count *= s
+    if count > _MAX_ELEMENTS:
+        from pytato_like.diagnostic import ArrayTooLargeError
+        raise ArrayTooLargeError(
+            f"shape {shape} has {count} elements, more than a 64-bit "
+            f"index can address ({_MAX_ELEMENTS})")
+
+
+#: the most elements an array may have: its flat indices are int64
+_MAX_ELEMENTS = 2**63 - 1
 
 
 def _shape_product(shape: tuple[ShapeComponent, ...]) -> ShapeComponent:
@@ -902,6 +924,8 @@ class Einsum(Array):
         self.redn_axis_to_redn_descr = constantdict(redn_axis_to_redn_descr)
         self.shape, self.dtype = _einsum_shape_and_dtype(
             self.access_descriptors, self.args)
+        if len(self.shape) > 1:
+            check_element_count(self.shape)
         self._finish_init(axes, tags, non_equality_tags)
 
     def _get_reduction_extents(self) -> dict[EinsumReductionAxis, Any]:

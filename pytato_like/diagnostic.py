@@ -62,6 +62,10 @@ class ShapeMismatchError(PytatoLikeError, ValueError):
     einsum operand extents)."""
 
 
+class ArrayTooLargeError(PytatoLikeError, ValueError):
+    """A shape whose element count exceeds what a 64-bit index addresses."""
+
+
 class CannotBroadcastError(ShapeMismatchError):
     """Operand shapes that do not broadcast together (pytato's name for a
     broadcasting :class:`ShapeMismatchError`)."""

@@ -104,6 +104,9 @@ def get_shape_after_broadcasting(exprs: Iterable[Any]) -> tuple[ShapeComponent, 
                 raise CannotBroadcastError(
                     "operands could not be broadcast together with shapes "
                     + " ".join(str(tuple(s)) for s in shapes))
+    if ndim > 1:
+        from pytato_like.array import check_element_count
+        check_element_count(tuple(result))
     return tuple(result)
 
 

@@ -331,9 +331,11 @@ class BoundPyOpenCLProgram(BoundProgram):
         return (all(_is_host_value(dw.data) for dw in self.data_wrappers)
                 and all(_is_host_value(v) for v in kwargs.values()))
 
-    def __call__(self, queue, *args, allocator=None, wait_for=None,
+    def __call__(self, queue, /, *args, allocator=None, wait_for=None,
                  out_host: bool | None = None, **kwargs):
         """Run the program on *queue*; see the class docstring."""
+        allocator, wait_for, out_host = inputs_named_like_options(
+            self.inputs, kwargs, allocator, wait_for, out_host)
         if out_host is None:
             out_host = self._outputs_on_host(kwargs)
         return self._run(queue, args, allocator, wait_for, bool(out_host), kwargs)
@@ -472,8 +474,10 @@ class BoundPyOpenCLExecutable(BoundProgram):
         return self.program.with_transformed_program(f).bind_to_context(
             self.cl_context, self.allocator)
 
-    def __call__(self, queue, *args, allocator=None, wait_for=None,
+    def __call__(self, queue, /, *args, allocator=None, wait_for=None,
                  out_host: bool | None = None, **kwargs):
+        allocator, wait_for, out_host = inputs_named_like_options(
+            self.program.inputs, kwargs, allocator, wait_for, out_host)
         if queue.context != self.cl_context:
             raise ValueError("the queue's context is not the one this "
                              "executable is bound to")
@@ -483,6 +487,23 @@ class BoundPyOpenCLExecutable(BoundProgram):
         return self.program._run(
             queue, args, allocator if allocator is not None else self.allocator,
             wait_for, bool(out_host), kwargs)
+
+
+def inputs_named_like_options(inputs, kwargs: dict, allocator, wait_for,
+                              out_host):
+    """The call options ``(allocator, wait_for, out_host)``, after moving
+    into *kwargs* the keywords that name inputs of the program: a
+    placeholder may be called ``allocator``, ``wait_for`` or ``out_host``
+    (or ``queue``, which the call takes positionally only), and then the
+    keyword of that name is its value, not the option."""
+    names = inputs.placeholders.keys() | inputs.size_params.keys()
+    options = {"allocator": allocator, "wait_for": wait_for,
+               "out_host": out_host}
+    for name in ("allocator", "wait_for", "out_host"):
+        if name in names and options[name] is not None:
+            kwargs[name] = options[name]
+            options[name] = None
+    return options["allocator"], options["wait_for"], options["out_host"]
 
 
 def _as_checked_value(value, ph):

@@ -788,9 +788,10 @@ class _Builder:
                 spec["name"] = (function_name if len(distinct) == 1
                                 and function_name != _DEFAULT_FUNCTION_NAME
                                 else f"{function_name}_{skey[:10]}")
+                spec["wide_indices"] = _needs_wide_indices(spec)
                 key = hashlib.sha256(repr((
-                    skey, spec["name"], WORK_GROUP_SIZE,
-                    REDUCTION_ILP)).encode()).hexdigest()
+                    skey, spec["name"], WORK_GROUP_SIZE, REDUCTION_ILP,
+                    spec["wide_indices"])).encode()).hexdigest()
                 source = cache.get_kernel(key)
                 knl = None
                 if source is None or self.need_translation_units:
@@ -821,6 +822,7 @@ class _Builder:
             [*spec["args"], *spec["temps"]],
             lang_version=(2018, 2), target=lp.PyOpenCLTarget(),
             name=spec["name"], seq_dependencies=False,
+            index_dtype=np.int64 if spec["wide_indices"] else np.int32,
             # index expressions are guarded by Ifs (concatenate, padding)
             # and sizes may be derived: loopy cannot prove bounds there
             options=lp.Options(enforce_array_accesses_within_bounds="no_check",
@@ -883,6 +885,24 @@ def _preamble_items(head: str) -> list[str]:
         items.append("\n".join(lines[i:j]))
         i = j
     return items
+
+
+_INT_LITERAL = re.compile(r"\d+")
+_INT32_MAX = 2**31 - 1
+
+
+def _needs_wide_indices(spec: dict) -> bool:
+    """Whether a kernel's loop and index variables must be 64-bit: when a
+    loop bound reaches 2^31 or a size is only known at run time (a size
+    parameter). Otherwise they stay 32-bit, which is cheaper on devices."""
+    import loopy as lp
+    if any(isinstance(arg, lp.ValueArg) for arg in spec["args"]):
+        return True
+    for domain in spec["domains"] or ():
+        text = domain if isinstance(domain, str) else str(domain)
+        if any(int(m) > _INT32_MAX for m in _INT_LITERAL.findall(text)):
+            return True
+    return False
 
 
 def merge_device_code(codes: list[str]) -> str:

@@ -204,10 +204,14 @@ class OutlinedProgram(BoundProgram):
         return all(p._outputs_on_host(kwargs) for p in self.programs
                    if hasattr(p, "_outputs_on_host"))
 
-    def __call__(self, queue: Any, *, allocator: Any = None,
+    def __call__(self, queue: Any, /, *, allocator: Any = None,
                  wait_for: Any = None, out_host: bool | None = None,
                  **kwargs: Any) -> tuple[Any, Any]:
         import pyopencl.array as cla
+
+        from pytato_like.target.loopy.bound import inputs_named_like_options
+        allocator, wait_for, out_host = inputs_named_like_options(
+            self.inputs, kwargs, allocator, wait_for, out_host)
         if out_host is None:
             out_host = self._outputs_on_host(kwargs)
         self.inputs.check_and_convert(kwargs, lambda value, ph: value)

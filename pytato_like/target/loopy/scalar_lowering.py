@@ -103,7 +103,48 @@ def cast_expr(value, from_dtype: np.dtype, to_dtype: np.dtype):
             return value
     if from_dtype == BOOL:
         from_dtype = np.dtype(np.int8)
+    if from_dtype.kind == "f" and to_dtype.kind in "iu":
+        return _float_to_integer(value, to_dtype)
     return lp.TypeCast(to_dtype, value)
+
+
+_INT32 = np.dtype(np.int32)
+_INT64 = np.dtype(np.int64)
+_UINT64 = np.dtype(np.uint64)
+
+
+def _x86_truncation(value, to_dtype: np.dtype):
+    """*value* (a float) truncated to the integer *to_dtype* (``int32`` or
+    ``int64``) as x86-64's conversion instructions do it: the
+    "integer indefinite" value (the most negative integer) for anything out
+    of range, NaN included. OpenCL leaves out-of-range conversions
+    undefined, so the range is tested explicitly."""
+    bits = 8 * to_dtype.itemsize
+    lowest = -(2 ** (bits - 1))
+    in_range = prim.LogicalAnd((
+        prim.Comparison(value, ">=", float(lowest)),
+        prim.Comparison(value, "<", float(2 ** (bits - 1)))))
+    return prim.If(in_range, lp.TypeCast(to_dtype, value),
+                   lp.TypeCast(to_dtype, lowest))
+
+
+def _float_to_integer(value, to_dtype: np.dtype):
+    """NumPy's C cast of a float to an integer type, as compiled for x86-64:
+    types narrower than 32 bits go through an ``int32`` conversion and wrap
+    (``-1.0`` gives 255 as ``uint8``, ``300.7`` gives 44), ``uint32``
+    through ``int64``, ``uint64`` through ``int64`` below 2^63 and directly
+    above. Out-of-range values give the "integer indefinite" value of the
+    conversion used, as NumPy's scalar loop does (its vector loops may
+    differ there: NumPy itself is not consistent beyond the range)."""
+    if to_dtype.itemsize < 4:
+        return lp.TypeCast(to_dtype, _x86_truncation(value, _INT32))
+    if to_dtype == _INT32 or to_dtype == _INT64:
+        return _x86_truncation(value, to_dtype)
+    via_int64 = lp.TypeCast(to_dtype, _x86_truncation(value, _INT64))
+    if to_dtype == _UINT64:
+        return prim.If(prim.Comparison(value, "<", 2.0 ** 63), via_int64,
+                       lp.TypeCast(to_dtype, value))
+    return via_int64    # uint32
 
 
 def _is_one(d) -> bool:
