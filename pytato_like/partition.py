@@ -545,11 +545,16 @@ def generate_code_for_partition(partition: GraphPartition,
     else:
         raise ValueError(f"unknown part program target {target!r}; "
                          "expected 'loopy' or 'numpy'")
-    return {
-        pid: make(make_dict_of_named_arrays({
-            name: partition.name_to_output[name]
-            for name in sorted(part.output_names)}))
-        for pid, part in partition.parts.items()}
+    from pytato_like.target.loopy.report import compile_context
+    programs: dict[Hashable, BoundProgram] = {}
+    for pid, part in partition.parts.items():
+        # progress and report lines of this compile name the part (and,
+        # under MPI, the rank)
+        with compile_context(part=pid):
+            programs[pid] = make(make_dict_of_named_arrays({
+                name: partition.name_to_output[name]
+                for name in sorted(part.output_names)}))
+    return programs
 
 
 def execute_partition(partition: GraphPartition,

@@ -146,3 +146,25 @@ def test_debug_report_does_not_outlive_the_switch(monkeypatch):
     pt.generate_loopy(pt.arccos(x) * 5)
     # kernels are no longer rendered for a handler that would drop them
     assert not logging.getLogger("pytato_like.codegen").isEnabledFor(logging.DEBUG)
+
+
+def test_partition_compiles_report_their_part(monkeypatch, caplog):
+    # each part's compile is labelled with its part id (and, under MPI, the
+    # rank): a slow distributed compile says which part it is working on
+    from pytato_like.distributed import (
+        find_distributed_partition,
+        number_distributed_tags,
+    )
+    from pytato_like.target.loopy import report
+    monkeypatch.setattr(report, "PROGRESS_AFTER", 0.0)
+    x = pt.make_placeholder("x", (6,), np.float64)
+    parts = find_distributed_partition(
+        None, pt.make_dict_of_named_arrays({"y": pt.cos(x) * 3.25}))
+    parts, _ = number_distributed_tags(None, parts, 0)
+    with caplog.at_level(logging.INFO, logger="pytato_like"):
+        pt.generate_code_for_partition(parts)
+    lines = [r.getMessage() for r in caplog.records
+             if r.name == "pytato_like.codegen"]
+    assert lines
+    for pid in parts.parts:
+        assert any(f"[part {pid}]" in line for line in lines), lines
