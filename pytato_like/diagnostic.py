@@ -81,8 +81,14 @@ class NotAReductionAxis(AxisError):
 
 
 class IndexOutOfBoundsError(PytatoLikeError, IndexError):
-    """A static integer index outside the extent of the indexed axis, or too
-    many indices for an array."""
+    """A static integer index outside the extent of the indexed axis, too
+    many indices for an array, or (at run time, on the device) a gather
+    index out of range."""
+
+
+class NegativeIntegerPowerError(PytatoLikeError, ValueError):
+    """An integer raised to a negative integer power at run time (NumPy
+    raises ``ValueError`` there)."""
 
 
 class IndexTypeError(PytatoLikeError, TypeError):

@@ -107,3 +107,79 @@ def test_size_parameter_past_two_to_the_31(queue):
     assert "long" in prg.source
     _, (got,) = prg(queue, n=2**33)
     assert int(got) == 2**33
+
+
+# {{{ run-time checks: what NumPy raises, the device raises
+
+
+@pytest.mark.parametrize("bad", [[10, 11, 100], [0, -11, 2], [3, 10, 4]])
+def test_out_of_range_gather_raises_index_error(queue, bad):
+    a = pt.make_placeholder("a", (10,), np.float64)
+    i = pt.make_placeholder("i", (3,), np.int64)
+    av, iv = np.arange(10.0), np.array(bad)
+    with pytest.raises(IndexError):
+        av[iv]                                          # NumPy raises
+    with pytest.raises(IndexError):
+        pt.generate_numpy(a[i] * 2)(a=av, i=iv)
+    prg = pt.generate_loopy(a[i] * 2)
+    with pytest.raises(diagnostic.IndexOutOfBoundsError,
+                       match=r"is out of bounds for axis 0 with size 10") as err:
+        prg(queue, a=av, i=iv)
+    offending = max(bad) if max(bad) >= 10 else min(bad)
+    assert f"index {offending} " in str(err.value)
+    # in range (negative entries wrap): no error, NumPy's values
+    good = np.array([1, -10, 9])
+    _, (got,) = prg(queue, a=av, i=good)
+    np.testing.assert_array_equal(got, 2 * av[good])
+
+
+def test_gather_checks_name_the_axis_of_a_two_dimensional_gather(queue):
+    a = pt.make_placeholder("a", (4, 6), np.float64)
+    rows = pt.make_placeholder("rows", (2,), np.int32)
+    cols = pt.make_placeholder("cols", (2,), np.int32)
+    prg = pt.generate_loopy(a[:, cols] + a[rows, 1:3].sum())
+    av = np.arange(24.0).reshape(4, 6)
+    with pytest.raises(IndexError, match="axis 1 with size 6"):
+        prg(queue, a=av, rows=np.array([0, 1], np.int32),
+            cols=np.array([0, 6], np.int32))
+    with pytest.raises(IndexError, match="axis 0 with size 4"):
+        prg(queue, a=av, rows=np.array([-5, 1], np.int32),
+            cols=np.array([0, 5], np.int32))
+    _, (got,) = prg(queue, a=av, rows=np.array([3, -1], np.int32),
+                    cols=np.array([-6, 5], np.int32))
+    np.testing.assert_array_equal(
+        got, av[:, [-6, 5]] + av[[3, -1], 1:3].sum())
+
+
+def test_negative_integer_powers_raise_value_error(queue):
+    x = pt.make_placeholder("x", (3,), np.int64)
+    y = pt.make_placeholder("y", (3,), np.int64)
+    xv = np.array([2, 3, 4])
+    for expr, yv in ((x ** y, np.array([1, -2, 0])), (x ** -1, None),
+                     (1 + x ** (y - 5), np.array([1, 2, 3]))):
+        inputs = {"x": xv} if yv is None else {"x": xv, "y": yv}
+        with pytest.raises(ValueError, match="negative integer powers"):
+            pt.generate_numpy(expr)(**inputs)       # NumPy's own error
+        with pytest.raises(diagnostic.NegativeIntegerPowerError,
+                           match="negative integer powers"):
+            pt.generate_loopy(expr)(queue, **inputs)
+    # non-negative exponents: NumPy's values; float powers are not checked
+    _, (got,) = pt.generate_loopy(x ** y)(queue, x=xv, y=np.array([1, 2, 0]))
+    np.testing.assert_array_equal(got, xv ** np.array([1, 2, 0]))
+    f = pt.make_placeholder("f", (3,), np.float64)
+    _, (got,) = pt.generate_loopy(f ** y)(queue, f=np.ones(3) * 2,
+                                         y=np.array([-1, 0, 2]))
+    np.testing.assert_allclose(got, 2.0 ** np.array([-1, 0, 2]))
+
+
+def test_checks_can_be_switched_off(queue):
+    a = pt.make_placeholder("a", (10,), np.float64)
+    i = pt.make_placeholder("i", (3,), np.int64)
+    checked = pt.generate_loopy(a[i])
+    unchecked = pt.generate_loopy(a[i], options={"runtime_checks": False})
+    assert checked.checks and not unchecked.checks
+    assert len(unchecked.plan.launches) < len(checked.plan.launches)
+    # no error (the values are unspecified, as NumPy would have raised)
+    unchecked(queue, a=np.arange(10.0), i=np.array([10, 11, 100]))
+
+# }}}

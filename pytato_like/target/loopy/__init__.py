@@ -77,7 +77,7 @@ class LoopyPyOpenCLTarget(LoopyTarget):
 
 _KEYED_OPTIONS = ("cost_model", "max_instructions_per_kernel")
 #: keys of the dict form of *options* that are ours, not loopy's
-_OWN_OPTIONS = ("report", *_KEYED_OPTIONS)
+_OWN_OPTIONS = ("report", "runtime_checks", *_KEYED_OPTIONS)
 
 
 def _loopy_option_names() -> frozenset[str]:
@@ -208,6 +208,13 @@ def generate_loopy(result, target: LoopyTarget | None = None,
                                   function_name=function_name, cl_device=cl_device)
         return generate_outlined_program(outputs, order, single, inputs,
                                          compile_dag, target)
+    checks: list = []
+    if options.get("runtime_checks", True):
+        # out-of-range gathers and negative integer powers raise as in NumPy
+        from pytato_like.transform.runtime_checks import add_runtime_checks
+        outputs, checks = add_runtime_checks(outputs, order)
+        if checks:
+            order = topological_order(list(outputs.values()))
     stats = ProgramStats(enabled=report_enabled(options), n_nodes=len(order))
     from pytato_like.target.loopy import schedule
     extra = repr((function_name, sorted((k, repr(options.get(k)))
@@ -230,7 +237,7 @@ def generate_loopy(result, target: LoopyTarget | None = None,
     stats.n_launches = len(plan.launches)
     prg = BoundPyOpenCLProgram(plan, inputs, list(inputs.data_wrappers), single,
                                outputs, options, stats, target=target,
-                               loopy_options=lp_options)
+                               loopy_options=lp_options, checks=checks)
     prg.key = key
     if translation_units is not None:
         prg._translation_units = translation_units

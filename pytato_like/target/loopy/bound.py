@@ -161,8 +161,11 @@ class BoundPyOpenCLProgram(BoundProgram):
 
     def __init__(self, plan: ProgramPlan, inputs, data_wrappers, single_output: bool,
                  outputs, options: dict, stats, *, target=None,
-                 loopy_options=None) -> None:
+                 loopy_options=None, checks=()) -> None:
         self.plan = plan
+        #: :class:`~pytato_like.transform.runtime_checks.RuntimeCheck` s
+        #: whose values the program computes beside its outputs
+        self.checks = list(checks)
         self.inputs = inputs
         self.data_wrappers = data_wrappers
         self.single_output = single_output
@@ -419,6 +422,11 @@ class BoundPyOpenCLProgram(BoundProgram):
             import pyopencl as cl
             evt = (cl.enqueue_marker(queue, wait_for=wait_for) if wait_for
                    else cl.enqueue_marker(queue))
+        if self.checks:
+            from pytato_like.transform.runtime_checks import raise_failed_checks
+            check_values = {name: results.pop(name).get(queue=queue)
+                            for check in self.checks for name in check.outputs}
+            raise_failed_checks(self.checks, check_values)
         if out_host:
             results = {name: _to_host(queue, ary, plan.buffers[
                 plan.outputs[name]].dtype) for name, ary in results.items()}

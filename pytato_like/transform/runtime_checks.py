@@ -1,0 +1,199 @@
+"""Run-time checks that make compiled programs fail where NumPy fails.
+
+NumPy raises on two kinds of values that compiled kernels would silently
+turn into numbers: gather indices out of range (``IndexError: index 100 is
+out of bounds for axis 0 with size 10``) and integer powers with negative
+integer exponents (``ValueError: Integers to negative integer powers are
+not allowed.``). :func:`add_runtime_checks` adds, for each gather index
+array and each integer power in a DAG, small reductions as extra outputs
+of the program (the largest and smallest index, the smallest exponent);
+the bound program reads them back after its launches and raises the error
+NumPy would have raised (:func:`raise_failed_checks`).
+
+The checks cost one reduction over each index array and exponent, plus a
+read-back of a few numbers that makes the call wait for its kernels;
+programs built with ``options={"runtime_checks": False}`` skip them.
+
+.. autoclass:: RuntimeCheck
+.. autofunction:: add_runtime_checks
+.. autofunction:: raise_failed_checks
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pymbolic.primitives as prim
+
+from pytato_like.array import (
+    AdvancedIndexInContiguousAxes,
+    AdvancedIndexInNoncontiguousAxes,
+    Array,
+    IndexLambda,
+)
+
+__all__ = ["CHECK_PREFIX", "RuntimeCheck", "add_runtime_checks",
+           "raise_failed_checks"]
+
+#: name prefix of the outputs holding check values
+CHECK_PREFIX = "_pt_check"
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeCheck:
+    """One check: the output names of its values and how to judge them.
+
+    *kind* is ``"index"`` (outputs: largest and smallest index; valid in
+    ``[-size, size)``) or ``"power"`` (output: smallest exponent; must be
+    non-negative)."""
+
+    kind: str
+    outputs: tuple[str, ...]
+    size: int = 0
+    axis: int = 0
+    what: str = ""
+
+
+def _index_checks(node: Any, count: int, done: set[tuple[int, int]]
+                  ) -> list[tuple[RuntimeCheck, dict]]:
+    from pytato_like.reductions import amax, amin
+    found = []
+    for axis, (idx, dim) in enumerate(zip(node.indices, node.array.shape,
+                                          strict=True)):
+        if not isinstance(idx, Array) or not isinstance(dim, int) or dim == 0:
+            continue
+        if (id(idx), dim) in done:
+            continue    # the same index array into an axis of the same size
+        done.add((id(idx), dim))
+        # 0 starts both reductions: it is a valid index (dim > 0), so an
+        # empty index array passes, and no extreme constant overflows
+        name = f"{CHECK_PREFIX}{count + len(found)}"
+        outputs = {f"{name}_hi": amax(idx, initial=0),
+                   f"{name}_lo": amin(idx, initial=0)}
+        what = (f"index array of shape {idx.shape} indexing an array of "
+                f"shape {node.array.shape}")
+        found.append((RuntimeCheck("index", tuple(outputs), dim, axis, what),
+                      outputs))
+    return found
+
+
+def _expr_dtype(expr: Any, bindings: dict[str, Array]) -> np.dtype | None:
+    """The dtype NumPy gives scalar expression *expr* (None when unsure:
+    no check is made then)."""
+    if isinstance(expr, (bool, np.bool_)):
+        return np.dtype(np.bool_)
+    if isinstance(expr, (int, np.integer)):
+        return np.dtype(np.int64) if isinstance(expr, int) else expr.dtype
+    if isinstance(expr, (float, np.floating)):
+        return np.dtype(np.float64) if isinstance(expr, float) else expr.dtype
+    if isinstance(expr, prim.Subscript) and isinstance(expr.aggregate,
+                                                        prim.Variable):
+        ary = bindings.get(expr.aggregate.name)
+        return None if ary is None else ary.dtype
+    if isinstance(expr, prim.Variable):
+        ary = bindings.get(expr.name)
+        if ary is not None:
+            return ary.dtype
+        return np.dtype(np.int64) if expr.name.startswith("_") else None
+    children = None
+    if isinstance(expr, (prim.Sum, prim.Product, prim.Min, prim.Max)):
+        children = expr.children
+    elif isinstance(expr, (prim.FloorDiv, prim.Remainder, prim.Power)):
+        children = (expr.numerator, expr.denominator) \
+            if not isinstance(expr, prim.Power) else (expr.base, expr.exponent)
+    if children is None:
+        return None
+    dtypes = [_expr_dtype(c, bindings) for c in children]
+    if any(d is None for d in dtypes):
+        return None
+    # Python scalars are weak in NumPy 2: an int literal keeps the
+    # array's integer type, which is all that matters here (the kind)
+    return np.result_type(*dtypes)
+
+
+def _powers(expr: Any) -> list[Any]:
+    found, stack = [], [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, prim.Power):
+            found.append(e)
+        if isinstance(e, prim.ExpressionNode):
+            if dataclasses.is_dataclass(e):
+                stack.extend(getattr(e, f.name) for f in dataclasses.fields(e))
+            else:
+                stack.extend(e.__getinitargs__())
+        elif isinstance(e, tuple):
+            stack.extend(e)
+    return found
+
+
+def _power_checks(node: IndexLambda, count: int
+                  ) -> list[tuple[RuntimeCheck, dict]]:
+    from pytato_like.reductions import amin
+    if node.var_to_reduction_descr:
+        return []     # exponents inside reductions: not checked
+    found = []
+    bindings = dict(node.bindings)
+    for power in _powers(node.expr):
+        base_t = _expr_dtype(power.base, bindings)
+        exp_t = _expr_dtype(power.exponent, bindings)
+        if base_t is None or exp_t is None or base_t.kind not in "iu" \
+                or exp_t.kind != "i":
+            continue
+        if isinstance(power.exponent, (int, np.integer)) and power.exponent >= 0:
+            continue
+        exponent = IndexLambda(power.exponent, node.shape, np.dtype(np.int64),
+                               bindings)
+        name = f"{CHECK_PREFIX}{count + len(found)}_min"
+        found.append((RuntimeCheck("power", (name,)),
+                      {name: amin(exponent, initial=0)}))
+    return found
+
+
+def add_runtime_checks(outputs: dict[str, Array], order: list[Array]
+                       ) -> tuple[dict[str, Array], list[RuntimeCheck]]:
+    """*outputs* with the check values of the DAG (in topological *order*)
+    added, and the checks to judge them by."""
+    checks: list[RuntimeCheck] = []
+    extra: dict[str, Array] = {}
+    done: set[tuple[int, int]] = set()
+    for node in order:
+        t = type(node)
+        if t is AdvancedIndexInContiguousAxes \
+                or t is AdvancedIndexInNoncontiguousAxes:
+            new = _index_checks(node, len(checks), done)
+        elif t is IndexLambda and (node.dtype.kind in "iu" or any(
+                b.dtype.kind in "iu" for b in node.bindings.values())):
+            # an integer power needs an integer operand somewhere
+            new = _power_checks(node, len(checks))
+        else:
+            continue
+        for check, arrays in new:
+            checks.append(check)
+            extra.update(arrays)
+    if not checks:
+        return outputs, []
+    return {**outputs, **extra}, checks
+
+
+def raise_failed_checks(checks: list[RuntimeCheck],
+                        values: dict[str, Any]) -> None:
+    """Raise the error NumPy raises for the first failed check; *values*
+    maps check output names to host numbers."""
+    for check in checks:
+        if check.kind == "index":
+            hi = int(values[check.outputs[0]])
+            lo = int(values[check.outputs[1]])
+            bad = hi if hi >= check.size else lo if lo < -check.size else None
+            if bad is not None:
+                from pytato_like.diagnostic import IndexOutOfBoundsError
+                raise IndexOutOfBoundsError(
+                    f"index {bad} is out of bounds for axis {check.axis} with "
+                    f"size {check.size} ({check.what})")
+        elif check.kind == "power":
+            if int(values[check.outputs[0]]) < 0:
+                from pytato_like.diagnostic import NegativeIntegerPowerError
+                raise NegativeIntegerPowerError(
+                    "Integers to negative integer powers are not allowed.")
