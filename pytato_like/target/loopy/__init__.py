@@ -215,6 +215,12 @@ def generate_loopy(result, target: LoopyTarget | None = None,
         outputs, checks = add_runtime_checks(outputs, order)
         if checks:
             order = topological_order(list(outputs.values()))
+    # full reductions of large arrays run in two parallel stages
+    from pytato_like.transform.split_reductions import split_full_reductions
+    split = split_full_reductions(outputs, order)
+    if split is not outputs:
+        outputs = split
+        order = topological_order(list(outputs.values()))
     stats = ProgramStats(enabled=report_enabled(options), n_nodes=len(order))
     from pytato_like.target.loopy import schedule
     extra = repr((function_name, sorted((k, repr(options.get(k)))

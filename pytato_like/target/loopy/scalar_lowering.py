@@ -108,6 +108,10 @@ def cast_expr(value, from_dtype: np.dtype, to_dtype: np.dtype):
     return lp.TypeCast(to_dtype, value)
 
 
+#: accumulator of sums and products of single-precision values
+_WIDER_ACCUMULATOR = {np.dtype(np.float32): np.dtype(np.float64),
+                      np.dtype(np.complex64): np.dtype(np.complex128)}
+
 _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
 _UINT64 = np.dtype(np.uint64)
@@ -436,6 +440,13 @@ class ScalarLowerer:
             if dtype == BOOL:
                 dtype = np.dtype(np.int64)
                 inner = lp.TypeCast(dtype, inner)
+            wide = _WIDER_ACCUMULATOR.get(dtype)
+            if wide is not None:
+                # single precision accumulates in double: a long float32
+                # sum in order would lose digits NumPy's pairwise sum
+                # keeps; the result is rounded to single precision once
+                red = lp.Reduction(op, tuple(inames), lp.TypeCast(wide, inner))
+                return lp.TypeCast(dtype, red), dtype
             return lp.Reduction(op, tuple(inames), inner), dtype
         if op in ("any", "all"):
             flag = prim.If(inner, np.int32(1), np.int32(0))
