@@ -183,3 +183,18 @@ def test_checks_can_be_switched_off(queue):
     unchecked(queue, a=np.arange(10.0), i=np.array([10, 11, 100]))
 
 # }}}
+
+
+@pytest.mark.parametrize(("start", "stop", "step"), [
+    (0.1, 1.7, 0.1), (-3.3, 7.1, 0.37), (1e-3, 2.0, 1 / 3), (5.0, -2.0, -0.7),
+    (1.5, 1000.3, 0.013)])
+@pytest.mark.parametrize("dtype", [None, np.float32])
+def test_float_arange_is_bit_exact(queue, start, stop, step, dtype):
+    # NumPy fills start + i * ((start + step) - start), each operation
+    # rounded: a fused multiply-add on the device changed the last bit
+    ref = np.arange(start, stop, step, dtype=dtype)
+    lazy = pt.arange(start, stop, step, dtype=dtype)
+    _, (got,) = pt.generate_loopy(lazy + 0)(queue)
+    assert got.dtype == ref.dtype
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(pt.generate_numpy(lazy)(), ref)

@@ -411,6 +411,9 @@ def put_kernel(key: str, source) -> None:
     _store("kernels", key, source)
 
 
+_NO_CONTRACTION = "#pragma OPENCL FP_CONTRACT OFF\n"
+
+
 def build_program(ctx, code: str):
     """The ``pyopencl.Program`` of *code* built for *ctx*, once per process
     and context. Across processes PoCL's own cache (``POCL_CACHE_DIR``)
@@ -422,7 +425,10 @@ def build_program(ctx, code: str):
     if prg is None:
         global OPENCL_BUILDS
         OPENCL_BUILDS += 1
-        prg = cl.Program(ctx, code).build()
+        # NumPy rounds every product and sum: no fused multiply-add
+        # (OpenCL C allows contraction by default, which changes the last
+        # bits, e.g. of arange's start + i * delta)
+        prg = cl.Program(ctx, _NO_CONTRACTION + code).build()
         _PROGRAMS[key] = prg
     return prg
 
