@@ -14,19 +14,31 @@ Einsum                          sum over ``_r0, ...`` of the product of the
                                 operands (broadcast axes read index 0),
                                 each cast to the result dtype
 Reshape                         the operand at the index with the same
-                                position in C (or F) order
+                                position in C (or F) order; a reshape
+                                that only inserts or removes unit axes
+                                reads the remaining axes directly
 AxisPermutation                 the operand at the permuted index
-Roll                            ``(i - shift) mod n`` along the axis
+Roll                            ``i - shift`` wrapped along the axis: a
+                                comparison for a static extent (cheaper
+                                than a modulo in inner loops), ``mod n``
+                                for a symbolic one
 BasicIndex                      ``start + step * i`` per slice, the integer
                                 per integer index
 AdvancedIndexIn...Axes          the index arrays read at the broadcast
                                 index axes (negative entries wrap, as in
-                                NumPy)
+                                NumPy; out-of-range ones are clamped)
 Concatenate                     an ``If`` chain on the position along the
                                 axis, the operand shifted by its offset
 Stack                           an ``If`` chain on the stacking index
-NamedArray                      the array it names
+NamedArray, ToDevice            the array it names or moves
 ==============================  ==========================================
+
+Other node kinds (defined outside the package) declare their rule as a
+method ``to_index_lambda(self) -> IndexLambda`` on their class; code
+generation and the cost model then handle them like the built-in ones.
+
+Every compiled target reads the meaning of a node from here: this module
+is the one definition of what each computed node kind means.
 
 Inputs (placeholders, data wrappers, size parameters), receives and
 send-reference holders have no expression to lower and raise
@@ -193,9 +205,32 @@ def _flat_index(shape_exprs: list, vars_: list, order: str) -> Any:
     return flat
 
 
+def _only_unit_axes_moved(old_shape: tuple, new_shape: tuple
+                          ) -> list[tuple[int, int]] | None:
+    """``(old axis, new axis)`` pairs of the non-unit axes when a reshape
+    only inserts or removes unit axes, else None."""
+    old_non1 = [i for i, d in enumerate(old_shape) if not _is_one(d)]
+    new_non1 = [i for i, d in enumerate(new_shape) if not _is_one(d)]
+    if len(old_non1) != len(new_non1):
+        return None
+    pairs = list(zip(old_non1, new_non1, strict=True))
+    for i, j in pairs:
+        a, b = old_shape[i], new_shape[j]
+        if isinstance(a, int) != isinstance(b, int) or a != b:
+            return None
+    return pairs
+
+
 def _lower_reshape(expr) -> IndexLambda:
     b = _LambdaBuilder()
     ary = expr.array
+    pairs = _only_unit_axes_moved(ary.shape, expr.shape)
+    if pairs is not None:
+        # the fast form: each remaining axis read directly, no division
+        direct: list[Any] = [0] * ary.ndim
+        for i, j in pairs:
+            direct[i] = index_var(j)
+        return b.build(expr, b.read(ary, direct))
     out_dims = [b.dim(d) for d in expr.shape]
     out_vars = [0 if _is_one(d) else index_var(i) for i, d in enumerate(expr.shape)]
     flat = _flat_index(out_dims, out_vars, expr.order)
@@ -234,7 +269,10 @@ def _lower_roll(expr) -> IndexLambda:
         # (i - shift) mod n, kept non-negative for C-style remainders too
         index[expr.axis] = _mod(_add(_add(var, n), _neg(_mod(expr.shift, n))), n)
     elif dim > 0 and expr.shift % dim:
-        index[expr.axis] = _mod(_add(var, dim - expr.shift % dim), dim)
+        shift = expr.shift % dim
+        # a comparison instead of a modulo: cheaper in inner loops
+        index[expr.axis] = prim.If(prim.Comparison(var, "<", shift),
+                                   _add(var, dim - shift), _add(var, -shift))
     return b.build(expr, b.read(expr.array, index))
 
 
@@ -275,9 +313,16 @@ def _lower_advanced_index(expr) -> IndexLambda:
             sub = [0 if _is_one(d) and not _is_one(adv_shape[n_adv - idx.ndim + k])
                    else index_var(offset + k) for k, d in enumerate(idx.shape)]
             value = b.read(idx, sub)
-            # negative entries count from the end, as in NumPy
-            index.append(prim.If(prim.Comparison(value, "<", 0),
-                                 _add(value, b.dim(dim)), value))
+            n = b.dim(dim)
+            if idx.dtype.kind == "i":
+                # negative entries count from the end, as in NumPy
+                value = prim.If(prim.Comparison(value, "<", 0),
+                                _add(value, n), value)
+            # out-of-range entries are clamped: never read outside the
+            # array (NumPy raises; the loopy target's run-time checks do)
+            index.append(prim.If(prim.Comparison(value, "<", 0), 0,
+                                 prim.If(prim.Comparison(value, ">=", n),
+                                         _add(n, -1), value)))
         else:
             index.append(idx)
     return b.build(expr, b.read(ary, index))
@@ -321,6 +366,13 @@ def _lower_named_array(expr) -> IndexLambda:
     return b.build(expr, b.read(expr.expr, index_vars(expr.ndim)))
 
 
+def _lower_identity(expr) -> IndexLambda:
+    # a device transfer within one program is the identity; moving data
+    # between devices happens between parts (runtime.placement)
+    b = _LambdaBuilder()
+    return b.build(expr, b.read(expr.array, index_vars(expr.ndim)))
+
+
 _LOWERINGS = {
     "map_einsum": _lower_einsum,
     "map_reshape": _lower_reshape,
@@ -332,6 +384,7 @@ _LOWERINGS = {
     "map_concatenate": _lower_concatenate,
     "map_stack": _lower_stack,
     "map_named_array": _lower_named_array,
+    "map_to_device": _lower_identity,
 }
 
 # }}}
@@ -345,6 +398,9 @@ def to_index_lambda(expr: Array) -> IndexLambda:
     if isinstance(expr, IndexLambda):
         return expr
     lower = _LOWERINGS.get(getattr(expr, "_mapper_method", None))
+    if lower is None:
+        # a node kind defined outside the package declares its own rule
+        lower = getattr(type(expr), "to_index_lambda", None)
     if lower is None:
         what = (f"{type(expr).__name__} of shape {expr.shape}, dtype "
                 f"{expr.dtype}" if isinstance(expr, Array)
