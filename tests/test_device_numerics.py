@@ -198,3 +198,56 @@ def test_float_arange_is_bit_exact(queue, start, stop, step, dtype):
     assert got.dtype == ref.dtype
     np.testing.assert_array_equal(got, ref)
     np.testing.assert_array_equal(pt.generate_numpy(lazy)(), ref)
+
+
+# {{{ complex edge cases (C99 Annex G as NumPy implements it)
+
+
+def _assert_same_complex(got, ref, rtol=1e-12):
+    got, ref = np.asarray(got), np.asarray(ref)
+    for part in (np.real, np.imag):
+        g, r = part(got), part(ref)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(r))
+        np.testing.assert_array_equal(np.isinf(g), np.isinf(r))
+        finite = np.isfinite(r)
+        np.testing.assert_allclose(g[finite], r[finite], rtol=rtol, atol=1e-300)
+        np.testing.assert_array_equal(np.sign(g[np.isinf(r)]),
+                                      np.sign(r[np.isinf(r)]))
+
+
+@pytest.mark.parametrize("ctype", [np.complex128, np.complex64])
+def test_complex_power_and_division_edge_cases(queue, ctype):
+    z = pt.make_placeholder("z", (7,), ctype)
+    w = pt.make_placeholder("w", (7,), ctype)
+    zv = np.array([0j, 0j, 1 + 1j, 2 - 1j, 1e30 + 1e30j, 0.5j, -3 + 0j],
+                  dtype=ctype)
+    wv = np.array([0j, 2 + 0j, 0j, -2 + 0j, 0j, 1.5 - 0.5j, 3 + 0j],
+                  dtype=ctype)
+    rtol = 1e-12 if ctype == np.complex128 else 1e-5
+    prg = pt.generate_loopy({"pow": z ** w, "div": z / w})
+    _, got = prg(queue, z=zv, w=wv)
+    with np.errstate(all="ignore"):
+        _assert_same_complex(got["pow"], zv ** wv, rtol)
+        _assert_same_complex(got["div"], zv / wv, rtol)
+
+
+def test_complex_sqrt_exp_and_inverse_trig(queue):
+    z = pt.make_placeholder("z", (8,), np.complex128)
+    zv = np.array([1e308 + 1e308j, -4 - 0j, -4 + 0j, 710 + 1j, 0.3 - 0.2j,
+                   -2.5 + 1j, complex(np.inf, np.nan), 709.5 - 2j])
+    prg = pt.generate_loopy({"sqrt": pt.sqrt(z), "exp": pt.exp(z)})
+    _, got = prg(queue, z=zv)
+    with np.errstate(all="ignore"):
+        _assert_same_complex(got["sqrt"], np.sqrt(zv))
+        _assert_same_complex(got["exp"], np.exp(zv))
+    # inverse trigonometric functions of complex values compile and match
+    u = pt.make_placeholder("u", (6,), np.complex128)
+    uv = np.array([0.3 - 0.2j, -2.5 + 1j, 1.5 + 0j, 0.1j, -0.7 - 3j, 4 + 4j])
+    prg = pt.generate_loopy({"asin": pt.arcsin(u), "acos": pt.arccos(u),
+                             "atan": pt.arctan(u)})
+    _, got = prg(queue, u=uv)
+    _assert_same_complex(got["asin"], np.arcsin(uv), 1e-10)
+    _assert_same_complex(got["acos"], np.arccos(uv), 1e-10)
+    _assert_same_complex(got["atan"], np.arctan(uv), 1e-10)
+
+# }}}

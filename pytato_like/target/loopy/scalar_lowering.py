@@ -108,6 +108,19 @@ def cast_expr(value, from_dtype: np.dtype, to_dtype: np.dtype):
     return lp.TypeCast(to_dtype, value)
 
 
+#: complex functions computed by our helpers (as NumPy computes them)
+#: rather than by pyopencl's complex library
+_COMPLEX_FUNCTIONS = {"sqrt": "pt_csqrt", "exp": "pt_cexp", "asin": "pt_casin",
+                      "acos": "pt_cacos", "atan": "pt_catan"}
+
+
+def _as_complex(value, from_dtype: np.dtype, to_dtype: np.dtype):
+    """*value* as the complex *to_dtype* (a complex argument of a helper)."""
+    if from_dtype == to_dtype:
+        return value
+    return cast_expr(value, from_dtype, to_dtype)
+
+
 #: accumulator of sums and products of single-precision values
 _WIDER_ACCUMULATOR = {np.dtype(np.float32): np.dtype(np.float64),
                       np.dtype(np.complex64): np.dtype(np.complex128)}
@@ -243,11 +256,21 @@ class ScalarLowerer:
     def map_quotient(self, e):
         (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
         dtype = _result_dtype([(a, da), (b, db)])
+        if dtype.kind == "c":
+            # NumPy's division (Smith's method; x / 0j is infinite)
+            return self._complex_helper("pt_cdiv", dtype, ((a, da), (b, db)))
         return prim.Quotient(a, b), dtype
 
+    def _complex_helper(self, name: str, dtype: np.dtype, args):
+        """A complex helper applied to *args* (``(expression, dtype)``
+        pairs) cast to *dtype*."""
+        cast = tuple(_as_complex(a, d, dtype) for a, d in args)
+        return self._helper(name, dtype, cast), dtype
+
     def _helper(self, name: str, dtype: np.dtype, args):
+        from pytato_like.target.loopy.functions import helper_symbol
         self.nodes.helpers_used.add(name)
-        return prim.Call(prim.Variable(name), tuple(args))
+        return prim.Call(prim.Variable(helper_symbol(name)), tuple(args))
 
     def map_floor_div(self, e):
         (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
@@ -275,11 +298,10 @@ class ScalarLowerer:
             return dtype.type(1), dtype
         if isinstance(b, (np.generic, int, float)) and b == 1:
             return a, dtype  # exact, also for a complex 0 (cpow gives NaN)
-        if (dtype.kind == "c" and isinstance(b, np.generic) and b.imag == 0
-                and b.real in (2, 3, 4)):
-            # loopy expands small integer powers of complex values itself,
-            # but only when the exponent is a Python int
-            b = int(b.real)
+        if dtype.kind == "c":
+            # NumPy's complex power: z**0 == 1, 0**p == 0 for real p > 0,
+            # small integer exponents by repeated multiplication
+            return self._complex_helper("pt_cpow", dtype, ((a, da), (b, db)))
         return prim.Power(a, b), dtype
 
     def map_left_shift(self, e):
@@ -405,6 +427,8 @@ class ScalarLowerer:
                 # NumPy's abs wraps for the most negative value
                 return prim.If(prim.Comparison(a0, "<", 0),
                                prim.Product((d0.type(-1), a0)), a0), d0
+        if d0.kind == "c" and fname in _COMPLEX_FUNCTIONS:
+            return self._complex_helper(_COMPLEX_FUNCTIONS[fname], d0, args[:1])
         lname = _FUNCTION_NAMES.get(fname)
         if lname is None:
             raise UnknownIndexLambdaExpr(f"unknown function '{fname}' in index "
