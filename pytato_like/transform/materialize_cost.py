@@ -54,25 +54,17 @@ from typing import Any
 import pymbolic.primitives as prim
 
 from pytato_like.array import (
-    AdvancedIndexInContiguousAxes,
-    AdvancedIndexInNoncontiguousAxes,
     Array,
-    AxisPermutation,
-    BasicIndex,
-    Concatenate,
     DictOfNamedArrays,
-    Einsum,
     IndexBase,
-    IndexLambda,
     InputArgumentBase,
     NamedArray,
-    Reshape,
-    Roll,
-    Stack,
     children_of,
 )
+from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
 from pytato_like.tags import ImplInlined, ImplStored
 from pytato_like.transform.copy import rebuild_with
+from pytato_like.transform.lower_to_index_lambda import to_index_lambda
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,12 +209,6 @@ def _expression_children(e) -> tuple:
 # }}}
 
 
-#: operations per element of the index computation of a rearranging node
-_INDEXING_OPS = {Reshape: 4.0, Roll: 2.0, BasicIndex: 1.0, AxisPermutation: 0.0,
-                 AdvancedIndexInContiguousAxes: 3.0,
-                 AdvancedIndexInNoncontiguousAxes: 3.0}
-
-
 def _size(ary: Array) -> int | None:
     total = 1
     for d in ary.shape:
@@ -235,43 +221,34 @@ def _size(ary: Array) -> int | None:
 def _own_cost(node: Array, model: CostModel, memo: dict | None = None
               ) -> tuple[float, int, list[tuple[Array, float, bool]]]:
     """``(ops, depth, [(child, evaluations per element, elementwise)])`` of
-    *node*'s own definition. *memo* caches expression facts by expression
-    identity (the front end shares expressions between nodes)."""
-    unknown = model.unknown_extent
-    if type(node) is IndexLambda:
-        bindings = node.bindings
-        key = (id(node.expr), node.ndim, tuple(bindings))
-        facts = memo.get(key) if memo is not None else None
-        if facts is None:
-            facts = _expr_facts(node.expr, node.ndim, unknown,
-                                frozenset(bindings))
-            if memo is not None:
-                memo[key] = facts
-        uses = []
-        for name, child in node.bindings.items():
-            n = facts.uses.get(name, 0.0)
-            elementwise = (name in facts.identity_names
-                           and child.shape == node.shape)
-            uses.append((child, n, elementwise))
-        return facts.ops, facts.depth, uses
-    if isinstance(node, Einsum):
-        extents = node._get_reduction_extents()
-        n_red = 1
-        for ext in extents.values():
-            n_red *= _extent(ext, unknown)
-        uses = [(arg, float(n_red), False) for arg in node.args]
-        return float(len(node.args) * n_red), 3, uses
+    *node*'s own definition, read from its index lambda
+    (:func:`~pytato_like.transform.lower_to_index_lambda.to_index_lambda`:
+    the model sees every node kind the way code generation inlines it).
+    *memo* caches expression facts by expression identity (the front end
+    shares expressions between nodes)."""
     if isinstance(node, NamedArray):
         return 0.0, 0, [(node.expr, 1.0, True)]
-    if isinstance(node, (Concatenate, Stack)):
-        ops = float(len(node.arrays))
-    else:
-        ops = _INDEXING_OPS.get(type(node), 2.0)
+    try:
+        lam = to_index_lambda(node)
+    except CannotBeLoweredToIndexLambda:
+        # inputs and nodes computed outside the inlined loops: each
+        # operand (index arrays, shape expressions) read once per element
+        return 2.0, 3, [(child, 1.0, False) for child in children_of(node)]
+    unknown = model.unknown_extent
+    bindings = lam.bindings
+    key = (id(lam.expr), lam.ndim, tuple(bindings))
+    facts = memo.get(key) if memo is not None and lam is node else None
+    if facts is None:
+        facts = _expr_facts(lam.expr, lam.ndim, unknown, frozenset(bindings))
+        if memo is not None and lam is node:
+            memo[key] = facts
     uses = []
-    for child in children_of(node):
-        # index arrays and shape expressions are read once per element
-        uses.append((child, 1.0, False))
-    return ops, 3, uses
+    for name, child in bindings.items():
+        n = facts.uses.get(name, 0.0)
+        elementwise = (name in facts.identity_names
+                       and child.shape == node.shape)
+        uses.append((child, n, elementwise))
+    return facts.ops, facts.depth, uses
 
 
 def decide_storage(outputs: list[Array], model: CostModel | None = None,
