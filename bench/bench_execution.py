@@ -10,6 +10,8 @@ Programs (all float64):
     and 5*10^4 elements, 3 steps.
 (c) ``heat``: 10 explicit steps of the 2-D heat equation on 1024^2 written
     with ``roll``.
+(d) ``sum``: the sum of 10^8 float64 (a full reduction: two parallel
+    stages; target at least 50 % of the copy-bandwidth floor).
 
 For each: time per run of NumPy eager and of the compiled program (median
 of several runs after a warm-up), their ratio, the bandwidth floor (minimal
@@ -123,7 +125,20 @@ def program_heat(n: int = 1024, steps: int = 10):
     return lazy, eager, {"u": rng.standard_normal((n, n))}, 2 * n * n * 8
 
 
-PROGRAMS = {"fields": program_fields, "dg": program_dg, "heat": program_heat}
+def program_sum(n: int = 100_000_000):
+    def lazy():
+        import pytato_like as pt
+        return pt.sum(pt.make_placeholder("x", (n,), np.float64))
+
+    def eager(x):
+        return x.sum()
+
+    rng = np.random.default_rng(3)
+    return lazy, eager, {"x": rng.standard_normal(n)}, 8 * n
+
+
+PROGRAMS = {"fields": program_fields, "dg": program_dg, "heat": program_heat,
+            "sum": program_sum}
 
 # }}}
 
@@ -153,7 +168,7 @@ print(json.dumps({"build_dag": t1 - t0, "warm_start": t2 - t1,
 """
 
 QUICK = {"fields": {"n": 200_000}, "dg": {"n_el": 5_000},
-         "heat": {"n": 256}}
+         "heat": {"n": 256}, "sum": {"n": 1_000_000}}
 
 
 def _warm_start(name: str, quick: bool, cache_dir: str) -> dict:
