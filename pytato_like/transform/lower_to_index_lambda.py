@@ -426,6 +426,14 @@ class ToIndexLambdaMixin:
 
     map_index_lambda = _lower_then_rec
 
+    def handle_unsupported_array(self, expr: Any, *args: Any, **kwargs: Any
+                                 ) -> Any:
+        # node kinds from outside the package that declare their rule
+        if callable(getattr(type(expr), "to_index_lambda", None)):
+            return _lower_then_rec(self, expr)
+        return super().handle_unsupported_array(  # type: ignore[misc]
+            expr, *args, **kwargs)
+
 
 for _name in _LOWERINGS:
     setattr(ToIndexLambdaMixin, _name, _lower_then_rec)
