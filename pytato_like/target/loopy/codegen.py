@@ -772,7 +772,8 @@ class _Builder:
         generated it before) and one :class:`Launch` per chunk; all
         kernels of the program share one OpenCL program text."""
         from pytato_like.target.loopy import cache
-        from pytato_like.target.loopy.schedule import REDUCTION_ILP, WORK_GROUP_SIZE
+        from pytato_like.target.loopy.schedule import (
+            REDUCTION_ILP, TILE_COLS, TILE_LOCAL, TILE_ROWS, WORK_GROUP_SIZE)
         function_name = self.options.get("function_name", _DEFAULT_FUNCTION_NAME)
         distinct = list(dict.fromkeys(spec["key"] for spec in specs))
         kernels: list[KernelSource] = []
@@ -791,6 +792,7 @@ class _Builder:
                 spec["wide_indices"] = _needs_wide_indices(spec)
                 key = hashlib.sha256(repr((
                     skey, spec["name"], WORK_GROUP_SIZE, REDUCTION_ILP,
+                    TILE_ROWS, TILE_COLS, TILE_LOCAL,
                     spec["wide_indices"])).encode()).hexdigest()
                 source = cache.get_kernel(key)
                 knl = None

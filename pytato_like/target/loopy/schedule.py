@@ -43,6 +43,37 @@ WORK_GROUP_SIZE = int(os.environ.get("PYTATO_LIKE_WORK_GROUP_SIZE", "64"))
 REDUCTION_ILP = int(os.environ.get("PYTATO_LIKE_REDUCTION_ILP", "4"))
 
 
+#: register tile (rows x contiguous columns) of outputs per work-item in
+#: 2-d groups with a reduction and long axes (matmul-like products)
+TILE_ROWS = int(os.environ.get("PYTATO_LIKE_TILE_ROWS", "4"))
+TILE_COLS = int(os.environ.get("PYTATO_LIKE_TILE_COLS", "8"))
+#: work-items per work-group along each axis of such a group
+TILE_LOCAL = int(os.environ.get("PYTATO_LIKE_TILE_LOCAL", "8"))
+
+
+def _register_block(knl, g: str, extents: tuple, work_group_size: int):
+    """Each work-item reduces a TILE_ROWS x TILE_COLS tile of outputs:
+    PoCL runs a work-item's reduction loop as scalar code (it vectorises
+    across work-items only for loop-free bodies), so the tile gives that
+    loop independent accumulators and contiguous loads along the last
+    axis that LLVM's SLP vectoriser packs, and reuses each loaded operand
+    TILE_ROWS or TILE_COLS times (matmul 1024^2: see the bench)."""
+    import loopy as lp
+    rows, cols = f"{g}_0", f"{g}_1"
+    knl = lp.split_iname(knl, cols, TILE_COLS, inner_tag="ilp")
+    # a squarish work-group tile (TILE_LOCAL x TILE_LOCAL work-items):
+    # its work-items share the rows of one operand and the columns of the
+    # other, which stay in cache while the work-group runs
+    local_cols = max(1, min(TILE_LOCAL, -(-extents[1] // TILE_COLS)))
+    local_rows = max(1, min(TILE_LOCAL, -(-extents[0] // TILE_ROWS)))
+    knl = lp.split_iname(knl, f"{cols}_outer", local_cols, outer_tag="g.0",
+                         inner_tag="l.0")
+    knl = lp.split_iname(knl, rows, TILE_ROWS, inner_tag="ilp")
+    knl = lp.split_iname(knl, f"{rows}_outer", local_rows, outer_tag="g.1",
+                         inner_tag="l.1")
+    return knl
+
+
 def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = None,
                 reduction_groups=frozenset()):
     """*knl* with the inames of each loop group (``name -> extents``;
@@ -61,6 +92,11 @@ def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = Non
         if isinstance(extent, int):
             size = max(1, min(size, extent))
         outer_axes = list(range(d - 2, -1, -1))
+        if (g in reduction_groups and d == 2 and TILE_ROWS * TILE_COLS > 1
+                and isinstance(extent, int) and isinstance(extents[0], int)
+                and extent >= TILE_COLS * 8 and extents[0] >= TILE_ROWS * 8):
+            knl = _register_block(knl, g, extents, work_group_size)
+            continue
         if isinstance(extent, int) and 1 < extent < work_group_size and d >= 2:
             # short contiguous axis (e.g. DOFs of an element): the whole
             # axis is l.0 and the next axis fills the work-group as l.1,
