@@ -251,3 +251,59 @@ def test_complex_sqrt_exp_and_inverse_trig(queue):
     _assert_same_complex(got["atan"], np.arctan(uv), 1e-10)
 
 # }}}
+
+
+def test_complex_hyperbolic_and_log_match_numpy(queue):
+    u = pt.make_placeholder("u", (9,), np.complex128)
+    uv = np.array([0.3 - 0.2j, -2.5 + 1j, 1.5 + 0j, 0.1j, -0.7 - 3j, 4 + 4j,
+                   -0.0 + 0j, -1 - 0j, 300 + 2j])
+    funcs = ["sinh", "cosh", "tanh", "log", "sin", "cos", "tan"]
+    result = {f: getattr(pt, f)(u) for f in funcs}
+    _, got = pt.generate_loopy(result)(queue, u=uv)
+    ref_target = pt.generate_numpy(result)(u=uv)
+    with np.errstate(all="ignore"):
+        for f in funcs:
+            ref = getattr(np, f)(uv)
+            _assert_same_complex(got[f], ref, 1e-10)
+            _assert_same_complex(ref_target[f], ref, 1e-15)
+    # log of a signed zero: -inf real part, the sign of the imaginary part
+    # picks +-pi or 0 as in NumPy
+    z = pt.make_placeholder("z", (3,), np.complex128)
+    zv = np.array([0j, complex(-0.0, 0.0), complex(-0.0, -0.0)])
+    _, (got,) = pt.generate_loopy(pt.log(z))(queue, z=zv)
+    with np.errstate(divide="ignore"):
+        _assert_same_complex(got, np.log(zv))
+        np.testing.assert_array_equal(np.signbit(got.imag),
+                                      np.signbit(np.log(zv).imag))
+
+
+@pytest.mark.parametrize("dtype", [np.uint64, np.uint32, np.uint8])
+def test_unsigned_index_arrays(queue, dtype):
+    a = pt.make_placeholder("a", (10,), np.float64)
+    i = pt.make_placeholder("i", (4,), dtype)
+    av, good, bad = np.arange(10.0), np.array([1, 9, 3, 0], dtype), \
+        np.array([1, 10, 3, 0], dtype)
+    prg = pt.generate_loopy(a[i] * 2)
+    _, (got,) = prg(queue, a=av, i=good)
+    np.testing.assert_array_equal(got, av[good] * 2)
+    np.testing.assert_array_equal(pt.generate_numpy(a[i] * 2)(a=av, i=good),
+                                  av[good] * 2)
+    with pytest.raises(IndexError):
+        av[bad]
+    with pytest.raises(diagnostic.IndexOutOfBoundsError, match="index 10 "):
+        prg(queue, a=av, i=bad)
+    unchecked = pt.generate_loopy(a[i] * 2, options={"runtime_checks": False})
+    _, (got,) = unchecked(queue, a=av, i=good)
+    np.testing.assert_array_equal(got, av[good] * 2)
+
+
+@pytest.mark.parametrize("name", ["int", "double", "kernel", "global", "half",
+                                  "sizeof", "restrict", "get_global_id",
+                                  "self", "np", "cl", "lp", "i0", "out"])
+def test_inputs_may_carry_c_and_host_code_names(queue, name):
+    x = pt.make_placeholder(name, (3,), np.float64)
+    xv = np.arange(3.0)
+    _, (got,) = pt.generate_loopy(2 * x + 1)(queue, **{name: xv})
+    np.testing.assert_array_equal(got, 2 * xv + 1)
+    np.testing.assert_array_equal(pt.generate_numpy(2 * x + 1)(**{name: xv}),
+                                  2 * xv + 1)

@@ -460,7 +460,7 @@ class NumpyBoundProgram(BoundProgram):
     def _input_to_numpy(self, value: Any, ph: Placeholder) -> np.ndarray:
         return scalar_input_as_placeholder_dtype(as_host_array(value), ph)
 
-    def __call__(self, **kwargs: Any) -> Any:
+    def __call__(self, /, **kwargs: Any) -> Any:  # an input may be "self"
         inputs = self.inputs.check_and_convert(kwargs, self._input_to_numpy)
         values: dict[int, Any] = {}
         evaluator = _NodeEvaluator(values)

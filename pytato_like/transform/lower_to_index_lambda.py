@@ -61,6 +61,7 @@ from __future__ import annotations
 
 from typing import Any, Never
 
+import numpy as np
 import pymbolic.primitives as prim
 from pytools import UniqueNameGenerator
 
@@ -314,6 +315,12 @@ def _lower_advanced_index(expr) -> IndexLambda:
                    else index_var(offset + k) for k, d in enumerate(idx.shape)]
             value = b.read(idx, sub)
             n = b.dim(dim)
+            if idx.dtype == np.uint64 and isinstance(n, int):
+                # a uint64 beside a signed bound promotes to float: clamp
+                # with uint64 bounds (cannot be negative)
+                index.append(prim.If(prim.Comparison(value, ">=", n),
+                                     np.uint64(n - 1), value))
+                continue
             if idx.dtype.kind == "i":
                 # negative entries count from the end, as in NumPy
                 value = prim.If(prim.Comparison(value, "<", 0),

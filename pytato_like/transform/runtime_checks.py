@@ -70,8 +70,11 @@ def _index_checks(node: Any, count: int, done: set[tuple[int, int]]
         # 0 starts both reductions: it is a valid index (dim > 0), so an
         # empty index array passes, and no extreme constant overflows
         name = f"{CHECK_PREFIX}{count + len(found)}"
-        outputs = {f"{name}_hi": amax(idx, initial=0),
-                   f"{name}_lo": amin(idx, initial=0)}
+        outputs = {f"{name}_hi": amax(idx, initial=0)}
+        if idx.dtype.kind != "u":
+            # unsigned indices cannot be negative (and loopy has no
+            # neutral element for an unsigned min reduction)
+            outputs[f"{name}_lo"] = amin(idx, initial=0)
         what = (f"index array of shape {idx.shape} indexing an array of "
                 f"shape {node.array.shape}")
         found.append((RuntimeCheck("index", tuple(outputs), dim, axis, what),
@@ -185,7 +188,7 @@ def raise_failed_checks(checks: list[RuntimeCheck],
     for check in checks:
         if check.kind == "index":
             hi = int(values[check.outputs[0]])
-            lo = int(values[check.outputs[1]])
+            lo = int(values[check.outputs[1]]) if len(check.outputs) > 1 else 0
             bad = hi if hi >= check.size else lo if lo < -check.size else None
             if bad is not None:
                 from pytato_like.diagnostic import IndexOutOfBoundsError
