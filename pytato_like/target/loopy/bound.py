@@ -334,6 +334,29 @@ class BoundPyOpenCLProgram(BoundProgram):
         return (all(_is_host_value(dw.data) for dw in self.data_wrappers)
                 and all(_is_host_value(v) for v in kwargs.values()))
 
+    def _temporary_lifetimes(self) -> tuple[dict[int, list[str]],
+                                            dict[int, list[str]]]:
+        """``(launch -> temporaries to allocate before it, launch ->
+        temporaries to release after it)``, computed once per plan."""
+        cached = getattr(self, "_lifetimes", None)
+        if cached is not None and cached[0] is self.plan:
+            return cached[1]
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
+        for i, launch in enumerate(self.plan.launches):
+            for name in launch.bindings.values():
+                spec = self.plan.buffers.get(name)
+                if spec is not None and spec.kind == "temporary":
+                    first.setdefault(name, i)
+                    last[name] = i
+        allocate_before: dict[int, list[str]] = {}
+        release_after: dict[int, list[str]] = {}
+        for name, i in first.items():
+            allocate_before.setdefault(i, []).append(name)
+            release_after.setdefault(last[name], []).append(name)
+        self._lifetimes = (self.plan, (allocate_before, release_after))
+        return allocate_before, release_after
+
     def __call__(self, queue, /, *args, allocator=None, wait_for=None,
                  out_host: bool | None = None, **kwargs):
         """Run the program on *queue*; see the class docstring."""
@@ -381,10 +404,14 @@ class BoundPyOpenCLProgram(BoundProgram):
                                 allocator=pool)
                 buffers[buf_name] = ary
             results[out_name] = buffers[buf_name]
-        for name, spec in plan.buffers.items():
-            if spec.kind == "temporary" and name not in buffers:
-                buffers[name] = cla.empty(queue, concrete(spec.shape),
-                                          storage_dtype(spec.dtype), allocator=pool)
+        # temporaries live from the launch that first uses them to the last
+        # one: released to the pool after that one is enqueued (the queue
+        # is in order, so a later allocation of the same memory is used
+        # only after it), which bounds the peak memory of long chains
+        allocate_before, release_after = self._temporary_lifetimes()
+        # inputs, bound data and outputs (each array once)
+        live = sum({id(a): a.nbytes for a in buffers.values()}.values())
+        peak = live
 
         def allocate(nbytes):
             return pool(max(int(nbytes), 1))
@@ -394,7 +421,14 @@ class BoundPyOpenCLProgram(BoundProgram):
         # the first launch waits for the caller's events
         wait_for = list(wait_for) if wait_for else None
         launch_times = []
-        for launch in plan.launches:
+        for i, launch in enumerate(plan.launches):
+            for name in allocate_before.get(i, ()):
+                spec = plan.buffers[name]
+                ary = buffers[name] = cla.empty(
+                    queue, concrete(spec.shape), storage_dtype(spec.dtype),
+                    allocator=pool)
+                live += ary.nbytes
+            peak = max(peak, live)
             source = plan.kernels[launch.kernel]
             kernels, host = _build_kernel(queue.context, source, self.stats)
             kwargs_k = {}
@@ -414,6 +448,9 @@ class BoundPyOpenCLProgram(BoundProgram):
                        **kwargs_k)
             wait_for = [evt] if evt is not None else None
             launch_times.append(time.perf_counter() - t0)
+            for name in release_after.get(i, ()):
+                live -= buffers.pop(name).nbytes
+        self.stats.peak_device_bytes = peak
         for out_name, ary in results.items():
             if ary.dtype == np.int8 and plan.buffers[
                     plan.outputs[out_name]].dtype == np.bool_:

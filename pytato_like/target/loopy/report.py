@@ -213,6 +213,10 @@ class ProgramStats:
     enabled: bool = False
     #: the rank/part label of the compile, under MPI
     where: str = ""
+    #: device bytes held at once during the last call: inputs, outputs,
+    #: bound data and the temporaries alive together (kernel-internal
+    #: scratch excluded)
+    peak_device_bytes: int = 0
 
     def __post_init__(self) -> None:
         self.where = self.where or _where()
@@ -227,9 +231,11 @@ class ProgramStats:
         if len(self.calls) > 1000:
             del self.calls[:500]
         if self.enabled:
-            run_logger.info("%scall %d: %.3f ms (%d launches, enqueue %.3f ms)",
+            run_logger.info("%scall %d: %.3f ms (%d launches, enqueue %.3f ms, "
+                            "peak device memory %.1f MB)",
                             self.where, len(self.calls), total * 1e3,
-                            len(launches), sum(launches) * 1e3)
+                            len(launches), sum(launches) * 1e3,
+                            self.peak_device_bytes / 2**20)
 
     @property
     def compile_seconds(self) -> float:
