@@ -12,6 +12,14 @@ Programs (all float64):
     with ``roll``.
 (d) ``sum``: the sum of 10^8 float64 (a full reduction: two parallel
     stages; target at least 50 % of the copy-bandwidth floor).
+(e) ``matmul``: ``a @ b`` of two 1024x1024 float64 (register-blocked
+    kernel; target at least 25 % of NumPy/BLAS speed, i.e. "x numpy"
+    >= 0.25).
+
+``dg`` and ``matmul`` also run as ``jax.jit`` functions (float64, results
+waited for) when JAX is importable: JAX's ratio to NumPy measured in the
+same run is printed beside ours (target for ``dg``: at least 5x NumPy and
+at least JAX's ratio).
 
 For each: time per run of NumPy eager and of the compiled program (median
 of several runs after a warm-up), their ratio, the bandwidth floor (minimal
@@ -98,6 +106,20 @@ def program_dg(n_el: int = 50_000, n_dof: int = 35, steps: int = 3):
             u = u + dt * np.einsum("ij,ej->ei", d_mat, u)
         return u
 
+    def jax_version():
+        import jax
+        import jax.numpy as jnp
+        d = jnp.asarray(d_mat)
+
+        @jax.jit
+        def run(u):
+            for _ in range(steps):
+                u = u + dt * jnp.einsum("ij,ej->ei", d, u)
+            return u
+        return run
+
+    eager.jax = jax_version
+
     return lazy, eager, {"u": rng.standard_normal((n_el, n_dof))}, \
         2 * n_el * n_dof * 8
 
@@ -137,8 +159,27 @@ def program_sum(n: int = 100_000_000):
     return lazy, eager, {"x": rng.standard_normal(n)}, 8 * n
 
 
+def program_matmul(n: int = 1024):
+    def lazy():
+        import pytato_like as pt
+        return (pt.make_placeholder("a", (n, n), np.float64)
+                @ pt.make_placeholder("b", (n, n), np.float64))
+
+    def eager(a, b):
+        return a @ b
+
+    def jax_version():
+        import jax
+        return jax.jit(lambda a, b: a @ b)
+
+    eager.jax = jax_version
+    rng = np.random.default_rng(4)
+    return lazy, eager, {"a": rng.standard_normal((n, n)),
+                         "b": rng.standard_normal((n, n))}, 3 * n * n * 8
+
+
 PROGRAMS = {"fields": program_fields, "dg": program_dg, "heat": program_heat,
-            "sum": program_sum}
+            "sum": program_sum, "matmul": program_matmul}
 
 # }}}
 
@@ -168,7 +209,7 @@ print(json.dumps({"build_dag": t1 - t0, "warm_start": t2 - t1,
 """
 
 QUICK = {"fields": {"n": 200_000}, "dg": {"n_el": 5_000},
-         "heat": {"n": 256}, "sum": {"n": 1_000_000}}
+         "heat": {"n": 256}, "sum": {"n": 1_000_000}, "matmul": {"n": 256}}
 
 
 def _warm_start(name: str, quick: bool, cache_dir: str) -> dict:
@@ -225,6 +266,7 @@ def run_program(name: str, queue, bandwidth: float, quick: bool, repeat: int,
 
     t_lazy = _median_time(run_lazy, repeat)
     t_eager = _median_time(lambda: eager(**inputs), max(3, repeat // 2))
+    t_jax = _jax_time(eager, inputs, repeat)
     floor = min_bytes / bandwidth
     warm = _warm_start(name, quick, cache_dir)
     return {
@@ -237,7 +279,25 @@ def run_program(name: str, queue, bandwidth: float, quick: bool, repeat: int,
         "warm_error": warm.get("error"),
         "kernels": len(prg.plan.kernels), "launches": len(prg.plan.launches),
         "stored_arrays": prg.plan.n_stored,
+        "jax_s": t_jax,
+        "jax_speedup_vs_numpy": t_eager / t_jax if t_jax else None,
     }
+
+
+def _jax_time(eager, inputs: dict, repeat: int) -> float | None:
+    """Median time of the program's JAX version (jit, float64, results
+    waited for), when it has one and JAX is importable; else None."""
+    if not hasattr(eager, "jax"):
+        return None
+    try:
+        import jax
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+    run = eager.jax()
+    args = {k: jax.device_put(v) for k, v in inputs.items()}
+    run(**args).block_until_ready()  # compile
+    return _median_time(lambda: run(**args).block_until_ready(), repeat)
 
 
 def sweep_work_group_sizes(sizes: list[int], programs: list[str], quick: bool,
@@ -334,6 +394,15 @@ def main(argv=None) -> dict:
               f"{warm}{f['kernels']:8d}{f['launches']:7d}")
         if f.get("warm_error"):
             print("  warm start failed:", f["warm_error"])
+    for name in args.programs.split(","):
+        f = figures[name]
+        if f.get("jax_s"):
+            print(f"{name}: JAX {f['jax_s'] * 1e3:.2f} ms = "
+                  f"{f['jax_speedup_vs_numpy']:.2f} x NumPy; loopy "
+                  f"{f['speedup_vs_numpy']:.2f} x NumPy (same run)")
+    if "matmul" in figures:
+        print(f"matmul: loopy reaches {100 * figures['matmul']['speedup_vs_numpy']:.1f}"
+              " % of NumPy/BLAS speed (target >= 25 %)")
     return figures
 
 
