@@ -104,6 +104,7 @@ from pytato_like.cmath import (
 )
 from pytato_like.pad import pad
 from pytato_like.reductions import all, amax, amin, any, mean, prod, sum  # noqa: A004
+from pytato_like._argreduce import argmax, argmin
 from pytato_like.target import BoundProgram, Target
 from pytato_like.target.numpy import NumpyTarget, generate_numpy, generate_numpy_like
 from pytato_like.target.loopy import LoopyPyOpenCLTarget, generate_loopy
@@ -189,7 +190,7 @@ __all__ = [
     "IndexRemappingBase", "InputArgumentBase", "NamedArray", "NormalizedSlice",
     "LoopyPyOpenCLTarget", "NumpyTarget", "Placeholder", "ReductionDescriptor", "Reshape", "Roll",
     "SizeParam", "Stack", "Target",
-    "abs", "all", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan",
+    "abs", "all", "amax", "amin", "any", "arange", "argmax", "argmin", "arccos", "arcsin", "arctan",
     "arctan2", "broadcast_to", "concatenate", "conj", "cos", "cosh",
     "diagnostic", "dot", "einsum", "equal", "exp", "expand_dims", "eye", "full",
     "full_like", "generate_loopy", "generate_numpy", "generate_numpy_like", "greater",

@@ -528,6 +528,14 @@ class Array:
         from pytato_like.reductions import amin
         return amin(self, axis=axis, keepdims=keepdims, **kwargs)
 
+    def argmax(self, axis=None, keepdims: bool = False) -> Array:
+        from pytato_like._argreduce import argmax
+        return argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, keepdims: bool = False) -> Array:
+        from pytato_like._argreduce import argmin
+        return argmin(self, axis=axis, keepdims=keepdims)
+
     def any(self, axis=None, keepdims: bool = False) -> Array:
         from pytato_like.reductions import any as _any
         return _any(self, axis=axis, keepdims=keepdims)

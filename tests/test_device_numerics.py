@@ -307,3 +307,49 @@ def test_inputs_may_carry_c_and_host_code_names(queue, name):
     np.testing.assert_array_equal(got, 2 * xv + 1)
     np.testing.assert_array_equal(pt.generate_numpy(2 * x + 1)(**{name: xv}),
                                   2 * xv + 1)
+
+
+# {{{ argmax / argmin
+
+
+ARG_CASES = [
+    np.array([[1.0, np.nan, 3, 3], [5, 2, 5, -1], [0, 0, np.nan, np.nan]]),
+    np.array([[4, 4, -2, 7], [7, 7, 7, 7], [-3, 9, 9, -3]], dtype=np.int32),
+    np.array([[2.5, -np.inf, np.inf, np.inf], [-0.0, 0.0, 1, -1],
+              [3, 1, 3, 1]], dtype=np.float32),
+    np.array([[True, False, True, True], [False] * 4, [False, False, True,
+                                                        True]]),
+    np.array([[3, 3, 2, 250], [250, 0, 0, 251], [1, 1, 1, 1]], dtype=np.uint8),
+]
+
+
+@pytest.mark.parametrize("xv", ARG_CASES)
+def test_argmax_argmin_first_occurrence_and_nan(queue, xv):
+    x = pt.make_placeholder("x", xv.shape, xv.dtype)
+    cases = {}
+    refs = {}
+    for which in ("argmax", "argmin"):
+        for axis, keepdims in ((None, False), (None, True), (0, False),
+                               (1, False), (-1, True)):
+            key = f"{which}_{axis}_{keepdims}"
+            cases[key] = getattr(pt, which)(x, axis=axis, keepdims=keepdims)
+            refs[key] = getattr(np, which)(xv, axis=axis, keepdims=keepdims)
+        cases[f"{which}_method"] = getattr(x, which)(axis=1)
+        refs[f"{which}_method"] = getattr(xv, which)(axis=1)
+    _, got = pt.generate_loopy(cases)(queue, x=xv)
+    ref_target = pt.generate_numpy(cases)(x=xv)
+    for key, ref in refs.items():
+        np.testing.assert_array_equal(got[key], ref, err_msg=key)
+        np.testing.assert_array_equal(ref_target[key], ref, err_msg=key)
+        assert got[key].shape == ref.shape
+
+
+def test_argmax_of_empty_and_bad_axis_raise():
+    with pytest.raises(ValueError):
+        np.argmax(np.zeros((0, 3)), axis=0)
+    with pytest.raises(diagnostic.EmptyReductionError, match=r"\(0, 3\)"):
+        pt.argmax(pt.make_placeholder("e", (0, 3), np.float64), axis=0)
+    with pytest.raises(diagnostic.AxisError, match="axis 2"):
+        pt.argmin(pt.make_placeholder("a", (2, 3), np.float64), axis=2)
+
+# }}}

@@ -1,0 +1,63 @@
+"""``argmax``/``argmin`` as NumPy defines them, built from existing nodes.
+
+The index of the first occurrence of the extreme value is the smallest
+position whose entry equals the extreme (a ``max``/``min`` reduction
+followed by a ``min`` over positions), so every target that runs
+reductions runs these, with no new node kind. NaN rule (NumPy's): NaN
+counts as the extreme, so the first NaN wins; ``max``/``min`` propagate
+NaN, and a position holding NaN counts as a hit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytato_like.diagnostic import AxisError, DTypeError, EmptyReductionError
+
+
+def _arg_extreme(a: Any, axis: Any, keepdims: bool, which: str) -> Any:
+    import pytato_like as pt
+    from pytato_like.array import Array
+    from pytato_like.reductions import amax, amin
+
+    if not isinstance(a, Array):
+        a = pt.make_data_wrapper(np.asarray(a))
+    if a.dtype.kind == "c":
+        raise DTypeError(f"arg{which} of complex array of dtype {a.dtype} "
+                         "is not supported")
+    if axis is None:
+        # over the flattened array; keepdims gives every axis length 1
+        flat = _arg_extreme(a.reshape(-1), 0, False, which)
+        return flat.reshape((1,) * a.ndim) if keepdims else flat
+    axis = int(axis)
+    if not -a.ndim <= axis < a.ndim:
+        raise AxisError(f"axis {axis} is out of bounds for array of shape "
+                        f"{a.shape}")
+    axis %= a.ndim
+    n = a.shape[axis]
+    if not isinstance(n, int):
+        raise AxisError(f"arg{which} along axis {axis} of shape {a.shape}: "
+                        "the axis length must be known")
+    if n == 0:
+        raise EmptyReductionError(f"attempt to get arg{which} of an empty "
+                                  f"sequence (shape {a.shape})")
+    extreme = (amax if which == "max" else amin)(a, axis=axis, keepdims=True)
+    hit = pt.equal(a, extreme)
+    if a.dtype.kind == "f":
+        hit = pt.logical_or(hit, pt.isnan(a))
+    position = pt.arange(n, dtype=np.int64).reshape(
+        tuple(n if k == axis else 1 for k in range(a.ndim)))
+    return amin(pt.where(hit, position, np.int64(n)), axis=axis,
+                keepdims=keepdims)
+
+
+def argmax(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Index of the first largest entry, as :func:`numpy.argmax` (int64)."""
+    return _arg_extreme(a, axis, keepdims, "max")
+
+
+def argmin(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Index of the first smallest entry, as :func:`numpy.argmin` (int64)."""
+    return _arg_extreme(a, axis, keepdims, "min")
