@@ -179,7 +179,7 @@ from pytato_like.sparse import (
 from pytato_like import loopy
 from pytato_like.loopy import call_loopy
 
-__version__ = "0.1.0"
+from pytato_like.version import __version__  # noqa: E402
 
 __all__ = [
     "AbstractResultWithNamedArrays", "AdvancedIndexInContiguousAxes",

@@ -19,7 +19,10 @@ cd "$ROOT"
 VENV="${VENV:-$ROOT/.venv}"
 PYTHON="${BOOTSTRAP_PYTHON:-python3}"
 STAMP="$VENV/.bootstrap-stamp"
-APT_PACKAGES=(pocl-opencl-icd ocl-icd-libopencl1 graphviz)
+# python-*-doc: the objects.inv inventories doc/conf.py's intersphinx reads
+# offline (this machine reaches package registries only)
+APT_PACKAGES=(pocl-opencl-icd ocl-icd-libopencl1 graphviz
+              python-pyopencl-doc python-mpi4py-doc)
 
 log() { printf '[bootstrap] %s\n' "$*"; }
 die() { printf '[bootstrap] ERROR: %s\n' "$*" >&2; exit 1; }
