@@ -1,0 +1,51 @@
+"""Packaging: the version source, the typed-package marker, typed errors for
+malformed ``PYTATO_LIKE_*`` settings."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import pathlib
+
+import pytest
+
+import pytato_like as pt
+from pytato_like._env import env_int
+from pytato_like.diagnostic import ConfigurationError
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_one_version_source():
+    from pytato_like.version import VERSION, __version__
+    assert pt.__version__ == __version__
+    assert ".".join(map(str, VERSION)) == __version__
+    # the installed metadata is read from the same place (dynamic version)
+    assert importlib.metadata.version("pytato_like") == __version__
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject
+    assert __version__ not in pyproject
+
+
+def test_py_typed_and_license_present():
+    assert (ROOT / "pytato_like" / "py.typed").is_file()
+    assert "MIT License" in (ROOT / "LICENSE").read_text()
+
+
+@pytest.mark.parametrize("raw", ["abc", "4.5", "", "0", "-3"])
+def test_env_int_malformed_raises_configuration_error(raw):
+    with pytest.raises(ConfigurationError, match="PYTATO_LIKE_X"):
+        env_int("PYTATO_LIKE_X", 7, environ={"PYTATO_LIKE_X": raw})
+
+
+def test_env_int_values():
+    assert env_int("PYTATO_LIKE_X", 7, environ={}) == 7
+    assert env_int("PYTATO_LIKE_X", 7, environ={"PYTATO_LIKE_X": " 32 "}) == 32
+    assert env_int("PYTATO_LIKE_X", 7, minimum=None,
+                   environ={"PYTATO_LIKE_X": "-2"}) == -2
+
+
+def test_cache_size_malformed_raises(monkeypatch):
+    from pytato_like.target.loopy import cache
+    monkeypatch.setenv("PYTATO_LIKE_CACHE_SIZE", "lots")
+    with pytest.raises(ConfigurationError, match="PYTATO_LIKE_CACHE_SIZE"):
+        cache.cache_size_limit()
