@@ -500,3 +500,38 @@ def test_concatenate_calls_refuses_what_it_cannot_merge():
         concatenate_calls(mixed, lambda site: False, err_if_no_calls=True)
 
 # }}}
+
+
+# {{{ every remaining mapper family on a deep chain through calls
+
+
+def test_deep_chain_through_calls_in_every_mapper_family(deep_chain):
+    from pytato_like.stringifier import stringify_dag
+    from pytato_like.transform import DependencyMapper
+    from pytato_like.transform.deduplicate import deduplicate
+    from pytato_like.transform.users import UsersCollector
+
+    x, y = deep_chain                         # 100 000 updates of x
+    r = trace_call(lambda a: a * 2, y)        # a deep argument
+    out = pt.make_dict_of_named_arrays({"r": r})
+    # built twice independently: equal, same hash, distinct objects
+    r2 = trace_call(lambda a: a * 2, _chain(x, 100_000))
+    assert r2 is not r
+    assert r2 == r and hash(r2) == hash(r)
+    assert isinstance(r, NamedCallResult)
+    assert any(b is y for b in r.call.bindings.values())
+
+    text = stringify_dag(out)
+    assert "Call" in text
+    deps = DependencyMapper()(out)
+    assert r in deps and x in deps
+    users = UsersCollector()
+    users(out)
+    assert any(u is r.call for u in users.node_to_users[y])
+    xv = np.array([0.0, 1.0, 2.0])
+    ref = 2 * _chain_np(xv, 100_000)
+    for rewritten in (pt.eliminate_dead_code(out), deduplicate(out)):
+        assert rewritten == out
+        np.testing.assert_allclose(pt.generate_numpy(rewritten)(x=xv)["r"], ref)
+
+# }}}
