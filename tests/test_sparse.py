@@ -165,3 +165,46 @@ def test_deep_dag_through_a_sparse_product(deep_chain):
     np.testing.assert_allclose(pt.generate_numpy(deeper)(**inputs), ref)
     assert pickle.loads(pickle.dumps(deeper)) == deeper
     assert pt.transform.CopyMapper()(deeper) is deeper
+
+
+def test_chain_of_100_000_sparse_products_through_every_mapper():
+    """``y <- A @ y + 1`` 50 000 times: depth 100 000, half of it CSR
+    products, so each mapper's CSR method runs at full depth."""
+    from _every_mapper import run_every_mapper
+    vals = pt.make_placeholder("vals", (3,), np.float64)
+    cols = pt.make_placeholder("cols", (3,), np.int32)
+    starts = pt.make_placeholder("starts", (4,), np.int32)
+    a = make_csr_matrix((3, 3), vals, cols, starts)
+    x = pt.make_placeholder("x", (3,), np.float64)
+    y = x
+    steps = 50_000
+    for _ in range(steps):
+        y = a @ y + 1.0
+    run_every_mapper(y, CSRMatmul, steps, {"x", "vals", "cols", "starts"})
+
+    mat = sps.csr_array((np.array([0.5, -0.5, 0.25]),
+                         np.array([2, 0, 1], np.int32),
+                         np.array([0, 1, 2, 3], np.int32)), shape=(3, 3))
+    ref = xv = np.array([1.0, 2.0, 3.0])
+    for _ in range(steps):
+        ref = mat @ ref + 1.0
+    got = pt.generate_numpy(y)(x=xv, vals=mat.data, cols=mat.indices,
+                               starts=mat.indptr)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+
+
+def test_cost_model_stores_every_product(queue):
+    rng = np.random.default_rng(9)
+    mat, dense = _random_csr(rng, 30, 20, 0.2, empty_rows=(4,))
+    a = _lazy(mat)
+    x = pt.make_placeholder("x", (20, 2), np.float64)
+    inner = a @ x                              # used once, elementwise
+    out = 2 * inner + 1
+    from pytato_like.transform.materialize_cost import decide_storage
+    costs = decide_storage([out])
+    assert costs[id(inner)].stored and costs[id(inner)].reason == "outlined"
+    xv = rng.standard_normal((20, 2))
+    _, (got,) = pt.generate_loopy(out)(queue, x=xv)
+    np.testing.assert_allclose(got, 2 * (dense @ xv) + 1, rtol=1e-12)
+    ascii_src = pt.get_ascii_graph(out, use_color=False)
+    assert "CSRMatmul" in ascii_src

@@ -23,6 +23,8 @@ reason                    rule
                           expressions, and loopy's recursion, bounded)
 ``size``                  its inlined expression would exceed
                           ``max_inline_work`` operations per element
+``outlined``              a node without an index lambda (a CSR
+                          product, a loopy call): its own kernel writes it
 ``index``                 a computed integer array narrower than 32 bits
                           used as an index array: its inlined value
                           carries wrap-around casts that loopy's index
@@ -218,14 +220,15 @@ def _size(ary: Array) -> int | None:
     return total
 
 
-def _own_cost(node: Array, model: CostModel, memo: dict | None = None
-              ) -> tuple[float, int, list[tuple[Array, float, bool]]]:
+def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
+              outlined: set[int] | None = None) -> tuple[float, int, list[tuple[Array, float, bool]]]:
     """``(ops, depth, [(child, evaluations per element, elementwise)])`` of
     *node*'s own definition, read from its index lambda
     (:func:`~pytato_like.transform.lower_to_index_lambda.to_index_lambda`:
     the model sees every node kind the way code generation inlines it).
     *memo* caches expression facts by expression identity (the front end
-    shares expressions between nodes)."""
+    shares expressions between nodes). Nodes without an index lambda
+    are added to *outlined* (by ``id``)."""
     if isinstance(node, NamedArray):
         return 0.0, 0, [(node.expr, 1.0, True)]
     try:
@@ -233,6 +236,8 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None
     except CannotBeLoweredToIndexLambda:
         # inputs and nodes computed outside the inlined loops: each
         # operand (index arrays, shape expressions) read once per element
+        if outlined is not None:
+            outlined.add(id(node))
         return 2.0, 3, [(child, 1.0, False) for child in children_of(node)]
     unknown = model.unknown_extent
     bindings = lam.bindings
@@ -275,8 +280,9 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
     own: dict[int, tuple] = {}
     sizes: dict[int, int | None] = {}
     memo: dict = {}
+    outlined: set[int] = set()
     for node in order:
-        info = _own_cost(node, model, memo)
+        info = _own_cost(node, model, memo, outlined)
         own[id(node)] = info
         node_size = sizes[id(node)] = _size(node)
         for child, n, elw in info[2]:
@@ -327,6 +333,10 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
             cost.reason = "tag"
         elif id(node) in narrow_index_ids:
             cost.stored, cost.reason = True, "index"
+        elif id(node) in outlined:
+            # no index lambda (a CSR product, a loopy call): code
+            # generation computes it by its own kernel into memory
+            cost.stored, cost.reason = True, "outlined"
         else:
             threshold = (model.register_duplication_threshold
                          if cost.elementwise_uses
