@@ -59,7 +59,7 @@ import math
 import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -158,6 +158,7 @@ def evaluate_lazy_and_eager(fn: Callable[..., Any], *arrays: np.ndarray,
     """
     import pytato_like as pt
 
+    operands: list[pt.Array]
     if as_data_wrappers:
         operands = [pt.make_data_wrapper(a) for a in arrays]
         inputs: dict[str, np.ndarray] = {}
@@ -417,6 +418,12 @@ class _DAGBuilder:
             data = data + 1j * rng.uniform(-2, 2, shape)
         return data.astype(dtype)
 
+    @overload
+    def pick(self) -> _Value: ...
+
+    @overload
+    def pick(self, accept: Callable[[_Value], bool]) -> _Value | None: ...
+
     def pick(self, accept: Callable[[_Value], bool] | None = None) -> _Value | None:
         """A value from the pool, the more recent ones more likely (deep
         programs), any of them often (shared subexpressions)."""
@@ -507,6 +514,7 @@ class _DAGBuilder:
     def op_binary(self) -> _Value | None:
         a = self.pick()
         b = self.pick(lambda v: self.broadcastable_with(a, v))
+        assert b is not None  # the value it is matched with passes
         op = self.c.choice(["+", "-", "*", "/", "//", "%", "maximum", "minimum",
                             "arctan2", "<", "<=", ">", ">=", "equal",
                             "not_equal", "&", "|", "^", "logical_and",
@@ -702,6 +710,7 @@ class _DAGBuilder:
             if cond is None:
                 return None
         a = self.pick(lambda v: self.broadcastable_with(cond, v))
+        assert a is not None  # the value it is matched with passes
         b = self.pick(lambda v: self.broadcastable_with(cond, v)
                       and self.broadcastable_with(a, v)
                       and math.prod(np.broadcast_shapes(cond.shape, a.shape,
@@ -958,6 +967,7 @@ class _DAGBuilder:
                     and all(d1 == d2 for i, (d1, d2) in enumerate(zip(a.shape, v.shape))
                             if i != ax))
         b = self.pick(joinable)
+        assert b is not None  # the value it is matched with passes
         operands = [a, b] if self.c.chance(70) else [a, b, a]
         rng = _hull(*(self._keep(v) for v in operands))
         return self.build(
@@ -968,6 +978,7 @@ class _DAGBuilder:
     def op_stack(self) -> _Value | None:
         a = self.pick()
         b = self.pick(lambda v: v.shape == a.shape)
+        assert b is not None  # the value it is matched with passes
         ndim = len(a.shape) + 1
         axis = self.c.integer(-ndim, ndim - 1)
         operands = [a, b] if self.c.chance(70) else [b, a, a]
