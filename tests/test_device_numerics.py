@@ -365,3 +365,92 @@ def test_argmax_of_empty_and_bad_axis_raise():
         pt.argmin(pt.make_placeholder("a", (2, 3), np.float64), axis=2)
 
 # }}}
+
+
+# {{{ seeded fuzzing of the hostile cases: random values, one compiled
+# program run on many inputs, NumPy deciding values and errors
+
+
+@pytest.mark.parametrize("length", [1, 4, 7, 16, 33])
+def test_fuzz_float_to_integer_casts(queue, length):
+    x = pt.make_placeholder("x", (length,), np.float64)
+    prg = pt.generate_loopy({np.dtype(t).name: x.astype(t)
+                             for t in INTEGER_TYPES})
+    rng = np.random.default_rng(length)
+    for _ in range(4):
+        # small values, values past each narrow type, past 2^32, fractions
+        scale = rng.choice([1.0, 300.0, 7e4, 5e9, 1e18], size=length)
+        values = np.round(rng.standard_normal(length) * scale, 1)
+        _, got = prg(queue, x=values)
+        for t in INTEGER_TYPES:
+            with np.errstate(invalid="ignore"):   # NumPy's scalar loop
+                ref = np.array([np.array([v]).astype(t)[0] for v in values])
+            np.testing.assert_array_equal(got[np.dtype(t).name], ref,
+                                          err_msg=f"{t.__name__} {values}")
+
+
+@pytest.mark.parametrize(("base_t", "exp_t"), [
+    (np.int64, np.int64), (np.int32, np.int8), (np.uint8, np.int16),
+    (np.int16, np.uint8)])
+def test_fuzz_integer_powers_raise_exactly_when_numpy_does(queue, base_t,
+                                                            exp_t):
+    x = pt.make_placeholder("x", (6,), base_t)
+    y = pt.make_placeholder("y", (6,), exp_t)
+    lazy = x ** y + 1
+    device, host = pt.generate_loopy(lazy), pt.generate_numpy(lazy)
+    rng = np.random.default_rng(7)
+    raised = 0
+    for _ in range(8):
+        lo = 0 if np.dtype(exp_t).kind == "u" else -2
+        xv = rng.integers(0, 4, 6).astype(base_t)
+        yv = rng.integers(lo, 4, 6).astype(exp_t)
+        try:
+            ref = xv ** yv + 1
+        except ValueError:
+            raised += 1
+            with pytest.raises(diagnostic.NegativeIntegerPowerError):
+                prg_out = device(queue, x=xv, y=yv)
+            with pytest.raises(ValueError, match="negative integer powers"):
+                host(x=xv, y=yv)
+            continue
+        _, (prg_out,) = device(queue, x=xv, y=yv)
+        np.testing.assert_array_equal(prg_out, ref)
+        np.testing.assert_array_equal(host(x=xv, y=yv), ref)
+    if np.dtype(exp_t).kind != "u":
+        assert raised    # the seed does draw negative exponents
+
+
+@pytest.mark.parametrize("idx_t", [np.int64, np.int8, np.uint16, np.uint64])
+def test_fuzz_gathers_raise_exactly_when_numpy_does(queue, idx_t):
+    a = pt.make_placeholder("a", (5, 7), np.float64)
+    i = pt.make_placeholder("i", (4,), idx_t)
+    j = pt.make_placeholder("j", (4,), idx_t)
+    lazy = a[i, j] - a[i].sum(axis=1)
+    device, host = pt.generate_loopy(lazy), pt.generate_numpy(lazy)
+    av = np.arange(35.0).reshape(5, 7)
+    rng = np.random.default_rng(11)
+    raised = 0
+    for _ in range(10):
+        signed = np.dtype(idx_t).kind == "i"
+        iv = rng.integers(-5 if signed else 0, 5, 4)
+        jv = rng.integers(-7 if signed else 0, 7, 4)
+        if rng.random() < 0.5:     # one entry just out of range
+            which, size = (iv, 5) if rng.random() < 0.5 else (jv, 7)
+            which[rng.integers(4)] = rng.choice(
+                [size, size + 3, -size - 1] if signed else [size, size + 3])
+        iv, jv = iv.astype(idx_t), jv.astype(idx_t)
+        try:
+            ref = av[iv, jv] - av[iv].sum(axis=1)
+        except IndexError:
+            raised += 1
+            with pytest.raises(diagnostic.IndexOutOfBoundsError):
+                device(queue, a=av, i=iv, j=jv)
+            with pytest.raises(IndexError):
+                host(a=av, i=iv, j=jv)
+            continue
+        _, (got,) = device(queue, a=av, i=iv, j=jv)
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(host(a=av, i=iv, j=jv), ref)
+    assert 0 < raised < 10      # both outcomes drawn
+
+# }}}

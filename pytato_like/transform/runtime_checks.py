@@ -100,6 +100,9 @@ def _expr_dtype(expr: Any, bindings: dict[str, Array]) -> np.dtype | None:
         if ary is not None:
             return ary.dtype
         return np.dtype(np.int64) if expr.name.startswith("_") else None
+    from pytato_like.scalar_expr import TypeCast
+    if isinstance(expr, TypeCast):   # promotions: int8 ** int32 casts
+        return np.dtype(expr.dtype)
     children = None
     if isinstance(expr, (prim.Sum, prim.Product, prim.Min, prim.Max)):
         children = expr.children
@@ -147,8 +150,10 @@ def _power_checks(node: IndexLambda, count: int
             continue
         if isinstance(power.exponent, (int, np.integer)) and power.exponent >= 0:
             continue
-        exponent = IndexLambda(power.exponent, node.shape, np.dtype(np.int64),
-                               bindings)
+        from pytato_like.scalar_expr import TypeCast
+        # as int64: loopy has no min neutral element for narrow types
+        exponent = IndexLambda(TypeCast(np.dtype(np.int64), power.exponent),
+                               node.shape, np.dtype(np.int64), bindings)
         name = f"{CHECK_PREFIX}{count + len(found)}_min"
         found.append((RuntimeCheck("power", (name,)),
                       {name: amin(exponent, initial=0)}))
