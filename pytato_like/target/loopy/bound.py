@@ -174,8 +174,8 @@ class BoundPyOpenCLProgram(BoundProgram):
         self.stats = stats
         self.target = target
         self.loopy_options = loopy_options
-        self._device_data: dict[Any, list] = {}
-        self._translation_units = None
+        self._device_data: dict[Any, dict[str, Any]] = {}
+        self._translation_units: list[Any] | None = None
         self._program = None
 
     # {{{ inspection
