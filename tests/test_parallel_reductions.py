@@ -117,3 +117,50 @@ def test_split_dag_evaluates_like_the_original_on_the_numpy_target(deep_chain):
     # nothing to split: the same outputs back
     small = {"s": pt.sum(x)}
     assert split_full_reductions(small, topological_order([small["s"]])) is small
+
+
+@pytest.mark.parametrize("axis", [0, (0, 2)])
+def test_reductions_to_few_values_over_some_axes(queue, axis):
+    """Tall reductions with a few outputs are split too (more launches
+    than the unsplit small case), with NumPy's values, NaN and dtypes."""
+    rng = np.random.default_rng(7)
+    shape = (SPLIT_THRESHOLD + 13, 3, 2) if axis == 0 else (20_011, 3, 5)
+    x = rng.standard_normal(shape) + 0.5
+    x[17, 1, 0] = np.nan
+    p = pt.make_placeholder("x", shape, np.float64)
+    outputs = {"sum": pt.sum(p, axis=axis), "max": pt.amax(p, axis=axis),
+               "min": pt.amin(p, axis=axis),
+               "prod": pt.prod(p * 0 + 1.0, axis=axis),
+               "any": pt.any(p > 3.5, axis=axis),
+               "all": pt.all(p < 10, axis=axis)}
+    ref = {"sum": x.sum(axis=axis), "max": x.max(axis=axis),
+           "min": x.min(axis=axis), "prod": np.prod(x * 0 + 1.0, axis=axis),
+           "any": (x > 3.5).any(axis=axis), "all": (x < 10).all(axis=axis)}
+    prg = pt.generate_loopy(outputs)
+    _, got = prg(queue, x=x)
+    for name, r in ref.items():
+        assert got[name].dtype == r.dtype and got[name].shape == r.shape, name
+        np.testing.assert_allclose(got[name], r, rtol=1e-11, err_msg=name)
+    assert len(prg.plan.launches) > 1
+    # the rewrite happened at the DAG level
+    from pytato_like._traversal import topological_order
+    one = {"s": outputs["sum"]}
+    assert split_full_reductions(one, topological_order([one["s"]])) is not one
+
+
+def test_float32_sum_over_an_axis_is_as_accurate_as_numpys(queue):
+    rng = np.random.default_rng(8)
+    x = rng.random((10**5, 2)).astype(np.float32)
+    exact = x.astype(np.float64).sum(axis=0)
+    p = pt.make_placeholder("x", x.shape, np.float32)
+    _, (got,) = pt.generate_loopy(pt.sum(p, axis=0))(queue, x=x)
+    ours = np.abs(got.astype(np.float64) - exact) / exact
+    numpys = np.abs(x.sum(axis=0).astype(np.float64) - exact) / exact
+    assert (ours <= np.maximum(10 * numpys, np.finfo(np.float32).eps)).all()
+
+
+def test_many_outputs_are_not_split():
+    from pytato_like._traversal import topological_order
+    p = pt.make_placeholder("x", (SPLIT_THRESHOLD, 64), np.float64)
+    one = {"s": pt.sum(p, axis=0)}
+    assert split_full_reductions(one, topological_order([one["s"]])) is one

@@ -1,4 +1,5 @@
-"""Large full reductions rewritten as two parallel stages.
+"""Large full reductions (and large reductions to a few values)
+rewritten as two parallel stages.
 
 A reduction of a whole array to one value (``pt.sum(x)``, ``pt.amax(x)``,
 ``pt.any(x)``, ...) is one loop, which code generation gives to a single
@@ -11,6 +12,10 @@ work-item: on a many-core device it runs at the speed of one core.
    reduced expression is computed inside, never stored),
 2. a reduction of the ``P`` partial values and of the ``N - P k`` elements
    left over,
+
+and likewise each output of a reduction over some axes with at most
+:data:`MAX_OUTPUTS` outputs (the partial results then have the output
+axes and a last chunk axis),
 
 which gives the same value up to the order of the operations (the same for
 ``max``/``min``/``any``/``all``, rounding for floating-point sums, which
@@ -44,11 +49,25 @@ CHUNKS = 1024
 #: the least number of elements per chunk (smaller reductions use fewer
 #: chunks)
 MIN_CHUNK = 32
+#: reductions over some axes are split too when they have at most this
+#: many outputs (e.g. ``sum(x, axis=0)`` of a tall thin ``x``)
+MAX_OUTPUTS = 16
+
+
+def _few_outputs(shape: tuple) -> bool:
+    """Whether an output of *shape* has too few elements to occupy the
+    device (one work-item each) and is static."""
+    count = 1
+    for s in shape:
+        if type(s) is not int:
+            return False
+        count *= s
+    return count <= MAX_OUTPUTS
 
 
 def _candidate(node: Any) -> bool:
     """Whether *node* is a full reduction worth splitting."""
-    if type(node) is not IndexLambda or node.shape != ():
+    if type(node) is not IndexLambda or not _few_outputs(node.shape):
         return False
     expr = node.expr
     if not isinstance(expr, Reduce):
@@ -99,7 +118,12 @@ def _split(node: IndexLambda) -> Array:
     total = 1
     for lo, hi in bounds.values():
         total *= hi - lo
-    chunks = min(CHUNKS, total // MIN_CHUNK)
+    out_shape = node.shape
+    d = len(out_shape)
+    n_out = 1
+    for s in out_shape:
+        n_out *= s
+    chunks = max(1, min(CHUNKS // max(n_out, 1), total // MIN_CHUNK))
     size = total // chunks
     rest = total - chunks * size
     var = prim.Variable("_r0")
@@ -114,16 +138,20 @@ def _split(node: IndexLambda) -> Array:
                            var_to_reduction_descr=descr,
                            tags=frozenset({ImplStored()}))
 
-    partial = chunk_reduction(prim.Variable("_0") * size + var, size,
-                              (chunks,))
+    # the partial results have the output axes (index variables _0 ..
+    # _{d-1}, as in the original expression) and the chunk axis _{d} last
+    partial = chunk_reduction(prim.Variable(f"_{d}") * size + var, size,
+                              (*out_shape, chunks))
     parts: Array = partial
     if rest:
-        tail = chunk_reduction(chunks * size + var, rest, ())
-        parts = concatenate([partial, reshape(tail, (1,))], axis=0)
-    n = parts.shape[0]
-    return IndexLambda(make_reduce(prim.Subscript(prim.Variable("_in0"), (var,)),
+        tail = chunk_reduction(chunks * size + var, rest, out_shape)
+        parts = concatenate([partial, reshape(tail, (*out_shape, 1))], axis=d)
+    n = parts.shape[d]
+    out_vars = tuple(prim.Variable(f"_{i}") for i in range(d))
+    return IndexLambda(make_reduce(prim.Subscript(prim.Variable("_in0"),
+                                                  (*out_vars, var)),
                               red.op, {"_r0": (0, n)}),
-                       (), node.dtype, {"_in0": parts},
+                       out_shape, node.dtype, {"_in0": parts},
                        var_to_reduction_descr=descr, axes=node.axes,
                        tags=node.tags, non_equality_tags=node.non_equality_tags)
 
