@@ -48,7 +48,7 @@ class BoundProgram:
 
 
 def normalize_outputs(result: Array | AbstractResultWithNamedArrays
-                      ) -> tuple[dict[str, Array], bool]:
+                      | dict[str, Array]) -> tuple[dict[str, Array], bool]:
     """``(name -> array, is_single_array)`` for a program result."""
     if isinstance(result, DictOfNamedArrays):
         return dict(result._data), False

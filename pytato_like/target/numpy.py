@@ -30,6 +30,7 @@ from pytato_like.array import (
     BasicIndex,
     Concatenate,
     DataWrapper,
+    DictOfNamedArrays,
     Einsum,
     EinsumElementwiseAxis,
     IndexLambda,
@@ -487,7 +488,8 @@ class NumpyBoundProgram(BoundProgram):
         return results
 
 
-def generate_numpy(result) -> NumpyBoundProgram:
+def generate_numpy(result: Array | DictOfNamedArrays | dict[str, Array]
+                   ) -> NumpyBoundProgram:
     """A program evaluating *result* (an :class:`~pytato_like.Array` or a
     :class:`~pytato_like.DictOfNamedArrays`) with NumPy."""
     return NumpyBoundProgram(result)

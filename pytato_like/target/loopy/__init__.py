@@ -28,7 +28,10 @@ see :class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram`).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytato_like.array import Array, DictOfNamedArrays
 
 from pytato_like.target import (
     BoundProgram,
@@ -149,8 +152,9 @@ def _check_tag_types(keyword: str, value) -> None:
             f"subclasses; got {bad!r}")
 
 
-def generate_loopy(result, target: LoopyTarget | None = None,
-                   options=None, *,
+def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
+                   target: LoopyTarget | None = None,
+                   options: Any = None, *,
                    function_name: str = "_pt_kernel",
                    cl_device=None,
                    array_tag_t_to_not_propagate: frozenset[type] = frozenset(),
