@@ -535,3 +535,13 @@ def test_deep_chain_through_calls_in_every_mapper_family(deep_chain):
         np.testing.assert_allclose(pt.generate_numpy(rewritten)(x=xv)["r"], ref)
 
 # }}}
+
+
+def test_dot_graph_of_a_deep_chain_through_a_call(deep_chain):
+    x, y = deep_chain                         # 100 000 updates of x
+    r = trace_call(lambda a: pt.sin(a) * 2, y)
+    src = pt.get_dot_graph(r)
+    # the caller's chain is drawn node by node, the definition once
+    assert src.count("subgraph cluster") == 1
+    assert src.count("calls") >= 1
+    assert src.count("->") >= 100_000
