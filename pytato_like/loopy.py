@@ -163,6 +163,12 @@ class LoopyCallResult(NamedArray):
                              "expression in the DAG")
 
 
+#: (id of a translation unit, entrypoint, added dtypes) -> (that unit,
+#: the unit with types inferred), oldest first
+_TYPED_UNITS: dict[tuple, tuple[Any, Any]] = {}
+_MAX_TYPED_UNITS = 64
+
+
 def call_loopy(translation_unit: Any, bindings: Mapping[str, Any],
                entrypoint: str | None = None) -> LoopyCall:
     """The kernel *entrypoint* (the only one when ``None``) of the loopy
@@ -225,10 +231,22 @@ def call_loopy(translation_unit: Any, bindings: Mapping[str, Any],
                    if kernel.arg_dict[name].dtype is None})
     missing_dtypes = {n: d for n, d in dtypes.items()
                       if kernel.arg_dict[n].dtype is None}
-    if missing_dtypes:
-        translation_unit = translation_unit.with_kernel(
-            lp.add_dtypes(kernel, missing_dtypes))
-    translation_unit = lp.infer_unknown_types(translation_unit)
+    # type inference costs milliseconds: a DAG calling one kernel many
+    # times infers once (keyed by identity; the entry keeps the object
+    # alive so its id stays unique)
+    key = (id(translation_unit), entrypoint, tuple(sorted(missing_dtypes.items())))
+    cached = _TYPED_UNITS.get(key)
+    if cached is not None and cached[0] is translation_unit:
+        translation_unit = cached[1]
+    else:
+        untyped = translation_unit
+        if missing_dtypes:
+            translation_unit = translation_unit.with_kernel(
+                lp.add_dtypes(kernel, missing_dtypes))
+        translation_unit = lp.infer_unknown_types(translation_unit)
+        if len(_TYPED_UNITS) >= _MAX_TYPED_UNITS:
+            _TYPED_UNITS.pop(next(iter(_TYPED_UNITS)))
+        _TYPED_UNITS[key] = (untyped, translation_unit)
     call = LoopyCall(translation_unit, arrays, scalars, entrypoint)
     for name in call.output_names:
         call[name]      # check the output shapes now

@@ -128,3 +128,39 @@ def test_deep_dag_into_a_loopy_call(deep_chain, queue):
     assert pickle.loads(pickle.dumps(out)) == out
     assert pt.transform.CopyMapper()(out) is out
     assert {d.name for d in pt.transform.InputGatherer()(out)} == {"x"}
+
+
+def _affine():
+    return lp.make_kernel(
+        "{[i]: 0 <= i < n}", "y[i] = alpha * x[i] + 1",
+        [lp.GlobalArg("x", np.float64, shape="n"),
+         lp.GlobalArg("y", np.float64, shape="n", is_output=True),
+         lp.ValueArg("alpha", np.float64), lp.ValueArg("n", np.int64)],
+        name="affine", lang_version=(2018, 2))
+
+
+def test_chain_of_50_000_calls_through_every_mapper():
+    """``y <- affine(y)`` 50 000 times: depth 100 000 (a call and its
+    result per step), so each mapper's loopy-call methods run at full
+    depth."""
+    from _every_mapper import run_every_mapper
+    knl = _affine()
+    x = pt.make_placeholder("x", (3,), np.float64)
+    y = x
+    for _ in range(50_000):
+        y = call_loopy(knl, {"x": y, "alpha": 0.5, "n": 3})["y"]
+    run_every_mapper(y, LoopyCallResult, 50_000, {"x"})
+    assert sum(isinstance(n, LoopyCall) for n in
+               pt.transform.DependencyMapper()(y)) == 50_000
+
+
+def test_chain_of_calls_matches_numpy(queue):
+    knl = _affine()
+    xv = np.array([1.0, -2.0, 3.0])
+    x = pt.make_placeholder("x", (3,), np.float64)
+    y, ref = x, xv
+    for k in range(12):
+        y = call_loopy(knl, {"x": y, "alpha": 0.5 + k, "n": 3})["y"]
+        ref = (0.5 + k) * ref + 1
+    _, (got,) = pt.generate_loopy(y * 2)(queue, x=xv)
+    np.testing.assert_allclose(got, 2 * ref, rtol=1e-13)

@@ -220,6 +220,15 @@ def _size(ary: Array) -> int | None:
     return total
 
 
+def _named_expr(node: NamedArray) -> Array | None:
+    """The expression *node* names, or ``None`` for the results of
+    containers computed by their own kernel (loopy calls)."""
+    try:
+        return node.expr
+    except AttributeError:
+        return None
+
+
 def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
               outlined: set[int] | None = None) -> tuple[float, int, list[tuple[Array, float, bool]]]:
     """``(ops, depth, [(child, evaluations per element, elementwise)])`` of
@@ -229,7 +238,7 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
     *memo* caches expression facts by expression identity (the front end
     shares expressions between nodes). Nodes without an index lambda
     are added to *outlined* (by ``id``)."""
-    if isinstance(node, NamedArray):
+    if isinstance(node, NamedArray) and _named_expr(node) is not None:
         return 0.0, 0, [(node.expr, 1.0, True)]
     try:
         lam = to_index_lambda(node)
@@ -269,7 +278,7 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
     output_ids = set()
     for out in outputs:
         output_ids.add(id(out))
-        while isinstance(out, NamedArray):
+        while isinstance(out, NamedArray) and _named_expr(out) is not None:
             out = out.expr
             output_ids.add(id(out))
 
@@ -321,7 +330,7 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
         cost = NodeCost(type(node).__name__, ops, work, depth,
                         uses.get(id(node), 0.0), elementwise.get(id(node), True))
         costs[id(node)] = cost
-        if isinstance(node, NamedArray):
+        if isinstance(node, NamedArray) and id(node) not in outlined:
             continue  # the named expression is what gets stored
         strategy = [t for t in node.tags if isinstance(t, (ImplStored,
                                                             ImplInlined))]
