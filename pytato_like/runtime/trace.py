@@ -134,7 +134,7 @@ class TraceRecord:
     @property
     def duration_ns(self) -> int:
         """``completed - started`` (0 if not completed)."""
-        if self.completed_ns is None:
+        if self.completed_ns is None or self.started_ns is None:
             return 0
         return self.completed_ns - self.started_ns
 
@@ -328,7 +328,7 @@ class Trace:
         table: dict[int, dict[str, float]] = {}
         for rank in self.ranks:
             recs = [r for r in self.records if r.rank == rank and r.done]
-            row = dict.fromkeys(("n_parts", "compute_s", "wait_s", "n_sent",
+            row: dict[str, float] = dict.fromkeys(("n_parts", "compute_s", "wait_s", "n_sent",
                                  "bytes_sent", "n_received", "bytes_received",
                                  "span_s"), 0)
             for r in recs:
@@ -508,8 +508,8 @@ def profile_partition(trace: Any) -> PartitionProfile:
              for key, v in durations.items()}
 
     # the k-th send from s to d with tag t matches the k-th receive
-    sends: dict[tuple[int, int, int], list[TraceRecord]] = {}
-    recvs: dict[tuple[int, int, int], list[TraceRecord]] = {}
+    sends: dict[tuple[int, int, int | None], list[TraceRecord]] = {}
+    recvs: dict[tuple[int, int, int | None], list[TraceRecord]] = {}
     for r in sorted(done, key=lambda r: r.posted_ns):
         if r.kind == "send" and r.peer is not None:
             sends.setdefault((r.rank, r.peer, r.tag), []).append(r)
