@@ -306,12 +306,20 @@ def test_thousand_calls_compile_the_definition_once(queue):
     y = u
     for _ in range(1000):
         y = trace_call(step, y)
+    from pytato_like.target.loopy import cache
+    cache.clear_memory_cache()          # count this DAG's OpenCL builds only
+    builds = cache.OPENCL_BUILDS
     prg = pt.generate_loopy(y)
     assert len(prg.definition_programs) == 1
     # no caller-side kernels: every argument is an input or a call result
     assert all(stage.program is None for stage in prg.stages)
     un = np.random.default_rng(3).standard_normal(32)
     _, (got,) = prg(queue, u=un)
+    # the definition's kernels are built in one OpenCL build, not per call
+    assert cache.OPENCL_BUILDS == builds + 1
+    _, (again,) = prg(queue, u=un)
+    assert cache.OPENCL_BUILDS == builds + 1
+    np.testing.assert_array_equal(again, got)
     ref = un
     for _ in range(1000):
         ref = smooth(ref, xp=np)
