@@ -25,6 +25,7 @@ NaN as the original reduction does.
 
 .. autodata:: SPLIT_THRESHOLD
 .. autodata:: CHUNKS
+.. autodata:: MAX_OUTPUTS
 .. autofunction:: split_full_reductions
 """
 
@@ -40,7 +41,7 @@ from pytato_like.scalar_expr import Reduce, make_reduce, substitute
 from pytato_like.tags import ImplStored
 from pytato_like.transform.copy import CopyMapper
 
-__all__ = ["CHUNKS", "SPLIT_THRESHOLD", "split_full_reductions"]
+__all__ = ["CHUNKS", "MAX_OUTPUTS", "SPLIT_THRESHOLD", "split_full_reductions"]
 
 #: reductions of fewer elements stay in one loop
 SPLIT_THRESHOLD = 2**15
