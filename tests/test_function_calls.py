@@ -347,7 +347,10 @@ def test_dot_graph_draws_each_definition_once_as_a_cluster():
         assert "<svg" in proc.stdout
 
 
-def test_partitioned_dag_with_calls_runs():
+@pytest.mark.parametrize("target", ["numpy", "loopy"])
+def test_partitioned_dag_with_calls_runs(target, request):
+    # the loopy part program keeps the calls outlined (no inlining first)
+    queue = request.getfixturevalue("queue") if target == "loopy" else None
     from pytato_like.distributed import (
         execute_distributed_partition,
         find_distributed_partition,
@@ -360,10 +363,14 @@ def test_partitioned_dag_with_calls_runs():
     outputs = pt.make_dict_of_named_arrays({"a": a, "c": trace_call(f, a, b)[1]})
     parts = find_distributed_partition(None, outputs)
     parts, _ = number_distributed_tags(None, parts, 0)
-    prgs = generate_code_for_partition(parts, target="numpy")
+    prgs = generate_code_for_partition(parts, target=target)
+    if target == "loopy":
+        from pytato_like.target.loopy.outlined import OutlinedProgram
+        assert any(isinstance(p, OutlinedProgram) for p in prgs.values())
     un = np.linspace(0, 1, 8)
-    got = execute_distributed_partition(parts, prgs, None, None,
+    got = execute_distributed_partition(parts, prgs, queue, None,
                                         input_args={"u": un})
+    got = {k: v.get() if hasattr(v, "get") else v for k, v in got.items()}
     ra, rb = flux(un, 2 * un, xp=np)
     np.testing.assert_allclose(got["a"], ra, rtol=1e-13)
     np.testing.assert_allclose(got["c"], flux(ra, rb, xp=np)[1], rtol=1e-13)
