@@ -925,6 +925,11 @@ def merge_device_code(codes: list[str]) -> str:
                 seen.add(item)
                 preamble.append(item)
         bodies.append(body)
+    # pyopencl-complex.h defines cdouble only if asked before its first
+    # include (a complex64 kernel may come first): hoist the request
+    early = [i for i in preamble if i.startswith((
+        "#pragma OPENCL EXTENSION cl_khr_fp64", "#define PYOPENCL_DEFINE_CDOUBLE"))]
+    preamble = early + [i for i in preamble if i not in early]
     return "\n".join(preamble) + "\n\n" + "\n\n".join(bodies)
 
 

@@ -510,6 +510,14 @@ class ScalarLowerer:
                 red = lp.Reduction(op, tuple(inames),
                                    lp.TypeCast(np.dtype(np.int32), inner))
                 return lp.TypeCast(dtype, red), dtype
+            if dtype == np.uint32 and op == "min":
+                # loopy's neutral element UINT_MAX is untyped: as int64
+                red = lp.Reduction(op, tuple(inames), lp.TypeCast(_INT64, inner))
+                return lp.TypeCast(dtype, red), dtype
+            if dtype == _UINT64 and op == "min":
+                # (ULONG_MAX likewise): min(x) == ~max(~x), max starts at 0
+                red = lp.Reduction("max", tuple(inames), prim.BitwiseNot(inner))
+                return prim.BitwiseNot(red), dtype
             return red, dtype
         raise UnknownIndexLambdaExpr(f"unknown reduction '{op}'")
 
