@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import operator
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -114,7 +114,8 @@ class IndexLambdaEvaluator:
         return value[()]
 
     def map_subscript(self, expr: prim.Subscript) -> Any:
-        name = expr.aggregate.name
+        # index lambdas subscript only named bindings (Variables)
+        name = cast("prim.Variable", expr.aggregate).name
         value = self.bindings[name]
         index = expr.index if isinstance(expr.index, tuple) else (expr.index,)
         if len(index) != value.ndim:

@@ -36,7 +36,7 @@ import keyword
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -269,7 +269,8 @@ class _ScalarExpressionWriter:
         return _Piece(var, ary.dtype, _NO_AXES, True)
 
     def map_subscript(self, expr: prim.Subscript) -> _Piece:
-        name = expr.aggregate.name
+        # index lambdas subscript only named bindings (Variables)
+        name = cast("prim.Variable", expr.aggregate).name
         var, ary = self.bindings[name]
         index = expr.index if isinstance(expr.index, tuple) else (expr.index,)
         if len(index) != ary.ndim:
