@@ -450,7 +450,7 @@ def test_concatenate_calls_merges_independent_calls(queue):
           for i, n in enumerate(sizes)]
     vs = [pt.make_placeholder(f"v{i}", (n, 3), np.float64)
           for i, n in enumerate(sizes)]
-    results = [trace_call(_rowwise_flux, u, v) for u, v in zip(us, vs)]
+    results = [trace_call(_rowwise_flux, u, v) for u, v in zip(us, vs, strict=True)]
     out = pt.make_dict_of_named_arrays(
         {f"a{i}": r[0] + r[1] for i, r in enumerate(results)})
     seen = []
