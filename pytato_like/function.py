@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 from constantdict import constantdict
+from pytools.tag import Tag, normalize_tags
 
 from pytato_like.array import (
     ARRAY,
@@ -59,8 +60,6 @@ from pytato_like.diagnostic import (
     NotAnArrayError,
     UnexpectedInputError,
 )
-from pytools.tag import Tag, normalize_tags
-
 from pytato_like.tags import FunctionIdentifier
 
 __all__ = ["Call", "FunctionDefinition", "NamedCallResult", "ReturnType",
