@@ -36,20 +36,17 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-import numpy as np
 from constantdict import constantdict
 from pytools.tag import Tag, normalize_tags
 
+from pytato_like._results_node import NodeResult, ResultsNode
 from pytato_like.array import (
-    ARRAY,
     BINDINGS,
     VALUE,
-    AbstractResultWithNamedArrays,
     Array,
-    NamedArray,
     Placeholder,
 )
 from pytato_like.diagnostic import (
@@ -66,8 +63,6 @@ __all__ = ["Call", "FunctionDefinition", "NamedCallResult", "ReturnType",
            "trace_call"]
 
 _NO_TAGS: frozenset[Tag] = frozenset()
-#: the dtype of a :class:`Call` node, which has no value of its own
-_NO_VALUE = np.dtype("V0")
 
 
 @enum.unique
@@ -255,7 +250,7 @@ def _unpickle_function_definition(parameters, return_type, records,
                               dict(zip(names, arrays, strict=True)), tags=tags)
 
 
-class Call(Array, AbstractResultWithNamedArrays):
+class Call(ResultsNode):
     """One invocation of a :class:`FunctionDefinition`.
 
     .. attribute:: function
@@ -317,39 +312,14 @@ class Call(Array, AbstractResultWithNamedArrays):
         self.function = function
         self.bindings = (bindings if type(bindings) is constantdict
                          else constantdict(bindings))
-        self.shape = ()
-        self.dtype = _NO_VALUE
-        self._results: dict[str, NamedCallResult] = {}
-        self._finish_init(axes, tags, non_equality_tags)
+        self._finish_results_init(axes, tags, non_equality_tags)
 
-    # {{{ mapping of results
+    def _result_names(self) -> list[str]:
+        return list(self.function.returns)
 
-    def __getitem__(self, name: str) -> NamedCallResult:  # type: ignore[override]
-        result = self._results.get(name)
-        if result is None:
-            if name not in self.function.returns:
-                raise KeyError(name)
-            ret = self.function.returns[name]
-            result = NamedCallResult(self, name, axes=ret.axes, tags=ret.tags)
-            self._results[name] = result
-        return result
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.function.returns
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.function.returns)
-
-    def __len__(self) -> int:
-        return len(self.function.returns)
-
-    def keys(self):  # type: ignore[override]
-        return self.function.returns.keys()
-
-    def __bool__(self) -> bool:
-        return True
-
-    # }}}
+    def _make_result(self, name: str) -> NamedCallResult:
+        ret = self.function.returns[name]
+        return NamedCallResult(self, name, axes=ret.axes, tags=ret.tags)
 
     def copy(self, **kwargs: Any) -> Call:
         new = super().copy(**kwargs)
@@ -357,7 +327,7 @@ class Call(Array, AbstractResultWithNamedArrays):
         return new
 
 
-class NamedCallResult(NamedArray):
+class NamedCallResult(NodeResult):
     """The array a :class:`Call` returns under :attr:`name`.
 
     .. attribute:: call
@@ -369,7 +339,6 @@ class NamedCallResult(NamedArray):
 
     __slots__ = ()
     _mapper_method = "map_named_call_result"
-    _fields = (("_container", ARRAY), ("name", VALUE))
 
     def __init__(self, _container: Call, name: str, axes: Any = None,
                  tags: frozenset[Tag] = _NO_TAGS,
@@ -389,14 +358,6 @@ class NamedCallResult(NamedArray):
     @property
     def call(self) -> Call:
         return self._container
-
-    @property
-    def expr(self) -> Array:
-        # a call result does not alias an array of the caller's DAG
-        raise AttributeError(
-            f"NamedCallResult {self.name!r} has no expression in the caller's "
-            "DAG; its value is computed by the call's function body")
-
 
 # {{{ tracing
 

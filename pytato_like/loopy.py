@@ -20,7 +20,7 @@ the field table (its array bindings are its children).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from numbers import Number
 from typing import Any
 
@@ -28,13 +28,11 @@ import numpy as np
 from constantdict import constantdict
 from pytools.tag import Tag
 
+from pytato_like._results_node import NodeResult, ResultsNode
 from pytato_like.array import (
-    ARRAY,
     BINDINGS,
     VALUE,
-    AbstractResultWithNamedArrays,
     Array,
-    NamedArray,
 )
 from pytato_like.diagnostic import (
     DTypeError,
@@ -47,14 +45,13 @@ from pytato_like.diagnostic import (
 __all__ = ["LoopyCall", "LoopyCallResult", "call_loopy"]
 
 _NO_TAGS: frozenset[Tag] = frozenset()
-_NO_VALUE = np.dtype("V0")
 
 
 def _numpy_dtype(lp_dtype: Any) -> np.dtype:
     return np.dtype(getattr(lp_dtype, "numpy_dtype", lp_dtype))
 
 
-class LoopyCall(Array, AbstractResultWithNamedArrays):
+class LoopyCall(ResultsNode):
     """A call of the kernel *entrypoint* of *translation_unit*.
 
     .. attribute:: translation_unit
@@ -92,10 +89,7 @@ class LoopyCall(Array, AbstractResultWithNamedArrays):
                                 if type(scalar_bindings) is constantdict
                                 else constantdict(scalar_bindings))
         self.entrypoint = entrypoint
-        self.shape = ()
-        self.dtype = _NO_VALUE
-        self._results: dict[str, LoopyCallResult] = {}
-        self._finish_init(axes, tags, non_equality_tags)
+        self._finish_results_init(axes, tags, non_equality_tags)
 
     @property
     def entry_kernel(self) -> Any:
@@ -117,36 +111,18 @@ class LoopyCall(Array, AbstractResultWithNamedArrays):
                 f"kernel '{self.entrypoint}' does not follow from the bound "
                 f"sizes {dict(self.scalar_bindings)}: {exc}") from exc
 
-    def __getitem__(self, name: str) -> LoopyCallResult:  # type: ignore[override]
-        result = self._results.get(name)
-        if result is None:
-            if name not in self.output_names:
-                raise KeyError(name)
-            result = self._results[name] = LoopyCallResult(self, name)
-        return result
+    def _result_names(self) -> list[str]:
+        return self.output_names
 
-    def __contains__(self, name: object) -> bool:
-        return name in self.output_names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.output_names)
-
-    def __len__(self) -> int:
-        return len(self.output_names)
-
-    def keys(self):  # type: ignore[override]
-        return list(self.output_names)
-
-    def __bool__(self) -> bool:
-        return True
+    def _make_result(self, name: str) -> LoopyCallResult:
+        return LoopyCallResult(self, name)
 
 
-class LoopyCallResult(NamedArray):
+class LoopyCallResult(NodeResult):
     """The output argument *name* of a :class:`LoopyCall`."""
 
     __slots__ = ()
     _mapper_method = "map_loopy_call_result"
-    _fields = (("_container", ARRAY), ("name", VALUE))
 
     def __init__(self, _container: LoopyCall, name: str, axes: Any = None,
                  tags: frozenset[Tag] = _NO_TAGS,
@@ -156,11 +132,6 @@ class LoopyCallResult(NamedArray):
         self.shape = _container.result_shape(name)
         self.dtype = _numpy_dtype(_container.entry_kernel.arg_dict[name].dtype)
         self._finish_init(axes, tags, non_equality_tags)
-
-    @property
-    def expr(self) -> Array:
-        raise AttributeError(f"the result '{self.name}' of a loopy call has no "
-                             "expression in the DAG")
 
 
 #: (id of a translation unit, entrypoint, added dtypes) -> (that unit,
