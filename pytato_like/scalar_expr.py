@@ -24,6 +24,7 @@ expression over
 .. autofunction:: parse
 .. autofunction:: distribute
 .. autofunction:: get_reduction_induction_variables
+.. autofunction:: expression_children
 
 Mappers (pytato's families, subclasses of pymbolic's that also handle
 :class:`Reduce` and :class:`TypeCast`):
@@ -47,6 +48,7 @@ Mappers (pytato's families, subclasses of pymbolic's that also handle
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from collections.abc import Mapping
@@ -134,6 +136,21 @@ def parse(text: str) -> ScalarExpression:
 
 def make_reduce(inner_expr, op, bounds: Mapping[str, tuple[Any, Any]]) -> Reduce:
     return Reduce(inner_expr, op, constantdict(bounds))
+
+
+def expression_children(expr: Any) -> tuple:
+    """The direct parts of scalar expression *expr* (operands, and for a
+    :class:`Reduce` its inner expression and bounds), for walks with an
+    explicit stack; ``()`` for a leaf."""
+    if isinstance(expr, prim.ExpressionNode):
+        if dataclasses.is_dataclass(expr):
+            return tuple(getattr(expr, f.name) for f in dataclasses.fields(expr))
+        return tuple(expr.__getinitargs__())
+    if isinstance(expr, (tuple, list)):
+        return tuple(expr)
+    if isinstance(expr, Mapping):
+        return tuple(expr.values())
+    return ()
 
 
 # {{{ mappers extended to Reduce / TypeCast (pytato's mapper families)

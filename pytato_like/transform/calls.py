@@ -135,6 +135,7 @@ def _is_rowwise_body(function: FunctionDefinition) -> tuple[bool, str]:
 
     from pytato_like._traversal import topological_order
     from pytato_like.array import DataWrapper, IndexLambda, Placeholder
+    from pytato_like.scalar_expr import expression_children
     shapes = {ret.shape for ret in function.returns.values()}
     shapes |= {ph.shape for ph in function._placeholders.values()}
     if len(shapes) != 1:
@@ -168,14 +169,7 @@ def _is_rowwise_body(function: FunctionDefinition) -> tuple[bool, str]:
                 if node.bindings[e.name].ndim != 0:
                     return False, f"its body reads array {e.name} unindexed"
                 continue
-            if isinstance(e, prim.ExpressionNode):
-                children = ([getattr(e, f.name) for f in dataclasses.fields(e)]
-                            if dataclasses.is_dataclass(e)
-                            else e.__getinitargs__())
-                stack.extend(c for c in children
-                             if isinstance(c, (prim.ExpressionNode, tuple)))
-            elif isinstance(e, tuple):
-                stack.extend(e)
+            stack.extend(expression_children(e))
     return True, ""
 
 

@@ -50,7 +50,6 @@ equal but distinct subgraphs.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 from collections.abc import Collection, Iterator, Mapping
@@ -70,6 +69,7 @@ from pytato_like.array import (
     NamedArray,
     children_of,
 )
+from pytato_like.scalar_expr import expression_children
 from pytato_like.transform.copy import CopyMapper
 from pytato_like.transform.mapper import Mapper
 from pytato_like.utils import _is_one, are_shape_components_equal
@@ -132,18 +132,6 @@ class AxisMap(Mapping):
 
 # {{{ subscripts in scalar expressions
 
-def _expression_children(expr: Any) -> tuple:
-    if isinstance(expr, prim.ExpressionNode):
-        if dataclasses.is_dataclass(expr):
-            return tuple(getattr(expr, f.name) for f in dataclasses.fields(expr))
-        return tuple(expr.__getinitargs__())
-    if isinstance(expr, (tuple, list)):
-        return tuple(expr)
-    if isinstance(expr, Mapping):
-        return tuple(expr.values())
-    return ()
-
-
 def _binding_subscripts(expr: Any) -> tuple[tuple[str, tuple], ...]:
     """``(binding name, index tuple)`` of every subscript of a variable in
     the scalar expression *expr*."""
@@ -169,7 +157,7 @@ def _walk_binding_subscripts(expr: Any) -> tuple[tuple[str, tuple], ...]:
         if isinstance(e, prim.Subscript) and isinstance(e.aggregate, prim.Variable):
             index = e.index if isinstance(e.index, tuple) else (e.index,)
             result.append((e.aggregate.name, index))
-        stack.extend(_expression_children(e))
+        stack.extend(expression_children(e))
     return tuple(result)
 
 # }}}

@@ -33,6 +33,7 @@ from pytato_like.array import (
     Array,
     IndexLambda,
 )
+from pytato_like.scalar_expr import expression_children
 
 __all__ = ["CHECK_PREFIX", "RuntimeCheck", "add_runtime_checks",
            "raise_failed_checks"]
@@ -125,13 +126,7 @@ def _powers(expr: Any) -> list[Any]:
         e = stack.pop()
         if isinstance(e, prim.Power):
             found.append(e)
-        if isinstance(e, prim.ExpressionNode):
-            if dataclasses.is_dataclass(e):
-                stack.extend(getattr(e, f.name) for f in dataclasses.fields(e))
-            else:
-                stack.extend(e.__getinitargs__())
-        elif isinstance(e, tuple):
-            stack.extend(e)
+        stack.extend(expression_children(e))
     return found
 
 

@@ -31,13 +31,17 @@ NaN as the original reduction does.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pymbolic.primitives as prim
 
 from pytato_like.array import Array, IndexLambda
-from pytato_like.scalar_expr import Reduce, make_reduce, substitute
+from pytato_like.scalar_expr import (
+    Reduce,
+    expression_children,
+    make_reduce,
+    substitute,
+)
 from pytato_like.tags import ImplStored
 from pytato_like.transform.copy import CopyMapper
 
@@ -86,11 +90,7 @@ def _candidate(node: Any) -> bool:
         e = stack.pop()
         if isinstance(e, Reduce):
             return False
-        if isinstance(e, prim.ExpressionNode):
-            if dataclasses.is_dataclass(e):
-                stack.extend(getattr(e, f.name) for f in dataclasses.fields(e))
-        elif isinstance(e, tuple):
-            stack.extend(e)
+        stack.extend(expression_children(e))
     return True
 
 
