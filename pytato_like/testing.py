@@ -203,7 +203,8 @@ def assert_matches_numpy(fn: Callable[..., Any], *arrays: np.ndarray,
 
 #: Input dtypes of random DAGs unless the caller chooses others.
 DEFAULT_DTYPES: tuple[str, ...] = ("float64", "float32", "int64", "int32", "int8",
-                                   "uint8", "bool", "complex128")
+                                   "uint8", "uint16", "uint64", "bool", "complex128",
+                                   "complex64")
 
 # Values beyond these would make tolerances meaningless (floats) or risk
 # overflow in a target that computes in another order (integers).
@@ -300,8 +301,9 @@ def _fits(lo: float, hi: float, dtype: np.dtype) -> bool:
     if dtype.kind not in "iu":
         return True
     info = np.iinfo(dtype)
-    return (max(info.min + 1, -_INT_LIMIT) <= lo
-            and hi <= min(info.max, _INT_LIMIT))
+    # signed: not the most negative value (its negation overflows)
+    low = 0 if dtype.kind == "u" else max(info.min + 1, -_INT_LIMIT)
+    return low <= lo and hi <= min(info.max, _INT_LIMIT)
 
 
 def _hull(*ranges: tuple[float, float]) -> tuple[float, float]:
@@ -347,6 +349,11 @@ class RandomDAG:
     expected: dict[str, np.ndarray]
     tolerances: dict[str, tuple[float, float]]
     lines: list[str]
+    #: the typed error (from :mod:`pytato_like.diagnostic`) every target
+    #: must raise when running the program, because NumPy raises on its
+    #: values (a negative integer power, an out-of-range gather); None for
+    #: a program that must run
+    expected_error: type[Exception] | None = None
 
     @property
     def result(self):
@@ -372,6 +379,22 @@ class RandomDAG:
                 err_msg=f"output {name!r} of the program\n"
                         f"{self.program_text()}\n")
 
+    def check_raises(self, run: Callable[[], Any]) -> None:
+        """Assert that ``run()`` (running :attr:`result` on a target)
+        raises :attr:`expected_error`, as NumPy raised on the same values."""
+        assert self.expected_error is not None
+        try:
+            run()
+        except self.expected_error:
+            return
+        except Exception as err:
+            raise AssertionError(
+                f"expected {self.expected_error.__name__}, got "
+                f"{type(err).__name__}: {err}\nin the program\n"
+                f"{self.program_text()}") from err
+        raise AssertionError(f"expected {self.expected_error.__name__}, the "
+                             f"program ran\n{self.program_text()}")
+
     def __repr__(self) -> str:
         return f"RandomDAG(\n{self.program_text()}\n)"
 
@@ -384,6 +407,9 @@ class _DAGBuilder:
         self.c = choices
         self.dtypes = [np.dtype(d) for d in dtypes]
         self.negative_indices = negative_indices
+        # the operation NumPy raises on (see op_failing): label, lazy
+        # array, typed error
+        self.failing: tuple[str, Any, type[Exception]] | None = None
         self.data_rng = np.random.default_rng(choices.integer(0, 2**32 - 1))
         self.pool: list[_Value] = []
         self.inputs: dict[str, np.ndarray] = {}
@@ -518,7 +544,7 @@ class _DAGBuilder:
         op = self.c.choice(["+", "-", "*", "/", "//", "%", "maximum", "minimum",
                             "arctan2", "<", "<=", ">", ">=", "equal",
                             "not_equal", "&", "|", "^", "logical_and",
-                            "logical_or"])
+                            "logical_or", "**"])
         ints = a.kind in "iub" and b.kind in "iub"
         ra = a.int_range() if ints else (0, 0)
         rb = b.int_range() if ints else (0, 0)
@@ -547,6 +573,18 @@ class _DAGBuilder:
                   "%": lambda xp, x, y: x % (1 + abs(y))}[op]
             return self.build(f"{{}} {op} (1 + abs({{}}))", fn, (a, b),
                               exact=op != "/", int_range=rng)
+        if op == "**":
+            # integer exponents of at most 3 in magnitude; negative ones
+            # only for inexact bases (integer bases raise: op_failing)
+            if b.kind not in "iu" or a.kind == "b" or not b.exact:
+                return None
+            rb = b.int_range()
+            if max(abs(rb[0]), abs(rb[1])) > 3 or (ints and rb[0] < 0):
+                return None
+            bound = max(abs(ra[0]), abs(ra[1]))
+            rng = (-bound**rb[1], bound**rb[1]) if ints else (0, 0)
+            return self.build("{} ** {}", _ARITH["**"], (a, b), exact=ints,
+                              int_range=rng)
         if op in ("maximum", "minimum"):
             return self.build(f"{op}({{}}, {{}})",
                               lambda xp, x, y: getattr(xp, op)(x, y), (a, b),
@@ -608,8 +646,9 @@ class _DAGBuilder:
         elif op == "**":
             if a.kind == "b":
                 return None  # NumPy: bool_array ** 2 is int8, np.power gives int64
-            c = self.c.choice([0, 1, 2, 3])
-            rng = (-bound**c, bound**c)
+            # negative integer powers of integers raise: op_failing
+            c = self.c.choice([0, 1, 2, 3] if ints else [0, 1, 2, 3, -1, -2])
+            rng = (-bound**c, bound**c) if c >= 0 else (0, 0)
             fn, exact = _ARITH["**"], ints
         elif op in ("<<", ">>"):
             if a.kind not in "iu" or (op == "<<" and ra[0] < 0):
@@ -678,9 +717,20 @@ class _DAGBuilder:
                 return None
             return self.build("logical_not({})", lambda xp, x: xp.logical_not(x),
                               (a,), exact=True, int_range=(0, 1))
-        if not real:
-            return None  # complex math functions: left to dedicated tests
         absmax = a.absmax()
+        if not real:
+            # complex math: functions with branch cuts only of values every
+            # target holds bit for bit (the sign of a zero imaginary part
+            # picks the side of the cut); the others away from overflow
+            cut = op in ("sqrt", "log", "log10", "arcsin", "arccos", "arctan")
+            if (cut and not a.exact) or (not cut and absmax > 4):
+                return None
+            if op in ("tan",) and absmax > 1.4:
+                return None   # poles at pi/2
+            if op == "arctan" and np.any(np.abs(np.abs(a.eager.imag) - 1) < .1):
+                return None   # poles at +-1j
+            return self.build(f"{op}({{}})", lambda xp, x: getattr(xp, op)(x),
+                              (a,), exact=False)
         guarded = {
             "sqrt": ("sqrt(abs({}))", lambda xp, x: xp.sqrt(abs(x))),
             "log": ("log(1 + abs({}))", lambda xp, x: xp.log(1 + abs(x))),
@@ -739,6 +789,14 @@ class _DAGBuilder:
                            math.trunc(float(a.eager.max())))
             if to.kind == "b":
                 rng = (0, 1)
+            elif not _fits(*rng, to):
+                # NumPy's C cast wraps (floats through int32 or int64, see
+                # doc/numerics.rst); values here stay below 2^31, where
+                # that is well defined: the result's range is what it is
+                with np.errstate(all="ignore"):
+                    wrapped = a.eager.astype(to)
+                rng = ((int(wrapped.min()), int(wrapped.max())) if wrapped.size
+                       else (0, 0))
         return self.build(f"{{}}.astype({to.name})", lambda xp, x: x.astype(to), (a,),
                           exact=True, int_range=rng)
 
@@ -1145,6 +1203,134 @@ class _DAGBuilder:
 
     # }}}
 
+    # {{{ operations NumPy raises on
+
+    def op_failing(self) -> bool:
+        """Build an operation NumPy raises on for the values at hand (an
+        integer to a negative integer power, a gather index out of range),
+        sometimes reduced or combined further; the program must then raise
+        the typed error. Returns whether one was built."""
+        if self.c.chance(50):
+            built = self._failing_power() or self._failing_gather()
+        else:
+            built = self._failing_gather() or self._failing_power()
+        if not built or not self.c.chance(50):
+            return built
+        import pytato_like as pt
+        label, lazy, error = self.failing  # type: ignore[misc]
+        # the error must survive what is done with the value next
+        if self.c.chance(50):
+            text, lazy = f"sum({label})", pt.sum(lazy)
+        else:
+            def joins(v: _Value) -> bool:
+                try:
+                    shape = np.broadcast_shapes(tuple(lazy.shape), v.shape)
+                except ValueError:
+                    return False
+                return v.kind in "iuf" and math.prod(shape) <= _MAX_SIZE
+            other = self.pick(joins)
+            if other is None:
+                return True
+            text, lazy = f"{label} + {other.label}", lazy + other.lazy
+        new_label = f"v{len(self.lines)}"
+        self.lines.append(f"{new_label} = {text}")
+        self.failing = (new_label, lazy, error)
+        return True
+
+    def _record_failure(self, text: str, fn: Callable[..., Any],
+                        operands: Sequence[Any], numpy_error: type[Exception],
+                        error: type[Exception]) -> bool:
+        """Record ``fn(xp, *operands)`` as the failing value if NumPy raises
+        *numpy_error* on it. A lazy front end may find the problem while
+        building (constant indices): then it must raise *error* there."""
+        import pytato_like as pt
+        try:
+            with np.errstate(all="ignore"):
+                fn(np, *(v.eager for v in operands))
+        except numpy_error:
+            pass
+        else:
+            return False
+        program = text.format(*(v.label for v in operands))
+        try:
+            lazy = fn(pt, *(v.lazy for v in operands))
+        except error:
+            self.lines.append(f"# {program}: raises {error.__name__} when built")
+            return False
+        label = f"v{len(self.lines)}"
+        self.lines.append(f"{label} = {program}  # NumPy raises")
+        self.failing = (label, lazy, error)
+        return True
+
+    def _failing_power(self) -> bool:
+        from pytato_like.diagnostic import NegativeIntegerPowerError
+        a = self.pick(lambda v: v.kind in "iu" and v.eager.size > 0)
+        if a is None:
+            return False
+        exp_t = np.dtype(self.c.choice(["int8", "int16", "int32", "int64"]))
+        form = self.c.integer(0, 2)
+        if form == 0 and a.kind == "i":
+            c = self.c.choice([-1, -2, -5])   # a Python scalar exponent
+            return self._record_failure(
+                f"{{}} ** {c}", lambda xp, x: x ** c, (a,), ValueError,
+                NegativeIntegerPowerError)
+        if form == 1:
+            b = self.pick(lambda v: v.kind == "i" and v.eager.size > 0
+                          and v.int_range()[0] < 0
+                          and self.broadcastable_with(a, v))
+            if b is not None:
+                return self._record_failure(
+                    "{} ** {}", lambda xp, x, y: x ** y, (a, b), ValueError,
+                    NegativeIntegerPowerError)
+        # an exponent input with one negative entry among small ones
+        shape = a.shape[len(a.shape) - self.c.integer(0, len(a.shape)):]
+        data = self.data_rng.integers(0, 3, shape).astype(exp_t)
+        data.flat[self.c.integer(0, max(data.size - 1, 0))] = -self.c.integer(1, 3)
+        e = self.new_input(shape, exp_t, data, prefix="idx")
+        self.pool.remove(e)   # only for this power
+        return self._record_failure("{} ** {}", lambda xp, x, y: x ** y, (a, e),
+                                    ValueError, NegativeIntegerPowerError)
+
+    def _failing_gather(self) -> bool:
+        from pytato_like.diagnostic import IndexOutOfBoundsError
+        a = self.pick(lambda v: len(v.shape) >= 1 and 0 not in v.shape)
+        if a is None:
+            return False
+        ndim = len(a.shape)
+        axis = self.c.integer(0, ndim - 1)
+        dim = a.shape[axis]
+        idx_t = np.dtype(self.c.choice(["int64", "int32", "int8", "uint8",
+                                        "uint64", "int16"]))
+        shape = self.c.choice([(1,), (3,), (2, 2)])
+        if idx_t.kind == "u":
+            bad = dim + self.c.integer(0, 3)
+        else:
+            bad = self.c.choice([dim + self.c.integer(0, 3),
+                                 -dim - 1 - self.c.integer(0, 3)])
+        lo = -dim if idx_t.kind == "i" and self.negative_indices else 0
+        data = self.data_rng.integers(lo, dim, shape)
+        data.flat[self.c.integer(0, data.size - 1)] = bad
+        key_pre = (slice(None),) * axis
+        if self.c.chance(30):
+            # computed in the program: (input % (dim + 4)) - offset
+            base = self.new_input(shape, np.dtype(np.int64),
+                                  self.data_rng.integers(0, 50, shape), prefix="idx")
+            self.pool.remove(base)
+            shift = self.c.integer(0, 4)
+            mod = dim + 4
+            return self._record_failure(
+                f"{{}}[{'' if not axis else ':, ' * axis}({{}} % {mod}) - {shift}]",
+                lambda xp, x, i: x[(*key_pre, (i % mod) - shift)], (a, base),
+                IndexError, IndexOutOfBoundsError)
+        idx = self.new_input(shape, idx_t, data.astype(idx_t), prefix="idx")
+        self.pool.remove(idx)
+        return self._record_failure(
+            f"{{}}[{'' if not axis else ':, ' * axis}{{}}]",
+            lambda xp, x, i: x[(*key_pre, i)], (a, idx), IndexError,
+            IndexOutOfBoundsError)
+
+    # }}}
+
 
 @dataclasses.dataclass(frozen=True)
 class _ArraySlot:
@@ -1212,7 +1398,8 @@ def _random_shape(c: _Choices, base: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _build_random_dag(c: _Choices, n_ops: int, n_inputs: int, max_outputs: int,
-                      dtypes: Sequence[str], negative_indices: bool) -> RandomDAG:
+                      dtypes: Sequence[str], negative_indices: bool,
+                      error_percent: int = 0) -> RandomDAG:
     from pytato_like._traversal import topological_order
     from pytato_like.array import Placeholder
 
@@ -1229,11 +1416,18 @@ def _build_random_dag(c: _Choices, n_ops: int, n_inputs: int, max_outputs: int,
         if method() is not None:
             n_built += 1
 
+    if error_percent and c.chance(error_percent):
+        builder.op_failing()
+
     computed = [v for v in builder.pool if not v.label.startswith(("x", "idx"))]
     chosen: list[_Value] = [builder.pool[-1]]
     for _ in range(c.integer(1, max_outputs) - 1):
         chosen.append(c.choice(computed or builder.pool))
     outputs = {f"out{i}": v.lazy for i, v in enumerate(chosen)}
+    expected_error = None
+    if builder.failing is not None:
+        label, lazy, expected_error = builder.failing
+        outputs["fails"] = lazy
     expected = {f"out{i}": v.eager for i, v in enumerate(chosen)}
     tolerances = {}
     for i, v in enumerate(chosen):
@@ -1248,25 +1442,31 @@ def _build_random_dag(c: _Choices, n_ops: int, n_inputs: int, max_outputs: int,
     read = {node.name for node in topological_order(list(outputs.values()))
             if isinstance(node, Placeholder)}
     inputs = {name: data for name, data in builder.inputs.items() if name in read}
-    lines = [*builder.lines,
-             "return {" + ", ".join(f"'out{i}': {v.label}"
-                                    for i, v in enumerate(chosen)) + "}"]
-    return RandomDAG(outputs, inputs, expected, tolerances, lines)
+    returned = [f"'out{i}': {v.label}" for i, v in enumerate(chosen)]
+    if builder.failing is not None:
+        returned.append(f"'fails': {builder.failing[0]}")
+    lines = [*builder.lines, "return {" + ", ".join(returned) + "}"]
+    return RandomDAG(outputs, inputs, expected, tolerances, lines, expected_error)
 
 
 def make_random_dag(seed: int, n_ops: int = 12, n_inputs: int = 3,
                     max_outputs: int = 3, dtypes: Sequence[str] = DEFAULT_DTYPES,
-                    negative_indices: bool = True) -> RandomDAG:
+                    negative_indices: bool = True,
+                    error_percent: int = 0) -> RandomDAG:
     """A random program of about *n_ops* operations on *n_inputs* inputs
     (plus index-array inputs), with 1 to *max_outputs* outputs, fully
     determined by *seed*.
 
     *dtypes* are the input dtypes (results may have others through NumPy's
     promotion, e.g. int16 or uint64). With *negative_indices* false, index
-    arrays only hold non-negative entries.
+    arrays only hold non-negative entries. In *error_percent* percent of
+    the programs an output (``"fails"``) holds an operation NumPy raises
+    on (a negative integer power, an out-of-range gather, perhaps reduced
+    or combined further): :attr:`RandomDAG.expected_error` is then the
+    typed error a target must raise.
     """
     return _build_random_dag(_SeededChoices(seed), n_ops, n_inputs, max_outputs,
-                             dtypes, negative_indices)
+                             dtypes, negative_indices, error_percent)
 
 
 def random_dags(max_ops: int = 12, max_inputs: int = 3, max_outputs: int = 3,
