@@ -46,7 +46,6 @@ from pytato_like.array import (
 from pytato_like.diagnostic import UnknownIndexLambdaExpr
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX
 from pytato_like.target import (
-    BoundProgram,
     Target,
     as_host_array,
     check_input_value,
@@ -54,6 +53,7 @@ from pytato_like.target import (
     normalize_outputs,
     scalar_input_as_placeholder_dtype,
 )
+from pytato_like.target.program import HostBoundProgram
 
 
 class NumpyTarget(Target):
@@ -181,7 +181,11 @@ class IndexLambdaEvaluator:
         return np.remainder(self.rec(expr.numerator), self.rec(expr.denominator))
 
     def map_power(self, expr):
-        return np.power(self.rec(expr.base), self.rec(expr.exponent))
+        try:
+            return np.power(self.rec(expr.base), self.rec(expr.exponent))
+        except ValueError as err:   # NumPy's, typed as the device's
+            from pytato_like.diagnostic import NegativeIntegerPowerError
+            raise NegativeIntegerPowerError(str(err)) from err
 
     def map_left_shift(self, expr):
         return np.left_shift(self.rec(expr.shiftee), self.rec(expr.shift))
@@ -363,7 +367,12 @@ class _NodeEvaluator:
         return np.roll(self.value(node.array), node.shift, axis=node.axis)
 
     def _index(self, node):
-        return self.value(node.array)[_index_key(node.indices, self.values)]
+        try:
+            return self.value(node.array)[_index_key(node.indices, self.values)]
+        except IndexError as err:   # NumPy's, typed as the device's
+            from pytato_like.diagnostic import IndexOutOfBoundsError
+            raise IndexOutOfBoundsError(
+                f"{err} (indexing an array of shape {node.array.shape})") from err
 
     map_basic_index = _index
     map_contiguous_advanced_index = _index
@@ -381,7 +390,7 @@ class _NodeEvaluator:
         program = _function_program(function)
         args = {name: self.value(node.bindings[name])
                 for name in function._placeholders}
-        return program(**args)
+        return program.evaluate(**args)
 
     def map_named_call_result(self, node):
         return self.value(node._container)[node.name]
@@ -432,13 +441,18 @@ class _NodeEvaluator:
 # }}}
 
 
-class NumpyBoundProgram(BoundProgram):
+class NumpyBoundProgram(HostBoundProgram):
     """A DAG ready to be evaluated with NumPy.
 
     Call it with one keyword argument per placeholder (and per size
-    parameter that cannot be inferred from input shapes). Returns a dict of
-    NumPy arrays for a :class:`~pytato_like.DictOfNamedArrays` result, one
-    array for an :class:`~pytato_like.Array` result.
+    parameter that cannot be inferred from input shapes):
+    ``prg(**inputs)`` returns a dict of NumPy arrays for a
+    :class:`~pytato_like.DictOfNamedArrays` result, one array for an
+    :class:`~pytato_like.Array` result. Like every target's program it
+    also follows the program contract
+    (:class:`~pytato_like.target.program.BoundProgram`):
+    ``prg(queue, **inputs)`` returns ``(HOST_EVENT, outputs)``, *queue*
+    and the contract's options being ignored.
     """
 
     def __init__(self, result) -> None:
@@ -462,7 +476,10 @@ class NumpyBoundProgram(BoundProgram):
     def _input_to_numpy(self, value: Any, ph: Placeholder) -> np.ndarray:
         return scalar_input_as_placeholder_dtype(as_host_array(value), ph)
 
-    def __call__(self, /, **kwargs: Any) -> Any:  # an input may be "self"
+    def input_names(self) -> set[str]:
+        return self.inputs.placeholders.keys() | self.inputs.size_params.keys()
+
+    def evaluate(self, /, **kwargs: Any) -> Any:  # an input may be "self"
         inputs = self.inputs.check_and_convert(kwargs, self._input_to_numpy)
         values: dict[int, Any] = {}
         evaluator = _NodeEvaluator(values)
