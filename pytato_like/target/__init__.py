@@ -1,7 +1,10 @@
 """Targets: what a DAG is turned into, and the bound programs that run it.
 
 .. autoclass:: Target
-.. autoclass:: BoundProgram
+
+The program contract, :class:`~pytato_like.target.program.BoundProgram`
+(importable from here too), is documented in :mod:`pytato_like.target.program`.
+
 .. autoclass:: ProgramInputs
 .. autofunction:: gather_program_inputs
 .. autofunction:: normalize_outputs
@@ -34,17 +37,11 @@ from pytato_like.diagnostic import (
     NotAnArrayError,
     UnexpectedInputError,
 )
+from pytato_like.target.program import BoundProgram  # noqa: F401  (re-export)
 
 
 class Target:
     """Base class of code generation targets."""
-
-
-class BoundProgram:
-    """A compiled program: call it with the input values by name."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
 
 
 def normalize_outputs(result: Array | AbstractResultWithNamedArrays

@@ -452,6 +452,14 @@ def note_plan(plan) -> None:
         _PENDING.setdefault(source.key, source)
 
 
+def note_kernels(sources) -> None:
+    """Kernels built outside a plan (the halo copy kernels of
+    :mod:`pytato_like.runtime.halo_opencl`) that the next OpenCL build
+    builds too."""
+    for source in sources:
+        _PENDING.setdefault(source.key, source)
+
+
 def kernel_program(ctx, source):
     """The ``pyopencl.Program`` of *ctx* containing the kernel *source*.
     Built on first use together with every kernel noted by

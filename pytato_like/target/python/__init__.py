@@ -39,13 +39,13 @@ import numpy as np
 
 from pytato_like.diagnostic import UnexpectedInputError
 from pytato_like.target import (
-    BoundProgram,
     ProgramInputs,
     Target,
     as_host_array,
     check_input_value,
     scalar_input_as_placeholder_dtype,
 )
+from pytato_like.target.program import HostBoundProgram
 
 __all__ = [
     "BoundJAXPythonProgram",
@@ -87,7 +87,7 @@ class NumpyLikePythonTarget(PythonTarget):
 
 
 @dataclasses.dataclass(repr=False, eq=False)
-class BoundPythonProgram(BoundProgram):
+class BoundPythonProgram(HostBoundProgram):
     """Generated Python source with the arguments bound at generation time.
 
     .. attribute:: target
@@ -149,13 +149,14 @@ class BoundPythonProgram(BoundProgram):
         values.update(sizes)
         return {k: v for k, v in values.items() if k in self.expected_arguments}
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def input_names(self) -> frozenset[str]:
+        return self.expected_arguments
+
+    def evaluate(self, /, **kwargs: Any) -> Any:
         """Run the program on the inputs given by name; returns one array
-        for an array result, a dict of arrays for named results."""
-        if args:
-            raise UnexpectedInputError(
-                f"{type(self).__name__} takes its inputs by keyword only; got "
-                f"{len(args)} positional argument(s)")
+        for an array result, a dict of arrays for named results (the
+        program contract's form, ``prg(queue, **inputs)``, is inherited
+        from :class:`~pytato_like.target.program.HostBoundProgram`)."""
         clash = set(kwargs) & set(self.bound_arguments)
         if clash:
             raise UnexpectedInputError(
