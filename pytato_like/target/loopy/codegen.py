@@ -907,6 +907,9 @@ def _needs_wide_indices(spec: dict) -> bool:
     return False
 
 
+_INDEX_MACROS = ("#define lid(", "#define gid(")
+
+
 def merge_device_code(codes: list[str]) -> str:
     """One OpenCL program text for the device codes of several kernels:
     each preamble item (``#define``, ``#if`` group, helper function) once,
@@ -917,14 +920,29 @@ def merge_device_code(codes: list[str]) -> str:
     seen: set[str] = set()
     preamble: list[str] = []
     bodies: list[str] = []
+    heads = []
     for code in codes:
         cut = code.find("__kernel ")
         head, body = (code[:cut], code[cut:]) if cut >= 0 else (code, "")
-        for item in _preamble_items(head):
+        heads.append(_preamble_items(head))
+        bodies.append(body)
+    # loopy defines lid/gid with the kernel's index type: kernels with
+    # 32-bit and 64-bit indices each get their own definition, just before
+    # their body (one shared definition would retype the other kernels)
+    index_macros = {item for items in heads for item in items
+                    if item.startswith(_INDEX_MACROS)}
+    per_kernel = len(index_macros) > 2
+    for k, items in enumerate(heads):
+        if per_kernel:
+            local = [item for item in items if item.startswith(_INDEX_MACROS)]
+            items = [item for item in items if item not in local]
+            bodies[k] = "\n".join(
+                [f"#undef {item.split()[1].split('(')[0]}\n{item}"
+                 for item in local] + [bodies[k]])
+        for item in items:
             if item not in seen:
                 seen.add(item)
                 preamble.append(item)
-        bodies.append(body)
     # pyopencl-complex.h defines cdouble only if asked before its first
     # include (a complex64 kernel may come first): hoist the request
     early = [i for i in preamble if i.startswith((
