@@ -20,6 +20,7 @@ helper            NumPy behaviour reproduced
 ``pt_casin``      complex ``arcsin``, ``arccos`` (Kahan's formulas),
 ``pt_cacos``      ``arctan`` (logarithms)
 ``pt_catan``
+``pt_clog10``     complex ``log10`` (``log`` scaled by ``log10(e)``)
 ================  ==========================================================
 """
 
@@ -155,7 +156,7 @@ HELPER_NAMES = ("pt_floordiv", "pt_mod", "pt_ipow", "pt_lshift", "pt_rshift")
 
 #: helper -> number of arguments; each takes and returns complex values
 COMPLEX_HELPERS = {"pt_cdiv": 2, "pt_cpow": 2, "pt_csqrt": 1, "pt_cexp": 1,
-                   "pt_casin": 1, "pt_cacos": 1, "pt_catan": 1}
+                   "pt_casin": 1, "pt_cacos": 1, "pt_catan": 1, "pt_clog10": 1}
 
 
 def _complex_division(t: str, r: str, p: str, fname: str) -> str:
@@ -268,6 +269,11 @@ def _complex_definition(name: str, dtype: np.dtype, fname: str) -> str:
             f"  {t} one = {p}_new(1, 0), iz = {p}_new(-z.imag, z.real);\n"
             f"  {t} d = {p}_sub({p}_log({p}_sub(one, iz)), {p}_log({p}_add(one, iz)));\n"
             f"  return {p}_new(-d.imag * ({r}) 0.5, d.real * ({r}) 0.5);\n")
+    elif name == "pt_clog10":
+        # NumPy scales both parts of the natural logarithm by log10(e)
+        e = "0.434294481903251827651128918916605082" + ("" if double else "f")
+        body = (f"  {t} l = {p}_log(z);\n"
+                f"  return {p}_new(l.real * {e}, l.imag * {e});\n")
     else:  # pragma: no cover
         raise KeyError(name)
     return f"static inline {t} {fname}({t} z)\n{{\n" + body + "}\n"

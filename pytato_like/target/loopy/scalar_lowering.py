@@ -111,7 +111,7 @@ def cast_expr(value, from_dtype: np.dtype, to_dtype: np.dtype):
 #: complex functions computed by our helpers (as NumPy computes them)
 #: rather than by pyopencl's complex library
 _COMPLEX_FUNCTIONS = {"sqrt": "pt_csqrt", "exp": "pt_cexp", "asin": "pt_casin",
-                      "acos": "pt_cacos", "atan": "pt_catan"}
+                      "acos": "pt_cacos", "atan": "pt_catan", "log10": "pt_clog10"}
 
 
 def _as_complex(value, from_dtype: np.dtype, to_dtype: np.dtype):
