@@ -53,7 +53,7 @@ import itertools
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -229,7 +229,8 @@ class DependencyMapper(_PymbolicDependencyMapper[P]):
 
     def __init__(self, *, include_idx_lambda_indices: bool = True,
                  include_subscripts: bool = True, include_lookups: bool = True,
-                 include_calls: bool | str = True, include_cses: bool = False,
+                 include_calls: bool | Literal["descend_args"] = True,
+                 include_cses: bool = False,
                  composite_leaves: bool | None = False) -> None:
         super().__init__(include_subscripts=include_subscripts,
                          include_lookups=include_lookups,
@@ -275,7 +276,8 @@ def get_dependencies(expr: ScalarExpression) -> frozenset[str]:
     variables; not the reduction variables a :class:`Reduce` binds)."""
     mapper = _FreeVariableMapper(include_subscripts=False, include_lookups=False,
                                  include_calls="descend_args")
-    return frozenset(v.name for v in mapper(expr))
+    # without subscripts, lookups, calls and CSEs every dependency is a Variable
+    return frozenset(cast(prim.Variable, v).name for v in mapper(expr))
 
 
 class InductionVariableCollector(CombineMapper[frozenset, []]):
@@ -315,19 +317,22 @@ class EvaluationMapper(_PymbolicEvaluationMapper[ResultT]):
 
     def map_reduce(self, expr: Reduce) -> Any:
         names = list(expr.bounds)
-        ranges = [range(int(self.rec(lo)), int(self.rec(hi)))
+        ranges = [range(int(cast(Any, self.rec(lo))),
+                        int(cast(Any, self.rec(hi))))
                   for lo, hi in expr.bounds.values()]
-        saved = {name: self.context[name] for name in names
-                 if name in self.context}
+        # the context is the caller's mutable dict (bound while reducing)
+        context = cast(dict[str, Any], self.context)
+        saved = {name: context[name] for name in names
+                 if name in context}
         values = []
         try:
             for point in itertools.product(*ranges):
-                self.context.update(zip(names, point))
+                context.update(zip(names, point))
                 values.append(self.rec(expr.inner_expr))
         finally:
             for name in names:
-                self.context.pop(name, None)
-            self.context.update(saved)
+                context.pop(name, None)
+            context.update(saved)
         if not values:
             neutral = expr.op.neutral_element(np.dtype(np.float64))
             if neutral is None:
@@ -419,7 +424,7 @@ def distribute(expr: ScalarExpression, parameters: frozenset = frozenset(),
     return DistributeMapper(lambda x: x, _ConstantFolder())(expr)
 
 
-class StringifyMapper(_PymbolicStringifyMapper[P]):
+class StringifyMapper(_PymbolicStringifyMapper[[]]):
     """pymbolic's stringifier; prints a :class:`Reduce` as
     ``op[var:lo..hi](body)``, a :class:`TypeCast` as ``cast(dtype, x)``, and
     math functions without their ``pytato.c99.`` prefix."""
@@ -454,6 +459,6 @@ def stringify(expr: ScalarExpression) -> str:
         return _STRINGIFIER(expr)
 
 
-_STRINGIFIER = StringifyMapper()
+_STRINGIFIER: StringifyMapper = StringifyMapper()
 
 # }}}
