@@ -174,3 +174,28 @@ def test_packing_kernels_join_the_build_of_the_part_programs(
     assert len(builds) == 1
     np.testing.assert_array_equal(packer.get_pack_buffer().get(), xv)
     np.testing.assert_allclose(out, np.sin(xv) + np.roll(xv, 2), rtol=1e-14)
+
+
+def test_merged_kernels_keep_their_own_index_macros(queue):
+    # loopy types lid/gid after the kernel's index type: the 64-bit copy
+    # kernel and a 32-bit kernel built together must each see their own
+    from pytato_like.runtime.halo_opencl import CopyVariant, copy_kernel_source
+    from pytato_like.target.loopy.codegen import merge_device_code
+    narrow = ("#define lid(N) ((int) get_local_id(N))\n"
+              "#define gid(N) ((int) get_group_id(N))\n\n"
+              "__kernel void narrow(__global int *out)\n"
+              "{ out[gid(0) * 4 + lid(0)] = sizeof(lid(0)); }\n")
+    wide = copy_kernel_source(CopyVariant(np.dtype(np.uint32), False, 3))
+    code = merge_device_code([narrow, wide.device_code])
+
+    def macro_before(kernel):
+        head = code[:code.index(kernel)]
+        return head[head.rindex("#define lid("):].splitlines()[0]
+
+    assert "(int)" in macro_before("void narrow(")
+    assert "(long)" in macro_before(f"{wide.host_function}(")
+    # and the OpenCL compiler agrees: sizeof(lid(0)) in the narrow kernel
+    prg = cl.Program(queue.context, code).build()
+    out = cla.zeros(queue, 8, np.int32)
+    prg.narrow(queue, (8,), (4,), out.data)
+    np.testing.assert_array_equal(out.get(), 4)
