@@ -50,7 +50,7 @@ class ResultsNode(Array, AbstractResultWithNamedArrays):
     def _make_result(self, name: str) -> NodeResult:
         raise NotImplementedError
 
-    def __getitem__(self, name: str) -> NodeResult:  # type: ignore[override]
+    def __getitem__(self, name: str) -> NodeResult:
         result = self._results.get(name)
         if result is None:
             if name not in self._result_names():
@@ -67,7 +67,7 @@ class ResultsNode(Array, AbstractResultWithNamedArrays):
     def __len__(self) -> int:
         return len(self._result_names())
 
-    def keys(self):  # type: ignore[override]
+    def keys(self):
         return list(self._result_names())
 
     def __bool__(self) -> bool:

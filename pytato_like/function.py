@@ -210,7 +210,7 @@ class FunctionDefinition:
                 f"{name!r}; it reads {sorted(self._placeholders)}") from None
 
     def copy(self, **kwargs: Any) -> FunctionDefinition:
-        values = {"parameters": self.parameters,
+        values: dict[str, Any] = {"parameters": self.parameters,
                   "return_type": self.return_type, "returns": self.returns,
                   "tags": self.tags}
         values.update(kwargs)
@@ -379,7 +379,7 @@ class _GuessIdentifier:
 
 
 def trace_call(f: Callable[..., Any], *args: Array,
-               identifier: Hashable | None = _GuessIdentifier,  # type: ignore[assignment]
+               identifier: Hashable | None = _GuessIdentifier,
                **kwargs: Array) -> Any:
     """Call *f* on placeholders standing for *args* and *kwargs*, outline
     what it returns as a :class:`FunctionDefinition`, and return the results

@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import traceback
+from collections.abc import Hashable
 
 from pytools.tag import Tag, UniqueTag, tag_dataclass
 
@@ -127,7 +128,7 @@ class ForceValueArgTag(UniqueTag):
 class FunctionIdentifier(UniqueTag):
     """The name (:attr:`identifier`) of a traced function definition."""
 
-    identifier: str
+    identifier: Hashable
 
 
 @tag_dataclass
@@ -186,7 +187,8 @@ class CreationStack:
 
     def to_stacksummary(self) -> traceback.StackSummary:
         return traceback.StackSummary.from_list(
-            [(f.filename, f.lineno, f.name, f.line) for f in self.frames])
+            [traceback.FrameSummary(f.filename, f.lineno, f.name, line=f.line)
+             for f in self.frames])
 
     def short_str(self, maxlen: int = 100) -> str:
         """The innermost user frame, in one line."""
