@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 #: work-items per work-group along the contiguous axis
 WORK_GROUP_SIZE = int(os.environ.get("PYTATO_LIKE_WORK_GROUP_SIZE", "64"))
 
@@ -88,6 +90,142 @@ def _register_block(knl, g: str, extents: tuple, work_group_size: int):
     return knl
 
 
+#: longest output axis (outputs per batch element) and largest staged
+#: operand (elements) for which small dense operators applied to many
+#: batch elements get one work-item per batch element
+SMALL_OPERATOR_OUTPUTS = int(os.environ.get(
+    "PYTATO_LIKE_SMALL_OPERATOR_OUTPUTS", "64"))
+SMALL_OPERATOR_STAGED = int(os.environ.get(
+    "PYTATO_LIKE_SMALL_OPERATOR_STAGED", "4096"))
+#: work-items (batch elements) per work-group in that schedule
+SMALL_OPERATOR_LOCAL = int(os.environ.get(
+    "PYTATO_LIKE_SMALL_OPERATOR_LOCAL", "64"))
+
+
+def _operands_to_stage(kernel, g: str):
+    """For the small-operator schedule of group *g*: ``{array name: axis}``
+    of the global read-only arrays read with ``{g}_1`` (the short output
+    axis) in one axis that is not their contiguous one, and never with
+    ``{g}_0`` (the batch axis), that are to be staged in local memory
+    with that axis contiguous; None when some operand rules the schedule
+    out (strided but too large, or not stageable)."""
+    from loopy.kernel.data import ArrayArg
+    from loopy.symbolic import WalkMapper, get_dependencies
+
+    batch, short = f"{g}_0", f"{g}_1"
+    reads: dict[str, set] = {}
+
+    class _Subscripts(WalkMapper):
+        def map_subscript(self, expr, *args):
+            reads.setdefault(expr.aggregate.name, set()).add(expr.index_tuple)
+            super().map_subscript(expr, *args)
+
+    written = set()
+    for insn in kernel.instructions:
+        if short not in insn.within_inames:
+            continue
+        written.update(insn.assignee_var_names())
+        _Subscripts()(insn.expression)
+    stage: dict[str, int] = {}
+    for name, indices in reads.items():
+        arr = kernel.arg_dict.get(name)
+        axes = set()
+        uses_batch = False
+        for index in indices:
+            deps = [get_dependencies(i) for i in index]
+            uses_batch |= any(batch in d for d in deps)
+            axes |= {ax for ax, d in enumerate(deps) if short in d}
+        if uses_batch or not axes:
+            continue
+        if len(axes) > 1 or not isinstance(arr, ArrayArg) or name in written:
+            return None
+        (axis,) = axes
+        shape = arr.shape
+        if axis == len(shape) - 1 and arr.dim_tags[axis].stride == 1:
+            continue  # already contiguous along the short axis
+        if (not all(isinstance(n, int) for n in shape)
+                or int(np.prod(shape)) > SMALL_OPERATOR_STAGED):
+            return None
+        stage[name] = axis
+    return stage
+
+
+def _small_operator(knl, g: str, stage: dict[str, int]):
+    """One work-item per batch element (``{g}_0``, ``l.0``/``g.0``), all
+    outputs along the short axis ``{g}_1`` as ``ilp`` accumulators; the
+    operands in *stage* are copied once per work-group into local memory
+    with the short axis contiguous, so that the unrolled update of the
+    accumulators reads consecutive addresses (LLVM packs it into vector
+    FMAs) instead of a stride of the operator's row length."""
+    import islpy as isl
+    import loopy as lp
+    from loopy.symbolic import IdentityMapper
+    from pymbolic import var
+    from pymbolic.primitives import Subscript
+
+    kernel = knl.default_entrypoint
+    domains = list(kernel.domains)
+    temps = dict(kernel.temporary_variables)
+    fetches = []
+    renamed = {}
+    tags = {}
+    for name, axis in sorted(stage.items()):
+        arr = kernel.arg_dict[name]
+        rank = len(arr.shape)
+        staged = kernel.get_var_name_generator()(f"{name}_staged")
+        inames = [kernel.get_var_name_generator()(f"{staged}_f{k}")
+                  for k in range(rank)]
+        domains.append(isl.BasicSet(
+            "{ [%s] : %s }" % (", ".join(inames), " and ".join(
+                f"0 <= {i} < {n}" for i, n in zip(inames, arr.shape,
+                                                   strict=True)))))
+        # the short axis is stride 1, the others keep their C order
+        order = [ax for ax in range(rank) if ax != axis]
+        dim_tags = [""] * rank
+        dim_tags[axis] = "N0"
+        for level, ax in enumerate(reversed(order), start=1):
+            dim_tags[ax] = f"N{level}"
+        temps[staged] = lp.TemporaryVariable(
+            staged, dtype=arr.dtype, shape=arr.shape,
+            dim_tags=",".join(dim_tags),
+            address_space=lp.AddressSpace.LOCAL)
+        fetch_id = f"{staged}_fetch"
+        fetches.append(lp.Assignment(
+            Subscript(var(staged), tuple(var(i) for i in inames)),
+            Subscript(var(name), tuple(var(i) for i in inames)),
+            id=fetch_id, within_inames=frozenset(inames)))
+        renamed[name] = staged
+        # consecutive work-items copy consecutive source addresses
+        tags[inames[-1]] = "l.0"
+
+    class _Restage(IdentityMapper):
+        def map_subscript(self, expr, *args):
+            new = super().map_subscript(expr, *args)
+            if new.aggregate.name in renamed:
+                return Subscript(var(renamed[new.aggregate.name]),
+                                 new.index_tuple)
+            return new
+
+    fetch_ids = frozenset(f.id for f in fetches)
+    short = f"{g}_1"
+    insns = []
+    for insn in kernel.instructions:
+        if short in insn.within_inames and fetch_ids:
+            insn = insn.copy(expression=_Restage()(insn.expression),
+                             depends_on=insn.depends_on | fetch_ids)
+        insns.append(insn)
+    kernel = kernel.copy(domains=domains, instructions=[*fetches, *insns],
+                         temporary_variables=temps)
+    knl = knl.with_kernel(kernel)
+    knl = lp.split_iname(knl, f"{g}_0", SMALL_OPERATOR_LOCAL,
+                         outer_tag="g.0", inner_tag="l.0")
+    knl = lp.tag_inames(knl, {short: "ilp", **tags})
+    if fetches:
+        # the copies run in every work-group (they name no group axis)
+        knl = lp.add_inames_for_unused_hw_axes(knl)
+    return knl
+
+
 def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = None,
                 reduction_groups=frozenset()):
     """*knl* with the inames of each loop group (``name -> extents``;
@@ -111,6 +249,14 @@ def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = Non
                 and extent >= TILE_COLS * 8 and extents[0] >= TILE_ROWS * 8):
             knl = _register_block(knl, g, extents, work_group_size)
             continue
+        if (g in reduction_groups and d == 2 and len(groups) == 1
+                and isinstance(extent, int) and isinstance(extents[0], int)
+                and 1 < extent <= SMALL_OPERATOR_OUTPUTS
+                and extents[0] >= 2 * SMALL_OPERATOR_LOCAL):
+            stage = _operands_to_stage(knl.default_entrypoint, g)
+            if stage is not None:
+                knl = _small_operator(knl, g, stage)
+                continue
         if isinstance(extent, int) and 1 < extent < work_group_size and d >= 2:
             # short contiguous axis (e.g. DOFs of an element): the whole
             # axis is l.0 and the next axis fills the work-group as l.1,
