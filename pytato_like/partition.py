@@ -32,8 +32,6 @@ from typing import Any
 from pytools import UniqueNameGenerator
 
 from pytato_like.array import (
-    IDENTITY,
-    VALUE,
     Array,
     DataWrapper,
     DictOfNamedArrays,
@@ -43,10 +41,11 @@ from pytato_like.array import (
     SizeParam,
     children_of,
     make_dict_of_named_arrays,
-    map_arrays_in_field,
 )
 from pytato_like.diagnostic import PartitionInducedCycleError
 from pytato_like.target import BoundProgram, normalize_outputs
+from pytato_like.target.numpy import NumpyBoundProgram
+from pytato_like.transform.copy import rebuild_with
 
 __all__ = [
     "GraphPart",
@@ -347,17 +346,8 @@ class PartBuilder:
             if all(self._resolve(k, pid) is order[k] for k in kids[i]):
                 self.rewritten[i] = node
                 continue
-            changes = {}
-            for fname, fkind in node._fields:
-                if fkind is VALUE or fkind is IDENTITY:
-                    continue
-                value = getattr(node, fname)
-                new = map_arrays_in_field(
-                    value, fkind,
-                    lambda child, pid=pid: self._resolve(index[id(child)], pid))
-                if new is not value:
-                    changes[fname] = new
-            self.rewritten[i] = node.copy(**changes)
+            self.rewritten[i] = rebuild_with(
+                node, lambda child, pid=pid: self._resolve(index[id(child)], pid))
 
     def part(self, pid: Hashable) -> _PartBuild:
         build = self.parts.get(pid)
@@ -503,18 +493,13 @@ def find_partition(outputs, part_func: Callable[[Array], Hashable],
 
 # {{{ code generation and execution
 
-class NumpyPartProgram(BoundProgram):
-    """A part program evaluated by the NumPy reference executor, with the
-    bound-program call convention ``prg(queue, **inputs) -> (None,
-    outputs)`` (*queue* is ignored and may be ``None``)."""
+class NumpyPartProgram(NumpyBoundProgram):
+    """A part program evaluated by the NumPy reference executor. It always
+    answers in the program contract's form: ``prg(queue, **inputs) ->
+    (HOST_EVENT, outputs)`` (*queue* is ignored and may be left out)."""
 
-    def __init__(self, outputs: DictOfNamedArrays) -> None:
-        from pytato_like.target.numpy import generate_numpy
-        self.program = generate_numpy(outputs)
-
-    def __call__(self, queue: Any = None, **inputs: Any
-                 ) -> tuple[None, dict[str, Any]]:
-        return None, self.program(**inputs)
+    def __call__(self, queue: Any = None, /, **kwargs: Any) -> Any:
+        return super().__call__(queue, **kwargs)
 
 
 def _loopy_available() -> bool:
@@ -562,23 +547,14 @@ def execute_partition(partition: GraphPartition,
                       queue: Any, input_args: Mapping[str, Any] | None = None
                       ) -> dict[str, Any]:
     """Run the parts in :attr:`~GraphPartition.toposorted_part_ids` order on
-    *queue* (``None`` for NumPy part programs). Returns every part output by
+    *queue* (``None`` for NumPy part programs), by
+    :func:`~pytato_like.scheduler.run_parts`. Returns every part output by
     name (the partitioned DAG's results among them); outputs of loopy part
     programs stay on the device (``out_host=False``)."""
-    from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
-    context: dict[str, Any] = dict(input_args or {})
-    for pid in partition.toposorted_part_ids:
-        part = partition.parts[pid]
-        inputs = {name: context[name] for name in part.all_input_names()
-                  if name in context}
-        prg = prg_per_partition[pid]
-        if isinstance(prg, BoundPyOpenCLProgram):
-            # part outputs feed the next parts: keep them on the device
-            _evt, outputs = prg(queue, out_host=False, **inputs)
-        else:
-            _evt, outputs = prg(queue, **inputs)
-        context.update(outputs)
-    return context
+    from pytato_like.scheduler import PartHooks, run_parts
+    values, _ = run_parts(partition, prg_per_partition, PartHooks(queue),
+                          input_args)
+    return values
 
 # }}}
 

@@ -39,6 +39,7 @@ device, and an executor with per-device queues and events.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -61,6 +62,7 @@ from pytato_like.diagnostic import (
     NotAnArrayError,
     UnknownDeviceError,
 )
+from pytato_like.scheduler import PartHooks
 from pytato_like.target import normalize_outputs
 
 _NO_TAGS: frozenset[Tag] = frozenset()
@@ -281,10 +283,7 @@ def execute_partition_on_devices(partition: Any,
     :class:`~pytato_like.runtime.trace.TraceRecorder`, gets a ``"part"``
     record per part and a ``"transfer"`` record per cut array moved
     (enqueue times)."""
-    import pyopencl as cl
-    import pyopencl.array as cla
-
-    from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
+    from pytato_like.scheduler import run_parts
     group = _device_group(devices)
     for pid in partition.toposorted_part_ids:
         device = _part_device(pid)
@@ -294,28 +293,42 @@ def execute_partition_on_devices(partition: Any,
             raise UnknownDeviceError(
                 f"part {pid!r} is placed on device {device}, which is not in "
                 f"the device group ({known})")
+    values, _ = run_parts(partition, prg_per_partition,
+                          _DeviceHooks(group, recorder), input_args)
+    return values
 
-    context: dict[str, Any] = dict(input_args or {})
-    where: dict[str, tuple[int, Any]] = {}     # name -> (device, event)
-    moved: dict[tuple[str, int], Any] = {}     # (name, device) -> array
-    for pid in partition.toposorted_part_ids:
-        part = partition.parts[pid]
+
+class _DeviceHooks(PartHooks):
+    """The device executor's part of the schedule: each part on its
+    device's compute queue, its inputs moved there first (see the module
+    docs)."""
+
+    def __init__(self, group: Any, recorder: Any) -> None:
+        super().__init__()
+        self.group = group
+        self.recorder = recorder
+        self.where: dict[str, tuple[int, Any]] = {}   # name -> (device, event)
+        self.moved: dict[tuple[str, int], Any] = {}   # (name, device) -> array
+
+    def queue_for(self, pid: Hashable) -> Any:
+        return self.group.spec(_part_device(pid)).compute_queue
+
+    def prepare_inputs(self, pid: Hashable, inputs: dict[str, Any]) -> None:
+        import pyopencl as cl
+        import pyopencl.array as cla
         device = _part_device(pid)
-        spec = group.spec(device)
-        inputs, waits = {}, []
-        for name in part.all_input_names():
-            if name not in context:
-                continue
-            value = context[name]
-            src = where.get(name)
+        group, moved, recorder = self.group, self.moved, self.recorder
+        waits = []
+        for name, value in inputs.items():
+            src = self.where.get(name)
             if src is None and isinstance(value, np.ndarray):
                 # a host input: upload it without blocking the host (a
                 # blocking upload would wait for the device's earlier work)
                 key = (name, device)
                 if key not in moved:
                     moved[key] = group.transfer(device, device)(value)
-                value = moved[key]
-                waits.extend(value.events)
+                inputs[name] = moved[key]
+                waits.extend(inputs[name].events)
             elif src is not None and src[0] != device and isinstance(
                     value, cla.Array):
                 key = (name, device)
@@ -327,28 +340,23 @@ def execute_partition_on_devices(partition: Any,
                         value, wait_for=None if src[1] is None else [src[1]])
                     if rec is not None:
                         rec.complete()
-                value = moved[key]
-                waits.extend(value.events)
-            inputs[name] = value
-        queue = spec.compute_queue
+                inputs[name] = moved[key]
+                waits.extend(inputs[name].events)
         if waits:
-            cl.enqueue_barrier(queue, wait_for=waits)
-        rec = None if recorder is None else recorder.part(pid, device=device)
-        if rec is not None:
-            rec.start()
-        prg = prg_per_partition[pid]
-        if isinstance(prg, BoundPyOpenCLProgram):
-            # outputs stay where the part ran (pytato's rule would copy
-            # NumPy-fed parts' outputs to the host)
-            evt, outputs = prg(queue, out_host=False, **inputs)
-        else:
-            evt, outputs = prg(queue, **inputs)
-        if rec is not None:
-            rec.complete()
-        for name, value in outputs.items():
-            context[name] = value
-            where[name] = (device, evt)
-    return context
+            # the whole part (every launch of its program) waits for them
+            cl.enqueue_barrier(self.queue_for(pid), wait_for=waits)
+        return None
+
+    def part_running(self, pid: Hashable) -> Any:
+        if self.recorder is None:
+            return contextlib.nullcontext()
+        return self.recorder.part(pid, device=_part_device(pid))
+
+    def part_done(self, pid: Hashable, outputs: Mapping[str, Any],
+                  event: Any) -> None:
+        device = _part_device(pid)
+        for name in outputs:
+            self.where[name] = (device, event)
 
 
 def _part_device(pid: Hashable) -> int:
