@@ -18,11 +18,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pytato_like.array import (
-    ARRAY,
-    ARRAY_TUPLE,
-    BINDINGS,
-    IDENTITY,
-    VALUE,
     Array,
     NamedArray,
     children_of,
@@ -54,6 +49,13 @@ def topological_order(roots: Iterable[Array],
                 if id(child) not in visited:
                     stack.append((child, False))
     return order
+
+
+def _blank_collecting(found: list[Array]) -> Callable[[Array], ArrayRef]:
+    def blank(ary: Array) -> ArrayRef:
+        found.append(ary)
+        return _BLANK
+    return blank
 
 
 def structurally_equal(a: Array, b: Array) -> bool:
@@ -88,72 +90,52 @@ def structurally_equal_many(xs: list[Array], ys: list[Array]) -> bool:
         for name, kind in a._fields:
             va = getattr(a, name)
             vb = getattr(b, name)
-            if kind is VALUE:
-                if va != vb:
+            if not kind.holds_arrays:
+                if kind.canonical(va, None) != kind.canonical(vb, None):
                     return False
-            elif kind is IDENTITY:
-                if va is not vb:
-                    return False
-            elif kind is ARRAY:
-                stack.append((va, vb))
-            elif kind is ARRAY_TUPLE:
-                if len(va) != len(vb):
-                    return False
-                stack.extend(zip(va, vb))
-            elif kind is BINDINGS:
-                if va.keys() != vb.keys():
-                    return False
-                stack.extend((va[k], vb[k]) for k in va)
-            else:  # SHAPE, INDICES: ints, slices, None mixed with arrays
-                if len(va) != len(vb):
-                    return False
-                for ia, ib in zip(va, vb):
-                    a_is_array = isinstance(ia, Array)
-                    if a_is_array != isinstance(ib, Array):
-                        return False
-                    if a_is_array:
-                        stack.append((ia, ib))
-                    elif ia != ib:
-                        return False
+                continue
+            # same layout with the arrays blanked out, then the arrays
+            # pairwise (bindings by name)
+            arrays_a: list[Array] = []
+            arrays_b: list[Array] = []
+            if (kind.canonical(va, _blank_collecting(arrays_a))
+                    != kind.canonical(vb, _blank_collecting(arrays_b))):
+                return False
+            stack.extend(zip(arrays_a, arrays_b))
     return True
 
 
 # {{{ pickling
 
-class _Ref:
-    """Stands for the array at position *i* of a flat pickle."""
+class ArrayRef:
+    """Stands for the array numbered *i* (a position in a flat pickle, a
+    structural class, ...) inside a field value; equal to refs of the same
+    number only, never to an int, so it cannot pass for a shape entry."""
 
     __slots__ = ("i",)
 
     def __init__(self, i: int) -> None:
         self.i = i
 
+    def __eq__(self, other: object) -> bool:
+        return type(other) is ArrayRef and other.i == self.i
+
+    def __hash__(self) -> int:
+        return hash((ArrayRef, self.i))
+
+    def __repr__(self) -> str:
+        return f"@{self.i}"
+
     def __reduce__(self):
-        return (_Ref, (self.i,))
+        return (ArrayRef, (self.i,))
 
 
-def _flatten_field(value: Any, kind: str, index: dict[int, int]) -> Any:
-    if kind is VALUE or kind is IDENTITY:
-        return value
-    if kind is ARRAY:
-        return index[id(value)]
-    if kind is ARRAY_TUPLE:
-        return tuple(index[id(a)] for a in value)
-    if kind is BINDINGS:
-        return {k: index[id(a)] for k, a in value.items()}
-    return tuple(_Ref(index[id(v)]) if isinstance(v, Array) else v for v in value)
+# what equality puts in place of every array before comparing layouts
+_BLANK = ArrayRef(-1)
 
 
-def _unflatten_field(value: Any, kind: str, built: list[Array]) -> Any:
-    if kind is VALUE or kind is IDENTITY:
-        return value
-    if kind is ARRAY:
-        return built[value]
-    if kind is ARRAY_TUPLE:
-        return tuple(built[i] for i in value)
-    if kind is BINDINGS:
-        return {k: built[i] for k, i in value.items()}
-    return tuple(built[v.i] if isinstance(v, _Ref) else v for v in value)
+def _is_ref(value: Any) -> bool:
+    return type(value) is ArrayRef
 
 
 def flatten_dags(roots: list[Array]) -> tuple[list[tuple], list[int]]:
@@ -166,7 +148,9 @@ def flatten_dags(roots: list[Array]) -> tuple[list[tuple], list[int]]:
         if type(node) is NamedArray:
             fields = (node._container, node.name)
         else:
-            fields = tuple(_flatten_field(getattr(node, name), kind, index)
+            def ref(ary: Array) -> ArrayRef:
+                return ArrayRef(index[id(ary)])
+            fields = tuple(kind.map(getattr(node, name), ref)
                            for name, kind in node._fields)
         records.append((type(node), fields, node.axes, node.tags))
     return records, [index[id(r)] for r in roots]
@@ -182,7 +166,9 @@ def unflatten_dags(records: list[tuple], root_positions: list[int]) -> list[Arra
             if axes != node.axes or tags != node.tags:
                 node = NamedArray(container, name, axes=axes, tags=tags)
         else:
-            kwargs = {name: _unflatten_field(value, kind, built)
+            def deref(r: ArrayRef) -> Array:
+                return built[r.i]
+            kwargs = {name: kind.map(value, deref, _is_ref)
                       for (name, kind), value in zip(cls._fields, fields,
                                                      strict=True)}
             node = cls(**kwargs, axes=axes, tags=tags)

@@ -79,15 +79,150 @@ from pytato_like.diagnostic import (
 # {{{ field kinds
 
 # Each node class lists its constructor fields with a *kind* saying where
-# arrays may sit inside the value. Every generic walker (children, equality,
-# pickling, copy) reads this table instead of knowing each class.
-VALUE = "value"          # no arrays inside (str, dtype, int, expression, ...)
-IDENTITY = "identity"    # compared with ``is`` and hashed by id (wrapped data)
-ARRAY = "array"          # a single Array
-ARRAY_TUPLE = "arrays"   # tuple of Arrays
-BINDINGS = "bindings"    # Mapping[str, Array]
-SHAPE = "shape"          # tuple of int | Array
-INDICES = "indices"      # tuple of int | NormalizedSlice | Array | None
+# arrays may sit inside the value. The kinds below are the one place that
+# knows those layouts: children, copying, equality, pickling, cache keys,
+# stringifying and description all go through their four methods. A kind
+# is a str (its name), so tables may still compare kinds with ``is``.
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, Array)
+
+
+class FieldKind(str):
+    """How arrays sit inside a field value (the base: none do).
+
+    .. attribute:: holds_arrays
+
+        Whether values of this kind can contain arrays.
+
+    .. attribute:: by_identity
+
+        Whether the (array-free) value is compared and hashed by identity.
+    """
+
+    __slots__ = ()
+    holds_arrays = False
+    by_identity = False
+
+    def arrays(self, value: Any) -> tuple:
+        """The arrays in *value*, in order (bindings in insertion order)."""
+        return ()
+
+    def map(self, value: Any, fn, is_array=_is_array) -> Any:
+        """*value* with every array *a* inside replaced by ``fn(a)``; the
+        same object when nothing changed. *is_array* says which entries of
+        a mixed tuple are arrays (another test when mapping stand-ins)."""
+        return value
+
+    def canonical(self, value: Any, fn) -> Any:
+        """What equality compares: *value* with every array *a* replaced by
+        ``fn(a)``, bindings as a tuple sorted by name, a value compared by
+        identity as its ``id``."""
+        return id(value) if self.by_identity else value
+
+    def slots(self, value: Any) -> tuple:
+        """``(slot, array)`` for each array in *value*: the slot is None for
+        a single array, the position in a tuple, the name in bindings."""
+        return ()
+
+
+class _IdentityKind(FieldKind):
+    __slots__ = ()
+    by_identity = True
+
+
+class _ArrayKind(FieldKind):
+    __slots__ = ()
+    holds_arrays = True
+
+    def arrays(self, value: Any) -> tuple:
+        return (value,)
+
+    def map(self, value: Any, fn, is_array=_is_array) -> Any:
+        return fn(value)
+
+    def canonical(self, value: Any, fn) -> Any:
+        return fn(value)
+
+    def slots(self, value: Any) -> tuple:
+        return ((None, value),)
+
+
+class _ArrayTupleKind(FieldKind):
+    __slots__ = ()
+    holds_arrays = True
+
+    def arrays(self, value: Any) -> tuple:
+        return value
+
+    def map(self, value: Any, fn, is_array=_is_array) -> Any:
+        new = tuple(fn(a) for a in value)
+        return value if all(map(operator.is_, new, value)) else new
+
+    def canonical(self, value: Any, fn) -> Any:
+        return tuple(fn(a) for a in value)
+
+    def slots(self, value: Any) -> tuple:
+        return tuple(enumerate(value))
+
+
+class _BindingsKind(FieldKind):
+    __slots__ = ()
+    holds_arrays = True
+
+    def arrays(self, value: Any) -> tuple:
+        return tuple(value.values())
+
+    def map(self, value: Any, fn, is_array=_is_array) -> Any:
+        new = {k: fn(a) for k, a in value.items()}
+        if all(new[k] is a for k, a in value.items()):
+            return value
+        return constantdict(new)
+
+    def canonical(self, value: Any, fn) -> Any:
+        # constantdict equality ignores insertion order; so does this
+        return tuple((k, fn(value[k])) for k in sorted(value))
+
+    def slots(self, value: Any) -> tuple:
+        return tuple(value.items())
+
+
+class _MixedKind(FieldKind):
+    """A tuple of arrays mixed with ints, slices and None."""
+
+    __slots__ = ()
+    holds_arrays = True
+
+    def arrays(self, value: Any) -> tuple:
+        return tuple(v for v in value if type(v) is not int and _is_array(v))
+
+    def map(self, value: Any, fn, is_array=_is_array) -> Any:
+        # mostly ints and slices: look before building a new tuple
+        if not any(map(is_array, value)):
+            return value
+        new = tuple(fn(v) if is_array(v) else v for v in value)
+        return value if all(map(operator.is_, new, value)) else new
+
+    def canonical(self, value: Any, fn) -> Any:
+        return tuple(fn(v) if _is_array(v) else v for v in value)
+
+    def slots(self, value: Any) -> tuple:
+        return tuple((i, v) for i, v in enumerate(value) if _is_array(v))
+
+
+VALUE = FieldKind("value")              # no arrays inside (str, dtype, ...)
+IDENTITY = _IdentityKind("identity")    # compared by ``is`` (wrapped data)
+ARRAY = _ArrayKind("array")             # a single Array
+ARRAY_TUPLE = _ArrayTupleKind("arrays")  # tuple of Arrays
+BINDINGS = _BindingsKind("bindings")    # Mapping[str, Array]
+SHAPE = _MixedKind("shape")             # tuple of int | Array
+INDICES = _MixedKind("indices")  # tuple of int | NormalizedSlice | Array | None
+
+
+def map_arrays_in_field(value: Any, kind: FieldKind, fn) -> Any:
+    """*value* (a field of kind *kind*) with every array inside replaced by
+    ``fn(array)``; the same object when nothing changed."""
+    return kind.map(value, fn)
 
 # }}}
 
@@ -628,7 +763,7 @@ def _make_hash_getter(cls: type):
     (wrapped data by identity), built once per class."""
     names = tuple(name for name, _ in cls._fields)
     identity = tuple(i for i, (_, kind) in enumerate(cls._fields)
-                     if kind is IDENTITY)
+                     if kind.by_identity)
     if not identity and len(names) > 1:
         getter = operator.attrgetter(*names)
     elif not identity:
@@ -644,38 +779,19 @@ def _make_hash_getter(cls: type):
     return getter
 
 
-def map_arrays_in_field(value: Any, kind: str, fn) -> Any:
-    """*value* with every array inside replaced by ``fn(array)``; the same
-    object when nothing changed."""
-    if kind is VALUE or kind is IDENTITY:
-        return value
-    if kind is ARRAY:
-        return fn(value)
-    if kind is ARRAY_TUPLE:
-        new = tuple(fn(a) for a in value)
-    elif kind is BINDINGS:
-        new_b = {k: fn(a) for k, a in value.items()}
-        if all(new_b[k] is a for k, a in value.items()):
-            return value
-        return constantdict(new_b)
-    else:
-        new = tuple(fn(v) if isinstance(v, Array) else v for v in value)
-    if all(n is o for n, o in zip(new, value, strict=True)):
-        return value
-    return new
+_CHILD_FIELDS: dict[type, tuple[tuple[str, FieldKind], ...]] = {}
+_DATA_FIELDS: dict[type, tuple[tuple[str, FieldKind], ...]] = {}
 
 
-_CHILD_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
-
-
-def _child_fields(cls: type) -> tuple[tuple[str, str], ...]:
+def _child_fields(cls: type) -> tuple[tuple[str, FieldKind], ...]:
     fields = tuple((name, kind) for name, kind in cls._fields
-                   if kind is not VALUE and kind is not IDENTITY)
+                   if kind.holds_arrays)
     _CHILD_FIELDS[cls] = fields
+    _DATA_FIELDS[cls] = tuple(f for f in fields if f[1] is not SHAPE)
     return fields
 
 
-def array_fields(cls: type) -> tuple[tuple[str, str], ...]:
+def array_fields(cls: type) -> tuple[tuple[str, FieldKind], ...]:
     """``(name, kind)`` of the fields of node class *cls* that can hold
     arrays (computed once per class: walks ask per node)."""
     fields = _CHILD_FIELDS.get(cls)
@@ -694,22 +810,14 @@ def children_of(expr: Array, include_shape: bool = True) -> tuple[Array, ...]:
     fields = _CHILD_FIELDS.get(cls)
     if fields is None:
         fields = _child_fields(cls)
+    if not include_shape:
+        fields = _DATA_FIELDS[cls]
+    if len(fields) == 1:  # the common case: no list to build
+        name, kind = fields[0]
+        return tuple(kind.arrays(getattr(expr, name)))
     result: list[Array] = []
-    # Every traversal calls this once per node: kinds are tested inline.
     for name, kind in fields:
-        value = getattr(expr, name)
-        if kind is ARRAY:
-            result.append(value)
-        elif kind is BINDINGS:
-            result.extend(value.values())
-        elif kind is ARRAY_TUPLE:
-            result.extend(value)
-        elif kind is SHAPE and not include_shape:
-            continue
-        else:  # SHAPE, INDICES
-            for v in value:
-                if type(v) is not int and isinstance(v, Array):
-                    result.append(v)
+        result.extend(kind.arrays(getattr(expr, name)))
     return tuple(result)
 
 

@@ -11,19 +11,16 @@ topological order, without recursion.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from pytato_like.array import (
-    ARRAY,
-    ARRAY_TUPLE,
-    BINDINGS,
-    IDENTITY,
-    VALUE,
     AbstractResultWithNamedArrays,
     Array,
     DictOfNamedArrays,
+    FieldKind,
     NamedArray,
     NormalizedSlice,
 )
@@ -43,23 +40,30 @@ def _format_value(name: str, value: Any) -> str:
     return repr(value)
 
 
-def _format_entry(entry: Any, text_of) -> str:
-    if isinstance(entry, Array):
-        return text_of(entry)
+class _Text(str):
+    """The text of an array, standing in for it inside a field value."""
+
+    __slots__ = ()
+
+
+def _format_entry(entry: Any) -> str:
+    """Text of a field value whose arrays are :class:`_Text` (containers
+    are at most two levels deep: no recursion on the DAG)."""
+    if isinstance(entry, _Text):
+        return entry
+    if isinstance(entry, Mapping):
+        return "{" + ", ".join(f"{k}: {_format_entry(v)}"
+                               for k, v in entry.items()) + "}"
+    if isinstance(entry, tuple):
+        entries = [_format_entry(v) for v in entry]
+        return "(" + ", ".join(entries) + ("," if len(entries) == 1 else "") + ")"
     if isinstance(entry, NormalizedSlice):
         return f"{entry.start}:{entry.stop}:{entry.step}"
     return repr(entry)
 
 
-def _format_field(value: Any, kind: str, text_of) -> str:
-    if kind is ARRAY:
-        return text_of(value)
-    if kind is ARRAY_TUPLE:
-        return "(" + ", ".join(text_of(a) for a in value) + ",)"
-    if kind is BINDINGS:
-        return "{" + ", ".join(f"{k}: {text_of(a)}" for k, a in value.items()) + "}"
-    entries = [_format_entry(v, text_of) for v in value]
-    return "(" + ", ".join(entries) + ("," if len(entries) == 1 else "") + ")"
+def _format_field(value: Any, kind: FieldKind, text_of) -> str:
+    return _format_entry(kind.map(value, lambda a: _Text(text_of(a))))
 
 
 def _format_node(node: Array, text_of) -> str:
@@ -70,7 +74,7 @@ def _format_node(node: Array, text_of) -> str:
         parts = []
         for name, kind in node._fields:
             value = getattr(node, name)
-            if kind is VALUE or kind is IDENTITY:
+            if not kind.holds_arrays:
                 if name == "var_to_reduction_descr" and not value:
                     continue
                 if name == "redn_axis_to_redn_descr":

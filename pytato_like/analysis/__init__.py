@@ -416,7 +416,7 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
         # position: linear in the DAG, no recursion over its depth. Field
         # values (expressions, dtypes, axes) are shared by many nodes, so
         # each distinct object is keyed once and its digest reused.
-        from pytato_like.array import ARRAY, ARRAY_TUPLE, BINDINGS, IDENTITY, VALUE
+        from pytato_like._traversal import ArrayRef
         memo: dict[int, tuple[bytes, Any]] = {}
 
         def digest(value: Any, identity: bool = False) -> bytes:
@@ -435,6 +435,21 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
         def ref(i: int) -> bytes:
             return b"@" + i.to_bytes(8, "little")
 
+        def array_ref(ary: Array) -> ArrayRef:
+            return ArrayRef(position[id(ary)])
+
+        def put(layout: Any) -> None:
+            # a field's canonical layout: an array ref, or a tuple of refs,
+            # values and (name, ref) pairs (two levels at most)
+            if type(layout) is ArrayRef:
+                update(ref(layout.i))
+            elif type(layout) is tuple:
+                update(len(layout).to_bytes(8, "little"))
+                for entry in layout:
+                    put(entry)
+            else:
+                update(digest(layout))
+
         order = topological_order([root])
         position = {id(node): i for i, node in enumerate(order)}
         update = key_hash.update
@@ -447,22 +462,10 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
             else:
                 for name, kind in node._fields:
                     value = getattr(node, name)
-                    if kind is VALUE:
-                        update(digest(value))
-                    elif kind is IDENTITY:
-                        update(digest(value, identity=True))
-                    elif kind is ARRAY:
-                        update(ref(position[id(value)]))
-                    elif kind is BINDINGS:
-                        update(len(value).to_bytes(8, "little"))
-                        for k in sorted(value):
-                            update(digest(k))
-                            update(ref(position[id(value[k])]))
-                    else:  # ARRAY_TUPLE, SHAPE, INDICES
-                        update(len(value).to_bytes(8, "little"))
-                        for v in value:
-                            update(ref(position[id(v)]) if isinstance(v, Array)
-                                   else digest(v))
+                    if kind.holds_arrays:
+                        put(kind.canonical(value, array_ref))
+                    else:
+                        update(digest(value, identity=kind.by_identity))
             update(digest(node.axes))
             update(digest(node.tags))
 

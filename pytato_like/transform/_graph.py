@@ -30,12 +30,8 @@ import gc
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from pytato_like._traversal import ArrayRef
 from pytato_like.array import (
-    ARRAY,
-    ARRAY_TUPLE,
-    BINDINGS,
-    IDENTITY,
-    VALUE,
     AbstractResultWithNamedArrays,
     Array,
     NamedArray,
@@ -72,37 +68,18 @@ def toposort(roots: Iterable[Any], children: Callable[[Any], Iterable[Any]]
     return topological_order(roots, children)
 
 
-class _ArrayRef(tuple):
-    """Marks "the structural class number of an array" inside a key, so it
-    can never be confused with an int shape component."""
-
-    __slots__ = ()
-
-
 def _structural_key(node: Array, class_of: Callable[[Array], int]) -> tuple:
     """Everything ``==`` compares, with children replaced by their class
     numbers."""
     t = type(node)
     if t is NamedArray:
         return (t, node.axes, node.tags, node.name, class_of(node.expr))
-    key: list[Any] = [t, node.axes, node.tags]
-    for name, kind in t._fields:
-        value = getattr(node, name)
-        if kind is VALUE:
-            key.append(value)
-        elif kind is IDENTITY:
-            key.append(id(value))
-        elif kind is ARRAY:
-            key.append(class_of(value))
-        elif kind is ARRAY_TUPLE:
-            key.append(tuple(class_of(a) for a in value))
-        elif kind is BINDINGS:
-            # constantdict equality ignores insertion order; so does the key
-            key.append(tuple(sorted((k, class_of(a)) for k, a in value.items())))
-        else:
-            key.append(tuple(_ArrayRef((class_of(v),)) if isinstance(v, Array)
-                             else v for v in value))
-    return tuple(key)
+
+    def ref(ary: Array) -> ArrayRef:
+        return ArrayRef(class_of(ary))
+    return (t, node.axes, node.tags,
+            *(kind.canonical(getattr(node, name), ref)
+              for name, kind in t._fields))
 
 
 def structural_representatives(order: list[Array]) -> list[Array]:

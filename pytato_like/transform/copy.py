@@ -21,11 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from constantdict import constantdict
-
 from pytato_like.array import (
-    ARRAY,
-    ARRAY_TUPLE,
     BINDINGS,
     SHAPE,
     AbstractResultWithNamedArrays,
@@ -40,33 +36,6 @@ from pytato_like.transform.mapper import (
     TransformMapperWithExtraArgs,
     with_default_map_methods,
 )
-
-
-def _map_field(value: Any, kind: str, map_child: Callable[[Any], Any]) -> Any:
-    """*value* (a field of kind *kind*) with its arrays mapped; the same
-    object when no array changed."""
-    if kind is ARRAY:
-        return map_child(value)
-    if kind is BINDINGS:
-        new_bindings = {}
-        changed = False
-        for name, ary in value.items():
-            new = new_bindings[name] = map_child(ary)
-            changed = changed or new is not ary
-        return constantdict(new_bindings) if changed else value
-    if kind is ARRAY_TUPLE:
-        new_tuple = tuple(map_child(ary) for ary in value)
-    else:  # SHAPE, INDICES: mostly ints and slices
-        for v in value:
-            if isinstance(v, Array):
-                break
-        else:
-            return value
-        new_tuple = tuple(map_child(v) if isinstance(v, Array) else v
-                          for v in value)
-    if all(n is o for n, o in zip(new_tuple, value, strict=True)):
-        return value
-    return new_tuple
 
 
 def rebuild_with(expr: Any, map_child: Callable[[Any], Any],
@@ -89,7 +58,7 @@ def rebuild_with(expr: Any, map_child: Callable[[Any], Any],
         changes = None if tags is None else {"tags": tags}
         for name, kind in array_fields(t):
             old = getattr(expr, name)
-            new = _map_field(old, kind, map_child)
+            new = kind.map(old, map_child)
             if new is not old:
                 if changes is None:
                     changes = {}
@@ -120,7 +89,7 @@ class CopyMapper(TransformMapper):
     def rec_size_tuple(self, situp: tuple) -> tuple:
         """A shape with its size expressions mapped (the same tuple when
         none changed), for ``map_*`` methods written as in pytato."""
-        return _map_field(situp, SHAPE, self.rec)
+        return SHAPE.map(situp, self.rec)
 
     rec_idx_tuple = rec_size_tuple
 
@@ -128,7 +97,7 @@ class CopyMapper(TransformMapper):
         """The call with its definition mapped (once per definition, see
         :meth:`map_function_definition`) and its arguments mapped."""
         function = self.rec_function_definition(expr.function)
-        bindings = _map_field(expr.bindings, BINDINGS, self.rec)
+        bindings = BINDINGS.map(expr.bindings, self.rec)
         if function is expr.function and bindings is expr.bindings:
             return expr
         return expr.copy(function=function, bindings=bindings)
@@ -159,8 +128,7 @@ class CopyMapperWithExtraArgs(TransformMapperWithExtraArgs[P]):
     def rec_size_tuple(self, situp: tuple, *args: Any, **kwargs: Any) -> tuple:
         """A shape with its size expressions mapped with the extra
         arguments (the same tuple when none changed)."""
-        return _map_field(situp, SHAPE,
-                          lambda child: self.rec(child, *args, **kwargs))
+        return SHAPE.map(situp, lambda child: self.rec(child, *args, **kwargs))
 
     rec_idx_tuple = rec_size_tuple
 

@@ -17,13 +17,8 @@ from typing import Any
 import numpy as np
 
 from pytato_like.array import (
-    ARRAY,
-    ARRAY_TUPLE,
-    BINDINGS,
-    IDENTITY,
     INDICES,
     SHAPE,
-    VALUE,
     AbstractResultWithNamedArrays,
     Array,
     DictOfNamedArrays,
@@ -168,9 +163,9 @@ def describe_node(node: Array) -> tuple[str, list[tuple[str, str]]]:
             value = getattr(node, name)
             if kind is INDICES:
                 rows.append(("indices", truncate(_indices_text(value))))
-            elif kind is IDENTITY:
+            elif kind.by_identity:
                 rows.append((name, type(value).__name__))
-            elif kind is not VALUE:
+            elif kind.holds_arrays:
                 continue  # arrays: drawn as edges
             elif name == "expr" and isinstance(node, IndexLambda):
                 from pytato_like.scalar_expr import stringify
@@ -220,25 +215,16 @@ def operand_edges(node: Array) -> list[tuple[Array, str, bool]]:
                 found[id(child)] = (child, entry[1], False)
 
     for name, kind in node._fields:
-        if kind is VALUE or kind is IDENTITY:
-            continue
-        value = getattr(node, name)
-        if kind is ARRAY:
-            add(value, "" if name == "array" else name, False)
-        elif kind is ARRAY_TUPLE:
-            for i, child in enumerate(value):
-                add(child, str(i), False)
-        elif kind is BINDINGS:
-            for key, child in value.items():
-                add(child, str(key), False)
-        elif kind is SHAPE:
-            for i, child in enumerate(value):
-                if isinstance(child, Array):
-                    add(child, f"shape[{i}]", True)
-        elif kind is INDICES:
-            for i, child in enumerate(value):
-                if isinstance(child, Array):
-                    add(child, f"index[{i}]", False)
+        for slot, child in kind.slots(getattr(node, name)):
+            if slot is None:
+                label = "" if name == "array" else name
+            elif kind is SHAPE:
+                label = f"shape[{slot}]"
+            elif kind is INDICES:
+                label = f"index[{slot}]"
+            else:
+                label = str(slot)
+            add(child, label, kind is SHAPE)
     return [(child, ", ".join(labels), aux)
             for child, labels, aux in found.values()]
 

@@ -58,15 +58,8 @@ import sys
 import tempfile
 from typing import Any
 
-from pytato_like.array import (
-    ARRAY,
-    ARRAY_TUPLE,
-    BINDINGS,
-    IDENTITY,
-    VALUE,
-    Array,
-    NamedArray,
-)
+from pytato_like._traversal import ArrayRef
+from pytato_like.array import Array, NamedArray
 
 #: number of loopy code generations in this process (tests use it to check
 #: that a cache hit does not generate code)
@@ -163,7 +156,9 @@ def _disk_enabled() -> bool:
 # {{{ structural key
 
 def _field_repr(value, kind, index, expr_reprs) -> str:
-    if kind is VALUE:
+    if kind.by_identity:
+        return "<data>"
+    if not kind.holds_arrays:
         if isinstance(value, Array):  # pragma: no cover - defensive
             return f"@{index[id(value)]}"
         r = expr_reprs.get(id(value))
@@ -172,17 +167,7 @@ def _field_repr(value, kind, index, expr_reprs) -> str:
             expr_reprs[id(value)] = r
             expr_reprs[-id(value)] = value  # keep alive: ids stay unique
         return r
-    if kind is IDENTITY:
-        return "<data>"
-    if kind is ARRAY:
-        return f"@{index[id(value)]}"
-    if kind is ARRAY_TUPLE:
-        return "(" + ",".join(f"@{index[id(a)]}" for a in value) + ")"
-    if kind is BINDINGS:
-        return "{" + ",".join(f"{k}:@{index[id(a)]}"
-                              for k, a in sorted(value.items())) + "}"
-    return "(" + ",".join(f"@{index[id(v)]}" if isinstance(v, Array) else repr(v)
-                          for v in value) + ")"
+    return repr(kind.canonical(value, lambda a: ArrayRef(index[id(a)])))
 
 
 def dag_key(outputs: dict[str, Array], order: list[Array], extra: str = "") -> str:
