@@ -4,7 +4,7 @@ variants, as index lambdas without inputs."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -19,6 +19,9 @@ from pytato_like.array import (
 )
 from pytato_like.diagnostic import DTypeError, InvalidOrderError
 from pytato_like.scalar_expr import TypeCast, index_var
+
+if TYPE_CHECKING:
+    from pymbolic.typing import Number
 
 
 def _check_order(order: Any, what: str) -> None:
@@ -106,8 +109,9 @@ def arange(*args: Any, dtype=None) -> Array:
     # NumPy stores start and start + step in *dtype* and fills entry i with
     # first + i * (second - first) computed in *dtype*: so
     # arange(0.0, 2.0, 0.25, dtype=int) is all zeros.
-    first = convert_scalar(start, dtype, "arange")
+    # (numbers: bool was refused above)
+    first = cast("Number", convert_scalar(start, dtype, "arange"))
     with np.errstate(over="ignore"):
-        delta = convert_scalar(start + step, dtype, "arange") - first
+        delta = cast("Number", convert_scalar(start + step, dtype, "arange")) - first
     expr = prim.Sum((first, prim.Product((delta, TypeCast(dtype, index_var(0))))))
     return IndexLambda(expr, (length,), dtype, {}, None, None, _NO_TAGS)

@@ -12,7 +12,7 @@ says exactly what NumPy would compute and any target can follow it.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -21,6 +21,9 @@ from pytato_like.array import SUPPORTED_DTYPES, Array, IndexLambda, _NO_TAGS
 from pytato_like.diagnostic import DTypeError
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, TypeCast, index_var
 from pytato_like.utils import _is_one, get_shape_after_broadcasting
+
+if TYPE_CHECKING:
+    from pymbolic.typing import Scalar as ScalarValue
 
 Scalar = (int, float, complex, bool, np.generic)
 
@@ -75,7 +78,7 @@ def resolve_dtypes(ufunc: np.ufunc, operands: tuple, what: str) -> tuple[np.dtyp
         raise DTypeError(f"{what} is not supported for dtypes ({names})") from err
 
 
-def convert_scalar(value: Any, dtype: np.dtype, what: str) -> np.generic:
+def convert_scalar(value: Any, dtype: np.dtype, what: str) -> ScalarValue:
     """*value* as a NumPy scalar of *dtype*, refusing out-of-range Python
     integers as NumPy 2 does."""
     try:

@@ -40,7 +40,8 @@ those names back to NumPy ufuncs for the reference executor.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, cast, overload
 
 import numpy as np
 
@@ -57,7 +58,7 @@ from pytato_like._frontend import (
 from pytato_like.array import Array
 
 #: C99 function name used in scalar expressions -> NumPy ufunc.
-C99_TO_NUMPY: dict[str, np.ufunc] = {
+C99_TO_NUMPY: dict[str, Callable[..., Any]] = {
     "abs": np.absolute, "sqrt": np.sqrt, "exp": np.exp, "log": np.log,
     "log10": np.log10, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
@@ -66,12 +67,22 @@ C99_TO_NUMPY: dict[str, np.ufunc] = {
 }
 
 
-def _unary(c99_name: str, ufunc: np.ufunc):
-    def fn(x: Any) -> Array:
+class _UnaryFunction(Protocol):
+    """An elementwise function: an array for an array, a NumPy scalar for
+    a scalar."""
+
+    @overload
+    def __call__(self, x: Array, /) -> Array: ...
+    @overload
+    def __call__(self, x: Any, /) -> Array | np.generic: ...
+
+
+def _unary(c99_name: str, ufunc: np.ufunc) -> _UnaryFunction:
+    def fn(x: Any) -> Array | np.generic:
         return apply_ufunc(c99_name, ufunc, x)
     fn.__name__ = ufunc.__name__
     fn.__doc__ = f"Elementwise :func:`numpy.{ufunc.__name__}`."
-    return fn
+    return cast(_UnaryFunction, fn)
 
 
 abs = _unary("abs", np.absolute)  # noqa: A001
@@ -91,12 +102,18 @@ tanh = _unary("tanh", np.tanh)
 isnan = _unary("isnan", np.isnan)
 
 
-def arctan2(x1: Any, x2: Any) -> Array:
+def arctan2(x1: Any, x2: Any) -> Array | np.generic:
     """Elementwise :func:`numpy.arctan2`."""
     return binary_op("arctan2", x1, x2)
 
 
-def conj(x: Any) -> Array:
+@overload
+def conj(x: Array) -> Array: ...
+@overload
+def conj(x: Any) -> Array | np.generic: ...
+
+
+def conj(x: Any) -> Array | np.generic:
     """Complex conjugate; real arrays are returned unchanged."""
     x = as_operand(x)
     if isinstance(x, Array) and x.dtype.kind != "c":
@@ -105,7 +122,13 @@ def conj(x: Any) -> Array:
     return apply_ufunc("conj", np.conjugate, x)
 
 
-def real(x: Any) -> Array:
+@overload
+def real(x: Array) -> Array: ...
+@overload
+def real(x: Any) -> Array | np.generic: ...
+
+
+def real(x: Any) -> Array | np.generic:
     """Real part; real arrays are returned unchanged."""
     x = as_operand(x)
     if not isinstance(x, Array):
@@ -117,7 +140,13 @@ def real(x: Any) -> Array:
                          np.empty(0, x.dtype).real.dtype)
 
 
-def imag(x: Any) -> Array:
+@overload
+def imag(x: Array) -> Array: ...
+@overload
+def imag(x: Any) -> Array | np.generic: ...
+
+
+def imag(x: Any) -> Array | np.generic:
     """Imaginary part; zeros for real arrays."""
     x = as_operand(x)
     if not isinstance(x, Array):
@@ -131,7 +160,7 @@ def imag(x: Any) -> Array:
 
 
 def _binary(op_name: str, doc: str):
-    def fn(x1: Any, x2: Any) -> Array:
+    def fn(x1: Any, x2: Any) -> Array | np.generic:
         return binary_op(op_name, x1, x2)
     fn.__name__ = doc
     fn.__doc__ = f"Elementwise :func:`numpy.{doc}`."

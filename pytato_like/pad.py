@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -14,6 +14,9 @@ from pytato_like._frontend import convert_scalar
 from pytato_like.array import Array, IndexLambda, _NO_TAGS
 from pytato_like.diagnostic import ShapeMismatchError
 from pytato_like.scalar_expr import index_var
+
+if TYPE_CHECKING:
+    from pymbolic.typing import Expression
 
 
 def _as_pairs(value: Any, ndim: int, what: str) -> np.ndarray:
@@ -72,7 +75,7 @@ def pad(array: Array, pad_width: Any, mode: str = "constant",
         index.append(prim.Sum((index_var(i), -lo)) if lo else index_var(i))
     if all(lo == 0 and hi == 0 for lo, hi in widths):
         return array
-    expr = (prim.Subscript(prim.Variable("_in0"), tuple(index)) if index
+    expr: Expression = (prim.Subscript(prim.Variable("_in0"), tuple(index)) if index
             else prim.Variable("_in0"))
     # innermost test for the first axis, so the last axis decides corners
     for i, ((lo, hi), dim) in enumerate(zip(widths, array.shape)):

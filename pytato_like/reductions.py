@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import builtins
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -33,6 +33,9 @@ from pytato_like.array import (
 from pytato_like.diagnostic import EmptyReductionError
 from pytato_like.scalar_expr import TypeCast, index_var, make_reduce, reduction_var
 from pytato_like.utils import normalize_axes
+
+if TYPE_CHECKING:
+    from pymbolic.typing import Expression
 
 
 class ReductionOperation:
@@ -196,7 +199,7 @@ def _reduction_expr(op: ReductionOperation, dtype: np.dtype, shape: tuple,
     array bound as ``_in0``; size parameters of symbolic axis lengths are
     added to *bindings*."""
     index = []
-    bounds = {}
+    bounds: dict[str, tuple[Any, Any]] = {}
     out_shape = []
     n_out = 0
     for ax, dim in enumerate(shape):
@@ -211,13 +214,14 @@ def _reduction_expr(op: ReductionOperation, dtype: np.dtype, shape: tuple,
             index.append(index_var(n_out))
             out_shape.append(dim)
             n_out += 1
-    inner = prim.Subscript(prim.Variable("_in0"), tuple(index)) if index \
+    inner: Expression = prim.Subscript(prim.Variable("_in0"), tuple(index)) if index \
         else prim.Variable("_in0")
     if op.name in ("any", "all"):
         if dtype.kind != "b":
             inner = prim.Comparison(inner, "!=", dtype.type(0))
     elif dtype != out_dtype:
         inner = TypeCast(out_dtype, inner)
+    expr: Expression
     if bounds:
         expr = make_reduce(inner, op, bounds)
         descr = constantdict({name: _DEFAULT_DESCR for name in bounds})
