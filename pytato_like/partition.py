@@ -34,7 +34,6 @@ from pytools import UniqueNameGenerator
 from pytato_like.array import (
     Array,
     DataWrapper,
-    DictOfNamedArrays,
     InputArgumentBase,
     NamedArray,
     Placeholder,
@@ -503,8 +502,8 @@ class NumpyPartProgram(NumpyBoundProgram):
 
 
 def _loopy_available() -> bool:
-    import pytato_like
-    return getattr(pytato_like, "generate_loopy", None) is not None
+    import importlib.util
+    return importlib.util.find_spec("loopy") is not None
 
 
 def generate_code_for_partition(partition: GraphPartition,
@@ -520,13 +519,13 @@ def generate_code_for_partition(partition: GraphPartition,
     if target == "numpy":
         make = NumpyPartProgram
     elif target == "loopy":
-        import pytato_like
-        from pytato_like.runtime.placement import strip_device_transfers
+        from pytato_like.target.loopy import generate_loopy
+        from pytato_like.transform.placement import strip_device_transfers
 
         def make(outputs):
             # device transfers happen between parts; inside one they are
             # the identity, which the loopy target need not know about
-            return pytato_like.generate_loopy(strip_device_transfers(outputs))
+            return generate_loopy(strip_device_transfers(outputs))
     else:
         raise ValueError(f"unknown part program target {target!r}; "
                          "expected 'loopy' or 'numpy'")

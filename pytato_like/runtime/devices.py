@@ -22,8 +22,8 @@ Arrays in different contexts are staged through host memory.
 Plugging into the DAG
 ---------------------
 
-This module is the runtime half of a DAG-level transfer;
-:mod:`pytato_like.runtime.placement` is the DAG half. There,
+This module is the runtime half of a DAG-level transfer. The DAG half is
+the IR node :class:`~pytato_like.device_transfer.ToDevice`:
 ``to_device(array, device)`` (also what :func:`to_device` returns for a
 lazy array) is an array node with the shape and dtype of its operand and a
 target device index; its ``_mapper_method`` is ``map_to_device``. The NumPy
@@ -274,11 +274,11 @@ def to_device(array: Any, target: DeviceSpec | int | Any,
     of the array's queue (looked up in *group* when given).
 
     For a lazy :class:`~pytato_like.Array`, this is the DAG node instead:
-    :func:`pytato_like.runtime.placement.to_device` (*target* and *source*
+    :func:`pytato_like.device_transfer.to_device` (*target* and *source*
     are then device indices)."""
     from pytato_like.array import Array
     if isinstance(array, Array):
-        from pytato_like.runtime.placement import to_device as lazy_to_device
+        from pytato_like.device_transfer import to_device as lazy_to_device
         if group is not None:
             raise UnknownDeviceError(
                 "to_device of a lazy array takes a device index, not a group: "
