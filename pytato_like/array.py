@@ -60,9 +60,9 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 from constantdict import constantdict
@@ -75,6 +75,9 @@ from pytato_like.diagnostic import (
     NotAnArrayError,
     ShapeMismatchError,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 # {{{ field kinds
 
@@ -387,7 +390,7 @@ class Array:
 
     _mapper_method: ClassVar[str]
     #: ``(field_name, kind)`` of each constructor field except axes and tags.
-    _fields: ClassVar[tuple[tuple[str, str], ...]]
+    _fields: ClassVar[tuple[tuple[str, FieldKind], ...]]
 
     # NumPy must leave binary operators with an Array operand to us.
     __array_ufunc__ = None
@@ -513,7 +516,7 @@ class Array:
         return (*(name for name, _ in cls._fields), "axes", "tags",
                 "non_equality_tags")
 
-    def copy(self, **kwargs: Any) -> Array:
+    def copy(self, **kwargs: Any) -> Self:
         """A new node of the same class with the given fields replaced."""
         values = {name: getattr(self, name)
                   for name in self._constructor_field_names()}
@@ -527,7 +530,7 @@ class Array:
             new.non_equality_tags = non_equality_tags
         return new
 
-    def replace_if_different(self, **kwargs: Any) -> Array:
+    def replace_if_different(self, **kwargs: Any) -> Self:
         """Like :meth:`copy`, but returns *self* when every given field is
         identical to the stored one."""
         for name, value in kwargs.items():
@@ -547,14 +550,14 @@ class Array:
     def size(self) -> ShapeComponent:
         return _shape_product(self.shape)
 
-    def tagged(self, tags) -> Array:
+    def tagged(self, tags) -> Self:
         """A copy with *tags* (a tag or an iterable of tags) added."""
         new = normalize_tags(tags)
         if new <= self.tags:
             return self
         return self.copy(tags=check_tag_uniqueness(new | self.tags))
 
-    def without_tags(self, tags, verify_existence: bool = True) -> Array:
+    def without_tags(self, tags, verify_existence: bool = True) -> Self:
         """A copy with *tags* removed."""
         to_remove = normalize_tags(tags)
         if verify_existence and not to_remove <= self.tags:
@@ -611,6 +614,46 @@ class Array:
         return conj(self)
 
     conjugate = conj
+
+    if TYPE_CHECKING:
+        # installed after the class from _binary_operator/_unary_operator
+        def __add__(self, other: Any) -> Array: ...
+        def __radd__(self, other: Any) -> Array: ...
+        def __sub__(self, other: Any) -> Array: ...
+        def __rsub__(self, other: Any) -> Array: ...
+        def __mul__(self, other: Any) -> Array: ...
+        def __rmul__(self, other: Any) -> Array: ...
+        def __truediv__(self, other: Any) -> Array: ...
+        def __rtruediv__(self, other: Any) -> Array: ...
+        def __floordiv__(self, other: Any) -> Array: ...
+        def __rfloordiv__(self, other: Any) -> Array: ...
+        def __mod__(self, other: Any) -> Array: ...
+        def __rmod__(self, other: Any) -> Array: ...
+        def __pow__(self, other: Any) -> Array: ...
+        def __rpow__(self, other: Any) -> Array: ...
+        def __and__(self, other: Any) -> Array: ...
+        def __rand__(self, other: Any) -> Array: ...
+        def __or__(self, other: Any) -> Array: ...
+        def __ror__(self, other: Any) -> Array: ...
+        def __xor__(self, other: Any) -> Array: ...
+        def __rxor__(self, other: Any) -> Array: ...
+        def __lshift__(self, other: Any) -> Array: ...
+        def __rlshift__(self, other: Any) -> Array: ...
+        def __rshift__(self, other: Any) -> Array: ...
+        def __rrshift__(self, other: Any) -> Array: ...
+        def __lt__(self, other: Any) -> Array: ...
+        def __le__(self, other: Any) -> Array: ...
+        def __gt__(self, other: Any) -> Array: ...
+        def __ge__(self, other: Any) -> Array: ...
+        def __neg__(self) -> Array: ...
+        def __pos__(self) -> Array: ...
+        def __invert__(self) -> Array: ...
+
+    def __divmod__(self, other: Any) -> tuple[Array, Array]:
+        return self // other, self % other
+
+    def __rdivmod__(self, other: Any) -> tuple[Array, Array]:
+        return other // self, other % self
 
     def __abs__(self) -> Array:
         from pytato_like.cmath import abs as _abs
@@ -726,18 +769,6 @@ for _name in ("lt", "le", "gt", "ge"):
     setattr(Array, f"__{_name}__", _binary_operator(_name, reflected=False))
 
 
-def _divmod(self, other):
-    return self // other, self % other
-
-
-def _rdivmod(self, other):
-    return other // self, other % self
-
-
-Array.__divmod__ = _divmod
-Array.__rdivmod__ = _rdivmod
-
-
 def _unary_operator(op_name: str):
     def method(self):
         from pytato_like._frontend import unary_op
@@ -758,12 +789,13 @@ for _name in ("neg", "pos", "invert"):
 _HASH_GETTERS: dict[type, Any] = {}
 
 
-def _make_hash_getter(cls: type):
+def _make_hash_getter(cls: type[Array]) -> Callable[[Any], Any]:
     """A function returning the hashable field values of a *cls* instance
     (wrapped data by identity), built once per class."""
     names = tuple(name for name, _ in cls._fields)
     identity = tuple(i for i, (_, kind) in enumerate(cls._fields)
                      if kind.by_identity)
+    getter: Callable[[Any], Any]
     if not identity and len(names) > 1:
         getter = operator.attrgetter(*names)
     elif not identity:
@@ -783,7 +815,7 @@ _CHILD_FIELDS: dict[type, tuple[tuple[str, FieldKind], ...]] = {}
 _DATA_FIELDS: dict[type, tuple[tuple[str, FieldKind], ...]] = {}
 
 
-def _child_fields(cls: type) -> tuple[tuple[str, FieldKind], ...]:
+def _child_fields(cls: type[Array]) -> tuple[tuple[str, FieldKind], ...]:
     fields = tuple((name, kind) for name, kind in cls._fields
                    if kind.holds_arrays)
     _CHILD_FIELDS[cls] = fields
@@ -791,7 +823,7 @@ def _child_fields(cls: type) -> tuple[tuple[str, FieldKind], ...]:
     return fields
 
 
-def array_fields(cls: type) -> tuple[tuple[str, FieldKind], ...]:
+def array_fields(cls: type[Array]) -> tuple[tuple[str, FieldKind], ...]:
     """``(name, kind)`` of the fields of node class *cls* that can hold
     arrays (computed once per class: walks ask per node)."""
     fields = _CHILD_FIELDS.get(cls)
@@ -806,7 +838,7 @@ def children_of(expr: Array, include_shape: bool = True) -> tuple[Array, ...]:
     in field order, duplicates kept."""
     cls = type(expr)
     if cls is NamedArray:
-        return (expr.expr,)
+        return (cast(NamedArray, expr).expr,)
     fields = _CHILD_FIELDS.get(cls)
     if fields is None:
         fields = _child_fields(cls)
@@ -1171,7 +1203,8 @@ class NormalizedSlice:
 
     @property
     def length(self) -> int:
-        return len(range(self.start, self.stop, self.step))
+        # (asked of concrete slices only: stop is an int there)
+        return len(range(self.start, cast(int, self.stop), self.step))
 
 
 class IndexBase(IndexRemappingBase):
