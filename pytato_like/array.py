@@ -1538,6 +1538,32 @@ def make_dict_of_named_arrays(data: Mapping[str, Array],
                 f"result {name!r} is a {type(ary).__name__}, not an Array")
     return DictOfNamedArrays(data, tags=_check_tags(tags))
 
+
+def normalize_outputs(result: Any, what: str = "generate code",
+                      error: type[Exception] = NotAnArrayError
+                      ) -> tuple[dict[str, Array], bool]:
+    """``(name -> array, is_single_array)`` for a program result: an array
+    alone (named ``_pt_out``), a :class:`DictOfNamedArrays` or a mapping of
+    names to arrays. The one place that knows these forms: code generators,
+    partitioners, analyses, printers and drawings all ask it. Anything else
+    raises *error* naming its type and *what* was attempted."""
+    if isinstance(result, DictOfNamedArrays):
+        return dict(result._data), False
+    if isinstance(result, Array):
+        return {"_pt_out": result}, True
+    if isinstance(result, Mapping) and not isinstance(
+            result, AbstractResultWithNamedArrays):
+        return dict(make_dict_of_named_arrays(result)._data), False
+    raise error(f"{what}: expected an Array, a DictOfNamedArrays or a dict "
+                f"of arrays, got a {type(result).__name__}")
+
+
+def output_arrays(result: Any, what: str = "generate code",
+                  error: type[Exception] = NotAnArrayError) -> list[Array]:
+    """The arrays of a program result (as :func:`normalize_outputs`), in
+    output order, an array named twice listed twice."""
+    return list(normalize_outputs(result, what, error)[0].values())
+
 # }}}
 
 # Bound last: _frontend imports the classes above.

@@ -23,6 +23,7 @@ from pytato_like.array import (
     FieldKind,
     NamedArray,
     NormalizedSlice,
+    output_arrays,
 )
 
 #: Inline nesting deeper than this starts a new numbered definition.
@@ -98,10 +99,7 @@ def stringify_dag(result: Array | AbstractResultWithNamedArrays) -> str:
     from pytato_like._traversal import topological_order
     from pytato_like.array import children_of
 
-    if isinstance(result, DictOfNamedArrays):
-        roots = list(result._data.values())
-    else:
-        roots = [result]
+    roots = output_arrays(result, "stringify")
     order = topological_order(roots)
     nusers: dict[int, int] = {}
     for node in order:

@@ -179,10 +179,8 @@ def evaluate_lazy_and_eager(fn: Callable[..., Any], *arrays: np.ndarray,
 
 def _placeholder_names(result: Any) -> set[str]:
     from pytato_like._traversal import topological_order
-    from pytato_like.array import DictOfNamedArrays, Placeholder
-    roots = list(result._data.values()) if isinstance(result, DictOfNamedArrays) \
-        else [result]
-    return {node.name for node in topological_order(roots)
+    from pytato_like.array import Placeholder, output_arrays
+    return {node.name for node in topological_order(output_arrays(result))
             if isinstance(node, Placeholder)}
 
 

@@ -42,8 +42,9 @@ from pytato_like.array import (
     Einsum,
     EinsumElementwiseAxis,
     children_of,
+    output_arrays,
 )
-from pytato_like.diagnostic import NotAnArrayError, UnsupportedArrayError
+from pytato_like.diagnostic import UnsupportedArrayError
 from pytato_like.transform._graph import (
     gc_paused,
     stack_headroom,
@@ -72,15 +73,6 @@ __all__ = [
 ]
 
 
-def _roots(outputs: Any, what: str) -> list[Array]:
-    if isinstance(outputs, DictOfNamedArrays):
-        return list(outputs._data.values())
-    if isinstance(outputs, Array):
-        return [outputs]
-    raise NotAnArrayError(f"{what} expects an Array or a DictOfNamedArrays, got "
-                          f"a {type(outputs).__name__}")
-
-
 @gc_paused
 @stack_headroom
 def get_nusers(outputs: Array | DictOfNamedArrays) -> Mapping[Array, int]:
@@ -90,7 +82,7 @@ def get_nusers(outputs: Array | DictOfNamedArrays) -> Mapping[Array, int]:
     per entry of *outputs* when it is a
     :class:`~pytato_like.array.DictOfNamedArrays`. Nodes nobody uses map to
     0."""
-    roots = _roots(outputs, "get_nusers")
+    roots = output_arrays(outputs, "get_nusers")
     order = topological_order(roots)
     reps = structural_representatives(order)
     rep_of = {id(node): rep for node, rep in zip(order, reps)}
@@ -118,7 +110,7 @@ def get_list_of_users(outputs: Array | DictOfNamedArrays
     value (one entry per reference, as :func:`get_nusers` counts them; a
     node nobody uses maps to an empty list). Keys are compared by structural
     equality, as in :func:`get_nusers`."""
-    order = topological_order(_roots(outputs, "get_list_of_users"))
+    order = topological_order(output_arrays(outputs, "get_list_of_users"))
     reps = structural_representatives(order)
     rep_of = {id(node): rep for node, rep in zip(order, reps)}
     users: dict[int, list[Array]] = {id(rep): [] for rep in reps}
@@ -139,7 +131,7 @@ def get_num_nodes(outputs: Array | DictOfNamedArrays,
     """The number of array nodes in the DAG *outputs* (shape expressions and
     index arrays included). With *count_duplicates*, distinct objects that
     are structurally equal are counted separately; without, once."""
-    order = topological_order(_roots(outputs, "get_num_nodes"))
+    order = topological_order(output_arrays(outputs, "get_num_nodes"))
     if count_duplicates:
         return len(order)
     return sum(1 for node, rep in zip(order, structural_representatives(order))

@@ -21,20 +21,18 @@ from typing import Any
 import numpy as np
 
 from pytato_like.array import (
-    AbstractResultWithNamedArrays,
     Array,
     DataWrapper,
-    DictOfNamedArrays,
     InputArgumentBase,
     Placeholder,
     SizeParam,
+    normalize_outputs,  # noqa: F401  (re-export: the one output normaliser)
 )
 from pytato_like.diagnostic import (
     InputDTypeMismatchError,
     InputShapeMismatchError,
     MissingInputError,
     NameClashError,
-    NotAnArrayError,
     UnexpectedInputError,
 )
 from pytato_like.target.program import BoundProgram  # noqa: F401  (re-export)
@@ -42,20 +40,6 @@ from pytato_like.target.program import BoundProgram  # noqa: F401  (re-export)
 
 class Target:
     """Base class of code generation targets."""
-
-
-def normalize_outputs(result: Array | AbstractResultWithNamedArrays
-                      | dict[str, Array]) -> tuple[dict[str, Array], bool]:
-    """``(name -> array, is_single_array)`` for a program result."""
-    if isinstance(result, DictOfNamedArrays):
-        return dict(result._data), False
-    if isinstance(result, Array):
-        return {"_pt_out": result}, True
-    if isinstance(result, dict):
-        from pytato_like.array import make_dict_of_named_arrays
-        return dict(make_dict_of_named_arrays(result)._data), False
-    raise NotAnArrayError(f"cannot generate code for a {type(result).__name__}; "
-                          "expected an Array or a DictOfNamedArrays")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,6 +40,7 @@ from pytato_like.array import (
     DictOfNamedArrays,
     InputArgumentBase,
     SizeParam,
+    output_arrays,
 )
 from pytato_like.transform._graph import (
     gc_paused,
@@ -93,12 +94,6 @@ def _union(*args: frozenset) -> frozenset:
     return reduce(frozenset.union, args)
 
 
-def _roots(expr: Any) -> list:
-    if isinstance(expr, DictOfNamedArrays):
-        return list(expr._data.values())
-    return [expr]
-
-
 class _NodeCollector(CombineMapper[frozenset, Never]):
     """A combine mapper whose result is the frozenset of the nodes of the
     DAG (the node itself included) for which :meth:`_collects` holds."""
@@ -128,7 +123,7 @@ class _NodeCollector(CombineMapper[frozenset, Never]):
     @gc_paused
     @stack_headroom
     def _collect_by_traversal(self, expr: Any) -> frozenset:
-        order = topological_order(_roots(expr))
+        order = topological_order(output_arrays(expr))
         return frozenset(
             rep for node, rep in zip(order, structural_representatives(order))
             if node is rep and self._collects(node))

@@ -62,6 +62,7 @@ from pytato_like.array import (
     InputArgumentBase,
     NamedArray,
     children_of,
+    output_arrays,
 )
 from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
 from pytato_like.tags import ImplInlined, ImplStored
@@ -362,21 +363,13 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
     return costs
 
 
-def _outputs_of(result) -> list[Array]:
-    if isinstance(result, DictOfNamedArrays):
-        return list(result._data.values())
-    if isinstance(result, Array):
-        return [result]
-    return list(result.values())
-
-
 def materialize_with_cost_model(result, model: CostModel | None = None):
     """*result* (an :class:`~pytato_like.array.Array` or a
     :class:`~pytato_like.array.DictOfNamedArrays`) with
     :class:`~pytato_like.tags.ImplStored` added to every non-input array the
     cost model stores. Linear time, iterative."""
     from pytato_like._traversal import topological_order
-    outputs = _outputs_of(result)
+    outputs = output_arrays(result)
     order = topological_order(outputs)
     costs = decide_storage(outputs, model, order)
     new: dict[int, Array] = {}
@@ -406,7 +399,7 @@ def explain_materialization(result, model: CostModel | None = None,
     """A table of the cost model's decisions for the non-input arrays of
     *result*: kind, shape, own ops, inlined work, depth, uses, verdict."""
     from pytato_like._traversal import topological_order
-    outputs = _outputs_of(result)
+    outputs = output_arrays(result)
     order = topological_order(outputs)
     costs = decide_storage(outputs, model, order)
     rows = []

@@ -19,16 +19,14 @@ import numpy as np
 from pytato_like.array import (
     INDICES,
     SHAPE,
-    AbstractResultWithNamedArrays,
     Array,
-    DictOfNamedArrays,
     Einsum,
     EinsumElementwiseAxis,
     IndexLambda,
     NamedArray,
     NormalizedSlice,
     SizeParam,
-    make_dict_of_named_arrays,
+    normalize_outputs,
 )
 from pytato_like.diagnostic import VisualizationError
 
@@ -47,23 +45,17 @@ def truncate(text: str, limit: int = MAX_TEXT_LENGTH) -> str:
 def normalize_result(result: Any) -> tuple[list[Array], dict[int, list[str]]]:
     """``(roots, id(root) -> output names)`` for an Array, a
     :class:`DictOfNamedArrays` or a plain dict of arrays."""
-    if isinstance(result, Mapping) and not isinstance(
-            result, AbstractResultWithNamedArrays):
-        result = make_dict_of_named_arrays(dict(result))
-    if isinstance(result, DictOfNamedArrays):
-        roots: list[Array] = []
-        names: dict[int, list[str]] = {}
-        for name, ary in result._data.items():
-            if id(ary) not in names:
-                roots.append(ary)
-                names[id(ary)] = []
-            names[id(ary)].append(name)
-        return roots, names
-    if isinstance(result, Array):
+    outputs, single = normalize_outputs(result, "draw", VisualizationError)
+    if single:
         return [result], {}
-    raise VisualizationError(
-        f"cannot draw a {type(result).__name__}; expected an Array, a "
-        "DictOfNamedArrays or a dict of Arrays")
+    roots: list[Array] = []
+    names: dict[int, list[str]] = {}
+    for name, ary in outputs.items():
+        if id(ary) not in names:
+            roots.append(ary)
+            names[id(ary)] = []
+        names[id(ary)].append(name)
+    return roots, names
 
 
 # {{{ text of values
