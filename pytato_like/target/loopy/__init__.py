@@ -229,8 +229,7 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     from pytato_like.target.loopy import schedule
     extra = repr((function_name, sorted((k, repr(options.get(k)))
                                         for k in _KEYED_OPTIONS),
-                  getattr(device, "name", None), schedule.WORK_GROUP_SIZE,
-                  schedule.REDUCTION_ILP))
+                  getattr(device, "name", None), schedule.parameters()))
     key = cache.dag_key(outputs, order, extra)
     stats.record_phase("cache_lookup", time.perf_counter() - t_start)
     plan, where = cache.get_plan(key)

@@ -657,17 +657,33 @@ class _Builder:
                 mem_kind="global", depends_on=frozenset(deps)))
         lp_insns.extend(barriers)
 
+        # sizes as arguments: a chunk whose schedule does not depend on its
+        # sizes gets them as kernel arguments, so that the steps of a
+        # shrinking (or growing) loop are one kernel
+        const_sizes: dict[str, int] = {}
+        if self._sizes_as_arguments(group_extents, reduction_groups, temps):
+            for g, extents in group_extents.items():
+                group_extents[g] = tuple(
+                    prim.Variable(self._const_size(e, local, sizes_used,
+                                                   const_sizes))
+                    if isinstance(e, int) else e for e in extents)
+
+        def dim(d):
+            if isinstance(d, str):
+                sizes_used.add(d)
+                return prim.Variable(local(d, "s"))
+            if const_sizes and d > 1:
+                return prim.Variable(self._const_size(d, local, sizes_used,
+                                                      const_sizes))
+            return d
+
         # arguments: arrays crossing the chunk boundary or program inputs
         # and outputs; others are kernel temporaries
         args = []
         bindings = {}
         for name in sorted(arrays_used, key=lambda n: rename.get(n, n)):
             spec = self.buffers[name]
-            shape = tuple(prim.Variable(local(d, "s")) if isinstance(d, str) else d
-                          for d in spec.shape) or (1,)
-            for d in spec.shape:
-                if isinstance(d, str):
-                    sizes_used.add(d)
+            shape = tuple(dim(d) for d in spec.shape) or (1,)
             lname = local(name, "a")
             crosses = spec.kind != "temporary" or (
                 written_in.get(name) != k or read_in.get(name, set()) - {k})
@@ -704,7 +720,9 @@ class _Builder:
         # the persistent key renders the chunk as text; rendering is the
         # slow part, so chunks equal to an earlier one (the steps of a
         # time loop) find their key by (hashed) structural equality
-        structure = (tuple(dom_strs),
+        # 64-bit indices if a size passed as argument needs them
+        wide = any(v > _INT32_MAX for v in const_sizes.values())
+        structure = (wide, tuple(dom_strs),
                      tuple((type(i).__name__, i.id, getattr(i, "assignee", None),
                             getattr(i, "expression", None), i.depends_on,
                             i.within_inames) for i in lp_insns),
@@ -715,7 +733,8 @@ class _Builder:
                      tuple(sorted(helpers)))
         key = self._spec_keys.get(structure)
         if key is None:
-            text = "\n".join([*dom_strs, *(str(i) for i in lp_insns),
+            text = "\n".join([f"wide={wide}", *dom_strs,
+                              *(str(i) for i in lp_insns),
                               *(f"{a.name}:{a.dtype}:{getattr(a, 'shape', '')}"
                                 for a in args),
                               *(f"{t.name}:{t.dtype}:{t.shape}:{t.address_space}"
@@ -727,7 +746,45 @@ class _Builder:
                 "args": args, "temps": list(temps.values()),
                 "bindings": bindings, "helpers": helpers,
                 "groups": group_extents, "reduction_groups": reduction_groups,
+                "const_sizes": {local(n, "s"): v for n, v in const_sizes.items()},
                 "name": None}  # set by _kernels
+
+    def _sizes_as_arguments(self, group_extents, reduction_groups, temps
+                            ) -> bool:
+        """Whether a chunk takes its constant sizes as arguments: only when
+        that cannot change its code beyond the sizes -- no reduction (the
+        register-blocked and small-operator schedules need constant
+        extents), no global temporary (allocated from its shape), every
+        extent constant, and every last axis at least a work-group long
+        (a shorter one is scheduled by its extent)."""
+        from pytato_like.target.loopy.schedule import WORK_GROUP_SIZE
+        if not self.options.get("sizes_as_arguments", True):
+            return False
+        if reduction_groups or not group_extents:
+            return False
+        if any(getattr(t, "address_space", None) != lp_private()
+               for t in temps.values()):
+            return False
+        for extents in group_extents.values():
+            if not all(isinstance(e, int) for e in extents):
+                return False
+            if extents and extents[-1] < WORK_GROUP_SIZE:
+                return False
+        return True
+
+    def _const_size(self, value: int, local, sizes_used, const_sizes) -> str:
+        """The program size name standing for the constant *value* (one per
+        value), noted as used by the chunk."""
+        key = ("const", value)
+        name = self._size_by_key.get(key)
+        if name is None:
+            name = self.vng("_pt_size")
+            self._size_by_key[key] = name
+            self.derived_sizes[name] = value
+        sizes_used.add(name)
+        const_sizes[name] = value
+        local(name, "s")  # numbered in order of first use: deterministic
+        return name
 
     def _isl(self, e, local) -> str:
         if isinstance(e, prim.Variable):
@@ -772,8 +829,7 @@ class _Builder:
         generated it before) and one :class:`Launch` per chunk; all
         kernels of the program share one OpenCL program text."""
         from pytato_like.target.loopy import cache
-        from pytato_like.target.loopy.schedule import (
-            REDUCTION_ILP, TILE_COLS, TILE_LOCAL, TILE_ROWS, WORK_GROUP_SIZE)
+        from pytato_like.target.loopy.schedule import parameters
         function_name = self.options.get("function_name", _DEFAULT_FUNCTION_NAME)
         distinct = list(dict.fromkeys(spec["key"] for spec in specs))
         kernels: list[KernelSource] = []
@@ -791,8 +847,7 @@ class _Builder:
                                 else f"{function_name}_{skey[:10]}")
                 spec["wide_indices"] = _needs_wide_indices(spec)
                 key = hashlib.sha256(repr((
-                    skey, spec["name"], WORK_GROUP_SIZE, REDUCTION_ILP,
-                    TILE_ROWS, TILE_COLS, TILE_LOCAL,
+                    skey, spec["name"], parameters(),
                     spec["wide_indices"])).encode()).hexdigest()
                 source = cache.get_kernel(key)
                 knl = None
@@ -893,12 +948,22 @@ _INT_LITERAL = re.compile(r"\d+")
 _INT32_MAX = 2**31 - 1
 
 
+def lp_private():
+    import loopy as lp
+    return lp.AddressSpace.PRIVATE
+
+
 def _needs_wide_indices(spec: dict) -> bool:
     """Whether a kernel's loop and index variables must be 64-bit: when a
     loop bound reaches 2^31 or a size is only known at run time (a size
-    parameter). Otherwise they stay 32-bit, which is cheaper on devices."""
+    parameter; constant sizes passed as arguments count by their value).
+    Otherwise they stay 32-bit, which is cheaper on devices."""
     import loopy as lp
-    if any(isinstance(arg, lp.ValueArg) for arg in spec["args"]):
+    const = spec.get("const_sizes", {})
+    if any(v > _INT32_MAX for v in const.values()):
+        return True
+    if any(isinstance(arg, lp.ValueArg) and arg.name not in const
+           for arg in spec["args"]):
         return True
     for domain in spec["domains"] or ():
         text = domain if isinstance(domain, str) else str(domain)

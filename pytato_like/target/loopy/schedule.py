@@ -226,6 +226,14 @@ def _small_operator(knl, g: str, stage: dict[str, int]):
     return knl
 
 
+def parameters() -> tuple:
+    """Every tunable above, for the kernel and plan cache keys (a kernel
+    generated with other values is another kernel)."""
+    return (WORK_GROUP_SIZE, REDUCTION_ILP, TILE_ROWS, TILE_COLS, TILE_LOCAL,
+            SMALL_OPERATOR_OUTPUTS, SMALL_OPERATOR_STAGED,
+            SMALL_OPERATOR_LOCAL)
+
+
 def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = None,
                 reduction_groups=frozenset()):
     """*knl* with the inames of each loop group (``name -> extents``;
