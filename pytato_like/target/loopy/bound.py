@@ -25,6 +25,7 @@ import numpy as np
 
 from pytato_like.target import BoundProgram, check_input_value
 from pytato_like.target.loopy.codegen import KernelSource, ProgramPlan, storage_dtype
+from pytato_like.target.loopy.replay import MAX_REPLAYS, LaunchReplay, layout_key
 
 # context -> memory pool (one per context, shared by all programs)
 _POOLS: dict[Any, Any] = {}
@@ -81,10 +82,10 @@ def _to_device(queue, value):
         if value.queue is None or value.context != queue.context:
             value = value.get()
         else:
-            if not value.flags.c_contiguous or value.offset:
+            if not value.flags.c_contiguous:
+                value = _strided_to_host(queue, value)
+            elif value.offset:
                 value = value.copy(queue=queue)
-                if not value.flags.c_contiguous:
-                    value = value.get()
             if isinstance(value, cla.Array):
                 if value.dtype == np.bool_:
                     value = value.view(np.int8)
@@ -93,6 +94,23 @@ def _to_device(queue, value):
     if value.dtype == np.bool_:
         value = value.view(np.int8)
     return cla.to_device(queue, value)
+
+
+def _strided_to_host(queue, value) -> np.ndarray:
+    """The non-contiguous device array *value* as a NumPy array (pyopencl
+    copies only contiguous arrays): the bytes its elements span, read at
+    once and viewed with its strides."""
+    import pyopencl as cl
+    if value.size == 0:
+        return np.empty(value.shape, value.dtype)
+    extents = [(n - 1) * s for n, s in zip(value.shape, value.strides, strict=True)]
+    lo = value.offset + sum(min(0, e) for e in extents)
+    hi = value.offset + sum(max(0, e) for e in extents) + value.dtype.itemsize
+    raw = np.empty(hi - lo, np.uint8)
+    cl.enqueue_copy(queue, raw, value.base_data, src_offset=lo,
+                    wait_for=value.events)
+    return np.ndarray(value.shape, value.dtype, buffer=raw,
+                      offset=value.offset - lo, strides=value.strides).copy()
 
 
 def _is_host_value(value) -> bool:
@@ -239,6 +257,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new._device_data = {}
+        new._replays = {}
         program = kwargs.pop("program", None)
         bound = kwargs.pop("bound_arguments", None)
         for name, value in kwargs.items():
@@ -375,6 +394,19 @@ class BoundPyOpenCLProgram(BoundProgram):
                 "argument(s)")
         t_start = time.perf_counter()
         plan = self.plan
+        # the pool: the caller's allocator (e.g. the distributed executor's
+        # pool) when given, so intermediates and communication buffers
+        # share one pool
+        pool = allocator if allocator is not None else _pool(queue)
+        # the fast path: a call with a layout seen before replays its launches
+        context = queue.context
+        layout = layout_key(kwargs, queue, context, self.inputs.size_params)
+        replays = self.__dict__.setdefault("_replays", {})
+        if layout is not None:
+            replay = replays.get((context, layout))
+            if replay and replay.plan is plan:
+                return replay.run(self, queue, pool, wait_for, out_host,
+                                  kwargs, t_start)
         values = self.inputs.check_and_convert(kwargs, _as_checked_value)
         sizes: dict[str, int] = {name: int(values[name])
                                  for name in plan.size_params}
@@ -385,9 +417,6 @@ class BoundPyOpenCLProgram(BoundProgram):
         def concrete(shape):
             return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
-        # the caller's allocator (e.g. the distributed executor's pool) when
-        # given, so intermediates and communication buffers share one pool
-        pool = allocator if allocator is not None else _pool(queue)
         buffers: dict[str, Any] = {}
         for name, ph in self.inputs.placeholders.items():
             value = values[name]
@@ -455,6 +484,21 @@ class BoundPyOpenCLProgram(BoundProgram):
             if ary.dtype == np.int8 and plan.buffers[
                     plan.outputs[out_name]].dtype == np.bool_:
                 results[out_name] = ary.view(np.bool_)  # an input passed through
+        if layout is not None:
+            if len(replays) >= MAX_REPLAYS:
+                del replays[next(iter(replays))]
+            # False: not replayable, do not try again
+            replays[context, layout] = (
+                LaunchReplay.record(self, queue, kwargs, sizes) or False)
+        return self._finish_call(queue, evt, wait_for, results, out_host,
+                                 t_start, launch_times)
+
+    def _finish_call(self, queue, evt, wait_for, results: dict[str, Any],
+                     out_host: bool, t_start: float, launch_times: list[float]):
+        """The end of a call, after the launches: the returned event, the
+        run-time checks (read back; raise), outputs to the host if asked,
+        the call's stats."""
+        plan = self.plan
         if evt is None:
             import pyopencl as cl
             evt = (cl.enqueue_marker(queue, wait_for=wait_for) if wait_for
