@@ -30,8 +30,14 @@ them with ``==``, a linear walk per insertion.
 
 from __future__ import annotations
 
+import sys
 from functools import reduce
-from typing import Any, Never
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    from typing import Never
+else:  # requires-python is 3.10
+    from typing_extensions import Never
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import (

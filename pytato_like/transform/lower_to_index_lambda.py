@@ -59,7 +59,13 @@ the lowering rules of this module (one rule per node class).
 
 from __future__ import annotations
 
-from typing import Any, Never
+import sys
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    from typing import Never
+else:  # requires-python is 3.10
+    from typing_extensions import Never
 
 import numpy as np
 import pymbolic.primitives as prim

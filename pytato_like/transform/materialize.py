@@ -41,8 +41,14 @@ one linear pass without building predecessor sets.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
-from typing import Any, Never
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    from typing import Never
+else:  # requires-python is 3.10
+    from typing_extensions import Never
 
 from pytato_like.array import (
     Array,
