@@ -182,7 +182,8 @@ class _DeviceHooks(PartHooks):
             self.where[name] = (device, event)
 
 
-def _part_device(pid: Hashable) -> int:
+def _part_device(pid: Any) -> int:
+    # a device partition's part ids are (stage, device)
     try:
         return _check_device(pid[1], f"device of part {pid!r}")
     except (TypeError, IndexError):
