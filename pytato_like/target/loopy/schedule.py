@@ -100,6 +100,10 @@ SMALL_OPERATOR_STAGED = int(os.environ.get(
 #: work-items (batch elements) per work-group in that schedule
 SMALL_OPERATOR_LOCAL = int(os.environ.get(
     "PYTATO_LIKE_SMALL_OPERATOR_LOCAL", "64"))
+#: fewest batch elements for that schedule (below it, fewer work-groups
+#: than cores; the generic schedule spreads the outputs wider)
+SMALL_OPERATOR_MIN_BATCH = int(os.environ.get(
+    "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH", "128"))
 
 
 def _operands_to_stage(kernel, g: str):
@@ -231,7 +235,7 @@ def parameters() -> tuple:
     generated with other values is another kernel)."""
     return (WORK_GROUP_SIZE, REDUCTION_ILP, TILE_ROWS, TILE_COLS, TILE_LOCAL,
             SMALL_OPERATOR_OUTPUTS, SMALL_OPERATOR_STAGED,
-            SMALL_OPERATOR_LOCAL)
+            SMALL_OPERATOR_LOCAL, SMALL_OPERATOR_MIN_BATCH)
 
 
 def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = None,
@@ -260,7 +264,7 @@ def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = Non
         if (g in reduction_groups and d == 2 and len(groups) == 1
                 and isinstance(extent, int) and isinstance(extents[0], int)
                 and 1 < extent <= SMALL_OPERATOR_OUTPUTS
-                and extents[0] >= 2 * SMALL_OPERATOR_LOCAL):
+                and extents[0] >= SMALL_OPERATOR_MIN_BATCH):
             stage = _operands_to_stage(knl.default_entrypoint, g)
             if stage is not None:
                 knl = _small_operator(knl, g, stage)
