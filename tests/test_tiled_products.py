@@ -123,6 +123,8 @@ SMALL_OPERATOR_CASES = [
     ("ji,ej->ei", (35, 35), (35,)),
     ("ij,ej->ei", (10, 13), (13,)),
     ("ij,ej->ei", (20, 3), (3,)),
+    # operator rows longer than the work-group (copied in strips)
+    ("ij,ej->ei", (20, 150), (150,)),
 ]
 
 

@@ -172,17 +172,16 @@ def _small_operator(knl, g: str, stage: dict[str, int]):
     temps = dict(kernel.temporary_variables)
     fetches = []
     renamed = {}
-    tags = {}
+    fetch_local = []
     for name, axis in sorted(stage.items()):
         arr = kernel.arg_dict[name]
         rank = len(arr.shape)
         staged = kernel.get_var_name_generator()(f"{name}_staged")
         inames = [kernel.get_var_name_generator()(f"{staged}_f{k}")
                   for k in range(rank)]
-        domains.append(isl.BasicSet(
-            "{ [%s] : %s }" % (", ".join(inames), " and ".join(
-                f"0 <= {i} < {n}" for i, n in zip(inames, arr.shape,
-                                                   strict=True)))))
+        bounds = " and ".join(f"0 <= {i} < {n}" for i, n in zip(
+            inames, arr.shape, strict=True))
+        domains.append(isl.BasicSet(f"{{ [{', '.join(inames)}] : {bounds} }}"))
         # the short axis is stride 1, the others keep their C order
         order = [ax for ax in range(rank) if ax != axis]
         dim_tags = [""] * rank
@@ -200,7 +199,7 @@ def _small_operator(knl, g: str, stage: dict[str, int]):
             id=fetch_id, within_inames=frozenset(inames)))
         renamed[name] = staged
         # consecutive work-items copy consecutive source addresses
-        tags[inames[-1]] = "l.0"
+        fetch_local.append((inames[-1], arr.shape[-1]))
 
     class _Restage(IdentityMapper):
         def map_subscript(self, expr, *args):
@@ -223,7 +222,13 @@ def _small_operator(knl, g: str, stage: dict[str, int]):
     knl = knl.with_kernel(kernel)
     knl = lp.split_iname(knl, f"{g}_0", SMALL_OPERATOR_LOCAL,
                          outer_tag="g.0", inner_tag="l.0")
-    knl = lp.tag_inames(knl, {short: "ilp", **tags})
+    knl = lp.tag_inames(knl, {short: "ilp"})
+    for iname, extent in fetch_local:
+        if extent > SMALL_OPERATOR_LOCAL:  # no wider than the work-group
+            knl = lp.split_iname(knl, iname, SMALL_OPERATOR_LOCAL,
+                                 inner_tag="l.0")
+        else:
+            knl = lp.tag_inames(knl, {iname: "l.0"})
     if fetches:
         # the copies run in every work-group (they name no group axis)
         knl = lp.add_inames_for_unused_hw_axes(knl)
