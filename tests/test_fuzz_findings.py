@@ -27,3 +27,56 @@ def test_complex_log10_matches_numpy(queue, dtype):
         # the branch cut: the sign of a zero imaginary part picks the side
         np.testing.assert_array_equal(np.signbit(value.imag),
                                       np.signbit(expected.imag))
+
+
+@pytest.mark.parametrize(("st", "ut"), [(np.int32, np.uint64), (np.int64, np.uint64),
+                                        (np.int32, np.uint32), (np.int8, np.uint16),
+                                        (np.int64, np.uint8)])
+def test_signed_unsigned_comparisons_are_exact(queue, st, ut):
+    # seed 16: int32 > uint64 compared -3 as a huge unsigned number (C's
+    # conversion); NumPy compares the mathematical values
+    sv = np.array([-3, -1, 0, 2, 5, 7, np.iinfo(st).max, np.iinfo(st).min], st)
+    uv = np.array([5, 0, 0, 2, 3, 7, np.iinfo(ut).max, 1], ut)
+    s = pt.make_placeholder("s", sv.shape, st)
+    u = pt.make_placeholder("u", uv.shape, ut)
+    ops = {"lt": (lambda x, y: x < y), "le": (lambda x, y: x <= y),
+           "gt": (lambda x, y: x > y), "ge": (lambda x, y: x >= y),
+           "eq": pt.equal, "ne": pt.not_equal}
+    lazy, expected = {}, {}
+    for name, op in ops.items():
+        nop = getattr(np, {"lt": "less", "le": "less_equal", "gt": "greater",
+                           "ge": "greater_equal", "eq": "equal",
+                           "ne": "not_equal"}[name])
+        lazy[name + "_su"], expected[name + "_su"] = op(s, u), nop(sv, uv)
+        lazy[name + "_us"], expected[name + "_us"] = op(u, s), nop(uv, sv)
+    lazy["neg_literal"] = u > -1      # a negative Python int beside unsigned
+    expected["neg_literal"] = uv > -1
+    _, got = pt.generate_loopy(lazy)(queue, s=sv, u=uv)
+    host = pt.generate_numpy(lazy)(s=sv, u=uv)
+    for key, ref in expected.items():
+        np.testing.assert_array_equal(got[key], ref, err_msg=key)
+        np.testing.assert_array_equal(host[key], ref, err_msg=key)
+
+
+def test_computed_uint64_gather_indices(queue):
+    # seed 114: a where() or % of uint64 values as gather index failed to
+    # compile (loopy typed the select float64: the int8 condition promoted
+    # with uint64)
+    xv = np.array([3, 0, 2, 7], np.uint64)
+    cv = np.array([True, False, False, True])
+    av = np.arange(4.0) * 1.5
+    x = pt.make_placeholder("x", xv.shape, np.uint64)
+    c = pt.make_placeholder("c", cv.shape, np.bool_)
+    a = pt.make_placeholder("a", av.shape, np.float64)
+    lazy = {"where": a[pt.where(c, x % 4, x // 3)], "mod": a[x % 2],
+            "both": a[pt.where(c, x, x) % 3],
+            "value": pt.where(c, x, np.uint64(2**64 - 1))}
+    expected = {"where": av[np.where(cv, xv % 4, xv // 3)], "mod": av[xv % 2],
+                "both": av[np.where(cv, xv, xv) % 3],
+                "value": np.where(cv, xv, np.uint64(2**64 - 1))}
+    _, got = pt.generate_loopy(lazy)(queue, x=xv, c=cv, a=av)
+    host = pt.generate_numpy(lazy)(x=xv, c=cv, a=av)
+    for key, ref in expected.items():
+        assert got[key].dtype == ref.dtype, key
+        np.testing.assert_array_equal(got[key], ref, err_msg=key)
+        np.testing.assert_array_equal(host[key], ref, err_msg=key)

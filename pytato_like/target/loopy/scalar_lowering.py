@@ -275,6 +275,7 @@ class ScalarLowerer:
     def map_floor_div(self, e):
         (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
         dtype = _result_dtype([(a, da), (b, db)])
+        a, b = _operand(a, da, dtype), _operand(b, db, dtype)
         if dtype.kind in "iu":
             return self._helper("pt_floordiv", dtype, (a, b)), dtype
         if dtype.kind == "f":
@@ -285,6 +286,7 @@ class ScalarLowerer:
         (a, da), (b, db) = self.rec(e.numerator), self.rec(e.denominator)
         dtype = _result_dtype([(a, da), (b, db)])
         if dtype.kind in "iuf":
+            a, b = _operand(a, da, dtype), _operand(b, db, dtype)
             return self._helper("pt_mod", dtype, (a, b)), dtype
         raise UnknownIndexLambdaExpr(f"remainder of {dtype} values")
 
@@ -292,6 +294,7 @@ class ScalarLowerer:
         (a, da), (b, db) = self.rec(e.base), self.rec(e.exponent)
         dtype = _result_dtype([(a, da), (b, db)])
         if dtype.kind in "iu":
+            a, b = _operand(a, da, dtype), _operand(b, db, dtype)
             return self._helper("pt_ipow", dtype, (a, b)), dtype
         if isinstance(b, (np.generic, int, float)) and b == 0:
             # loopy folds x**0 to the int 1, which C math calls reject
@@ -364,6 +367,9 @@ class ScalarLowerer:
             a = lp.TypeCast(np.dtype(np.int8), a)
         if isinstance(b, prim.Comparison):
             b = lp.TypeCast(np.dtype(np.int8), b)
+        if {da.kind, db.kind} == {"i", "u"} and not _non_negative_constant(a) \
+                and not _non_negative_constant(b):
+            return _mixed_sign_comparison(a, da, e.operator, b, db), BOOL
         return prim.Comparison(a, e.operator, b), BOOL
 
     def _truth(self, part):
@@ -386,7 +392,15 @@ class ScalarLowerer:
     def map_if(self, e):
         c = self._truth(self.rec(e.condition))
         (t, dt), (f, df) = self.rec(e.then), self.rec(e.else_)
-        return prim.If(c, t, f), _result_dtype([(t, dt), (f, df)])
+        dtype = _result_dtype([(t, dt), (f, df)])
+        if dtype == _UINT64 and not isinstance(
+                c, (prim.Comparison, prim.LogicalAnd, prim.LogicalOr,
+                    prim.LogicalNot)):
+            # loopy types an If by promoting its condition's type with its
+            # branches' (an int8 boolean and uint64 give float64: no gather
+            # index); a comparison is typed bool
+            c = prim.Comparison(c, "!=", 0)
+        return prim.If(c, t, f), dtype
 
     def map_min(self, e):
         parts = self.recs(e.children)
@@ -570,7 +584,53 @@ def _result_dtype(parts) -> np.dtype:
     first = dtypes[0]
     if all(d == first for d in dtypes):
         return first
+    # Python scalars are weak (NEP 50): uint64 % 2 stays uint64 (typing
+    # the 2 as int64 made it float64: a float gather index)
+    strong = [d for p, d in parts if type(p) not in (int, float, complex)]
+    weak = [p for p, d in parts if type(p) in (int, float, complex)]
+    if strong and weak:
+        try:
+            return np.result_type(*strong, *weak)
+        except (OverflowError, TypeError, ValueError):
+            pass
     return np.result_type(*dtypes)
+
+
+def _non_negative_constant(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(
+        value, (bool, np.bool_)) and value >= 0
+
+
+def _mixed_sign_comparison(a, da: np.dtype, op: str, b, db: np.dtype):
+    """``a op b`` for a signed and an unsigned integer, exact as NumPy
+    compares them (C would convert the signed one to unsigned: -3 > 5u)."""
+    common = np.result_type(da, db)
+    if common.kind in "iu":     # a type holding both: compare there
+        return prim.Comparison(_operand(a, da, common), op,
+                               _operand(b, db, common))
+    # int64 and uint64: a negative signed side decides alone
+    u64 = np.dtype(np.uint64)
+    if da.kind == "i":
+        negative, cmp = (prim.Comparison(a, "<", 0),
+                         prim.Comparison(_operand(a, da, u64), op, b))
+        true_if_negative = op in ("<", "<=", "!=")
+    else:
+        negative, cmp = (prim.Comparison(b, "<", 0),
+                         prim.Comparison(a, op, _operand(b, db, u64)))
+        true_if_negative = op in (">", ">=", "!=")
+    if true_if_negative:
+        return prim.LogicalOr((negative, cmp))
+    return prim.LogicalAnd((prim.LogicalNot(negative), cmp))
+
+
+def _operand(value, from_dtype: np.dtype, to_dtype: np.dtype):
+    """An operand of a helper typed on its arguments, as *to_dtype* (a
+    helper would otherwise be typed by promoting int64 literals)."""
+    if from_dtype == to_dtype:
+        return value
+    if type(value) in (int, float):
+        return to_dtype.type(value)
+    return cast_expr(value, from_dtype, to_dtype)
 
 # }}}
 
