@@ -5,7 +5,9 @@ position whose entry equals the extreme (a ``max``/``min`` reduction
 followed by a ``min`` over positions), so every target that runs
 reductions runs these, with no new node kind. NaN rule (NumPy's): NaN
 counts as the extreme, so the first NaN wins; ``max``/``min`` propagate
-NaN, and a position holding NaN counts as a hit.
+NaN, and a position holding NaN counts as a hit. Complex values are
+ordered as NumPy orders them: by real part, then by imaginary part, an
+entry with a NaN in either part counting as the extreme.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ def _arg_extreme(a: Any, axis: Any, keepdims: bool, which: str) -> Any:
 
     if not isinstance(a, Array):
         a = pt.make_data_wrapper(np.asarray(a))
-    if a.dtype.kind == "c":
-        raise DTypeError(f"arg{which} of complex array of dtype {a.dtype} "
+    if a.dtype.kind not in "biufc":
+        raise DTypeError(f"arg{which} of array of dtype {a.dtype} "
                          "is not supported")
     if axis is None:
         # over the flattened array; keepdims gives every axis length 1
@@ -43,14 +45,37 @@ def _arg_extreme(a: Any, axis: Any, keepdims: bool, which: str) -> Any:
     if n == 0:
         raise EmptyReductionError(f"attempt to get arg{which} of an empty "
                                   f"sequence (shape {a.shape})")
-    extreme = (amax if which == "max" else amin)(a, axis=axis, keepdims=True)
-    hit = pt.equal(a, extreme)
-    if a.dtype.kind == "f":
-        hit = pt.logical_or(hit, pt.isnan(a))
+    reduce = amax if which == "max" else amin
+    if a.dtype.kind == "c":
+        hit = _complex_hits(a, axis, reduce, which)
+    else:
+        extreme = reduce(a, axis=axis, keepdims=True)
+        hit = pt.equal(a, extreme)
+        if a.dtype.kind == "f":
+            hit = pt.logical_or(hit, pt.isnan(a))
     position = pt.arange(n, dtype=np.int64).reshape(
         tuple(n if k == axis else 1 for k in range(a.ndim)))
     return amin(pt.where(hit, position, np.int64(n)), axis=axis,
                 keepdims=keepdims)
+
+
+def _complex_hits(a: Any, axis: int, reduce: Any, which: str) -> Any:
+    """Where complex *a* holds its extreme along *axis* in NumPy's order:
+    by real part, then imaginary part; an entry with a NaN part is the
+    extreme, so when the axis has one, only NaN entries are hits."""
+    import pytato_like as pt
+    from pytato_like.reductions import any as any_
+
+    re, im = pt.real(a), pt.imag(a)
+    nan = pt.logical_or(pt.isnan(re), pt.isnan(im))
+    best_re = reduce(re, axis=axis, keepdims=True)
+    on_best_re = pt.equal(re, best_re)
+    # the extreme imaginary part among the entries of the extreme real part
+    beyond = -np.inf if which == "max" else np.inf
+    best_im = reduce(pt.where(on_best_re, im, beyond), axis=axis, keepdims=True)
+    hit = pt.logical_and(on_best_re, pt.equal(im, best_im))
+    has_nan = any_(nan, axis=axis, keepdims=True)
+    return pt.where(has_nan, nan, hit)
 
 
 def argmax(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
