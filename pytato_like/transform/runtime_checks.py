@@ -6,7 +6,9 @@ out of bounds for axis 0 with size 10``) and integer powers with negative
 integer exponents (``ValueError: Integers to negative integer powers are
 not allowed.``). :func:`add_runtime_checks` adds, for each gather index
 array and each integer power in a DAG, small reductions as extra outputs
-of the program (the largest and smallest index, the smallest exponent);
+of the program (the largest and smallest index, plus the axis length when
+it is a size parameter; the smallest exponent, also over the ranges of
+the reductions a power sits in);
 the bound program reads them back after its launches and raises the error
 NumPy would have raised (:func:`raise_failed_checks`).
 
@@ -46,15 +48,21 @@ CHECK_PREFIX = "_pt_check"
 class RuntimeCheck:
     """One check: the output names of its values and how to judge them.
 
-    *kind* is ``"index"`` (outputs: largest and smallest index; valid in
-    ``[-size, size)``) or ``"power"`` (output: smallest exponent; must be
-    non-negative)."""
+    *kind* is ``"index"`` (outputs: largest and smallest index, valid in
+    ``[-size, size)``, and the axis length when it is only known at run
+    time) or ``"power"`` (output: smallest exponent, also over the ranges
+    of the reductions the power sits in; must be non-negative)."""
 
     kind: str
     outputs: tuple[str, ...]
     size: int = 0
     axis: int = 0
     what: str = ""
+    #: for an axis whose length is a size parameter (or an expression of
+    #: them): the output holding that length at run time
+    size_output: str | None = None
+    #: entries of the index array when known (an empty one cannot fail)
+    n_indices: int | None = None
 
 
 def _index_checks(node: Any, count: int, done: set[tuple[int, int]]
@@ -63,11 +71,12 @@ def _index_checks(node: Any, count: int, done: set[tuple[int, int]]
     found = []
     for axis, (idx, dim) in enumerate(zip(node.indices, node.array.shape,
                                           strict=True)):
-        if not isinstance(idx, Array) or not isinstance(dim, int) or dim == 0:
+        if not isinstance(idx, Array) or (isinstance(dim, int) and dim == 0):
             continue
-        if (id(idx), dim) in done:
+        key = (id(idx), dim if isinstance(dim, int) else id(dim))
+        if key in done:
             continue    # the same index array into an axis of the same size
-        done.add((id(idx), dim))
+        done.add(key)
         # 0 starts both reductions: it is a valid index (dim > 0), so an
         # empty index array passes, and no extreme constant overflows
         name = f"{CHECK_PREFIX}{count + len(found)}"
@@ -76,10 +85,19 @@ def _index_checks(node: Any, count: int, done: set[tuple[int, int]]
             # unsigned indices cannot be negative (and loopy has no
             # neutral element for an unsigned min reduction)
             outputs[f"{name}_lo"] = amin(idx, initial=0)
+        size_output = None
+        if not isinstance(dim, int):
+            # a size parameter: its value is read back with the others
+            size_output = f"{name}_size"
+            outputs[size_output] = dim + 0
+        n_indices = None
+        if all(isinstance(d, int) for d in idx.shape):
+            n_indices = int(np.prod(idx.shape, dtype=np.int64))
         what = (f"index array of shape {idx.shape} indexing an array of "
                 f"shape {node.array.shape}")
-        found.append((RuntimeCheck("index", tuple(outputs), dim, axis, what),
-                      outputs))
+        found.append((RuntimeCheck(
+            "index", tuple(outputs), dim if isinstance(dim, int) else 0, axis,
+            what, size_output, n_indices), outputs))
     return found
 
 
@@ -120,24 +138,33 @@ def _expr_dtype(expr: Any, bindings: dict[str, Array]) -> np.dtype | None:
     return np.result_type(*dtypes)
 
 
-def _powers(expr: Any) -> list[Any]:
-    found, stack = [], [expr]
+def _powers(expr: Any) -> list[tuple[Any, tuple]]:
+    """The powers in *expr*, each with the bounds of the reductions it
+    sits in (``((name, (lower, upper)), ...)``, outermost first)."""
+    from pytato_like.scalar_expr import Reduce
+    found: list[tuple[Any, tuple]] = []
+    stack: list[tuple[Any, tuple]] = [(expr, ())]
     while stack:
-        e = stack.pop()
+        e, bounds = stack.pop()
         if isinstance(e, prim.Power):
-            found.append(e)
-        stack.extend(expression_children(e))
+            found.append((e, bounds))
+        if isinstance(e, Reduce):
+            stack.append((e.inner_expr, bounds + tuple(e.bounds.items())))
+            stack.extend((b, bounds) for lo_hi in e.bounds.values()
+                         for b in lo_hi)
+            continue
+        stack.extend((c, bounds) for c in expression_children(e))
     return found
 
 
 def _power_checks(node: IndexLambda, count: int
                   ) -> list[tuple[RuntimeCheck, dict]]:
-    from pytato_like.reductions import amin
-    if node.var_to_reduction_descr:
-        return []     # exponents inside reductions: not checked
+    from pytato_like.array import ReductionDescriptor
+    from pytato_like.reductions import MinReductionOperation, amin
+    from pytato_like.scalar_expr import make_reduce
     found = []
     bindings = dict(node.bindings)
-    for power in _powers(node.expr):
+    for power, bounds in _powers(node.expr):
         base_t = _expr_dtype(power.base, bindings)
         exp_t = _expr_dtype(power.exponent, bindings)
         if base_t is None or exp_t is None or base_t.kind not in "iu" \
@@ -147,8 +174,15 @@ def _power_checks(node: IndexLambda, count: int
             continue
         from pytato_like.scalar_expr import TypeCast
         # as int64: loopy has no min neutral element for narrow types
-        exponent = IndexLambda(TypeCast(np.dtype(np.int64), power.exponent),
-                               node.shape, np.dtype(np.int64), bindings)
+        expr = TypeCast(np.dtype(np.int64), power.exponent)
+        descr = None
+        if bounds:
+            # inside reductions: the smallest exponent over their ranges
+            # (an empty range gives the neutral element: nothing raised)
+            expr = make_reduce(expr, MinReductionOperation, dict(bounds))
+            descr = {name: ReductionDescriptor() for name, _ in bounds}
+        exponent = IndexLambda(expr, node.shape, np.dtype(np.int64), bindings,
+                               descr)
         name = f"{CHECK_PREFIX}{count + len(found)}_min"
         found.append((RuntimeCheck("power", (name,)),
                       {name: amin(exponent, initial=0)}))
@@ -187,14 +221,25 @@ def raise_failed_checks(checks: list[RuntimeCheck],
     maps check output names to host numbers."""
     for check in checks:
         if check.kind == "index":
-            hi = int(values[check.outputs[0]])
-            lo = int(values[check.outputs[1]]) if len(check.outputs) > 1 else 0
-            bad = hi if hi >= check.size else lo if lo < -check.size else None
+            extremes = [o for o in check.outputs if o != check.size_output]
+            hi = int(values[extremes[0]])
+            lo = int(values[extremes[1]]) if len(extremes) > 1 else 0
+            size = check.size
+            if check.size_output is not None:
+                size = int(values[check.size_output])
+                if size == 0 and check.n_indices:
+                    # every index is out of range of an empty axis (the
+                    # reductions start at 0, so say which index is)
+                    bad: int | None = lo if lo < 0 else hi
+                else:
+                    bad = hi if hi >= size else lo if lo < -size else None
+            else:
+                bad = hi if hi >= size else lo if lo < -size else None
             if bad is not None:
                 from pytato_like.diagnostic import IndexOutOfBoundsError
                 raise IndexOutOfBoundsError(
                     f"index {bad} is out of bounds for axis {check.axis} with "
-                    f"size {check.size} ({check.what})")
+                    f"size {size} ({check.what})")
         elif check.kind == "power":
             if int(values[check.outputs[0]]) < 0:
                 from pytato_like.diagnostic import NegativeIntegerPowerError
