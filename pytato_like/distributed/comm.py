@@ -171,6 +171,77 @@ def _whole_array_specs(entries) -> list[HaloExchangeSpec]:
     return [HaloExchangeSpec.whole_array(shape, dtype) for shape, dtype in entries]
 
 
+class _PaddedMessage:
+    """A message's arrays on the device as sub-buffers of one buffer, one
+    every *pitch* bytes (the device's base address alignment): a part
+    program writes its outputs straight into them and receivers read
+    them, so a message moves between host and device in one rectangular
+    copy, with no pack or unpack kernel. For messages whose arrays share
+    one dtype and byte count; the bytes on the wire are those of the
+    halo packer's layout (the arrays back to back).
+
+    .. attribute:: arrays
+
+        One :class:`pyopencl.array.Array` per entry, on its sub-buffer
+        (offset 0); reused by every execution.
+    """
+
+    def __init__(self, queue: Any, entries: list[tuple[tuple[int, ...], np.dtype]]
+                 ) -> None:
+        import pyopencl as cl
+        import pyopencl.array as cla
+        shape, dtype = entries[0]
+        self.each = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self.n = len(entries)
+        align = max(queue.device.mem_base_addr_align // 8, 1)
+        self.pitch = -(-self.each // align) * align
+        self.queue = queue
+        self.parent = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE,
+                                self.pitch * self.n)
+        self.arrays = [
+            cla.Array(queue, shape, dtype,
+                      data=self.parent.get_sub_region(i * self.pitch, self.each))
+            for i in range(self.n)]
+        self._rect = {"region": (self.each, self.n),
+                      "buffer_origin": (0, 0), "host_origin": (0, 0),
+                      "buffer_pitches": (self.pitch,),
+                      "host_pitches": (self.each,)}
+
+    @staticmethod
+    def fits(queue: Any, entries: list[tuple[tuple[int, ...], np.dtype]]
+             ) -> bool:
+        """Whether *entries* (shape, dtype) can travel this way."""
+        if queue is None or not entries:
+            return False
+        first = entries[0]
+        nbytes = int(np.prod(first[0], dtype=np.int64)) * first[1].itemsize
+        return nbytes > 0 and all(
+            np.dtype(d) == first[1] and int(np.prod(s, dtype=np.int64))
+            * np.dtype(d).itemsize == nbytes for s, d in entries)
+
+    def to_host(self, host: np.ndarray, wait_for: list[Any] | None) -> Any:
+        """Enqueue the copy of every array to *host* (back to back); its
+        event."""
+        import pyopencl as cl
+        return cl.enqueue_copy(self.queue, host, self.parent, is_blocking=False,
+                               wait_for=wait_for, **self._rect)
+
+    def from_host(self, host: np.ndarray) -> Any:
+        """Enqueue the copy of *host* (back to back) into the arrays; its
+        event."""
+        import pyopencl as cl
+        return cl.enqueue_copy(self.queue, self.parent, host, is_blocking=False,
+                               **self._rect)
+
+    def copy_in(self, i: int, value: Any) -> None:
+        """Enqueue the copy of the device array *value* (contiguous) into
+        array *i* (when the part program did not write it there)."""
+        import pyopencl as cl
+        cl.enqueue_copy(self.queue, self.arrays[i].base_data, value.base_data,
+                        byte_count=self.each, src_offset=value.offset,
+                        wait_for=value.events or None)
+
+
 # {{{ messages of a plan
 
 class _Outgoing:
@@ -186,6 +257,7 @@ class _Outgoing:
         # (comm tag, shape with None for symbolic dims, dtype) per array
         self.header = header or []
         self.packer: HaloDataTransformer | None = None
+        self.padded: _PaddedMessage | None = None   # instead of the packer
         self.device_buffer: Any = None   # device pack buffer (device packing)
         self.buffer: np.ndarray | None = None   # host bytes handed to MPI
         self.request: Any = None          # persistent send request
@@ -205,6 +277,7 @@ class _Incoming:
                        for r, (shape, dtype) in zip(recvs, self.entries,
                                                     strict=True)]
         self.unpacker: HaloDataTransformer | None = None
+        self.padded: _PaddedMessage | None = None   # instead of the unpacker
         self.device_buffer: Any = None
         self.buffer: np.ndarray | None = None
         self.views: list[np.ndarray] | None = None
@@ -424,7 +497,13 @@ class MessagePlan:
         """Buffers (and the persistent request) of a packed incoming
         message, allocated once."""
         specs = _whole_array_specs(msg.entries)
-        if self.pack_on_device:
+        if self.pack_on_device and _PaddedMessage.fits(self.queue, msg.entries):
+            msg.padded = _PaddedMessage(self.queue, msg.entries)
+            msg.device_values = msg.padded.arrays
+            msg.nbytes = msg.padded.each * msg.padded.n
+            msg.buffer = self.registry.get(msg.src, msg.tag, (msg.nbytes,),
+                                           np.uint8)
+        elif self.pack_on_device:
             msg.unpacker = HaloDataTransformer.get(self.queue, specs)
             msg.device_buffer = msg.unpacker.get_unpack_buffer()
             msg.nbytes = int(msg.device_buffer.nbytes)
@@ -446,8 +525,13 @@ class MessagePlan:
         """Packer, buffers and persistent request of a packed outgoing
         message, from the first values sent (their shapes may be symbolic
         in the DAG)."""
-        specs = _whole_array_specs([(tuple(v.shape), v.dtype) for v in values])
-        if self.pack_on_device:
+        entries = [(tuple(v.shape), np.dtype(v.dtype)) for v in values]
+        specs = _whole_array_specs(entries)
+        if self.pack_on_device and _PaddedMessage.fits(self.queue, entries):
+            msg.padded = _PaddedMessage(self.queue, entries)
+            msg.buffer = get_buffer_pool(np).get(
+                (msg.padded.each * msg.padded.n,), np.uint8)
+        elif self.pack_on_device:
             msg.packer = HaloDataTransformer.get(self.queue, specs)
             msg.device_buffer = msg.packer.get_pack_buffer()
             msg.buffer = get_buffer_pool(np).get(
@@ -565,7 +649,20 @@ class MessagePlan:
     def reused_device_arrays(self) -> set[int]:
         """``id`` of the device arrays received values are unpacked into
         (the same in every execution)."""
-        return {id(v) for m in self.incoming for v in m.device_values or ()}
+        reused = {id(v) for m in self.incoming for v in m.device_values or ()}
+        reused.update(id(a) for msgs in self.outgoing.values() for m in msgs
+                      if m.padded is not None for a in m.padded.arrays)
+        return reused
+
+    def placed_outputs(self, pid: Hashable) -> dict[str, Any]:
+        """Output name -> the device array part *pid* should compute it
+        into: the sub-buffers of its outgoing messages (see
+        :class:`_PaddedMessage`; known after the first execution)."""
+        placed = {}
+        for msg in self.outgoing.get(pid, ()):
+            if msg.padded is not None:
+                placed.update(zip(msg.names, msg.padded.arrays, strict=True))
+        return placed
 
     def begin(self, recorder: TraceRecorder) -> Exchange:
         """Start one execution: on the first, check the headers with every
@@ -765,7 +862,11 @@ class Exchange:
             return [(msg.names[0], self._for_parts(msg.buffer))]
         with self.recorder.record("unpack", f"unpack {msg.src}", peer=msg.src,
                                   tag=msg.tag, nbytes=msg.nbytes) as _:
-            if plan.pack_on_device:
+            if msg.padded is not None:
+                # one copy into the arrays' sub-buffers; nothing to unpack
+                self._upload_events.append(msg.padded.from_host(msg.buffer))
+                values = msg.padded.arrays
+            elif plan.pack_on_device:
                 import pyopencl as cl
                 import pyopencl.array as cla
                 queue, dev = plan.queue, msg.device_buffer
@@ -839,11 +940,30 @@ class Exchange:
                       for v in values]
         else:
             values = [to_host(v) for v in values]
-        if msg.packer is None:
+        if msg.packer is None and msg.padded is None:
             plan._prepare_outgoing(msg, values)
         rec = self.recorder.record("pack", f"pack {msg.dest}", peer=msg.dest,
                                    tag=msg.tag, nbytes=msg.buffer.nbytes,
                                    part_id=msg.pid).start()
+        if msg.padded is not None:
+            padded = msg.padded
+            for i, (value, array) in enumerate(zip(values, padded.arrays,
+                                                   strict=True)):
+                if value is not array:
+                    # not computed in place (first execution, full call)
+                    if (value.shape != array.shape
+                            or value.dtype != array.dtype):
+                        raise SendRecvMismatchError(
+                            f"rank {self.rank} sends {msg.names[i]!r} of "
+                            f"shape {value.shape} and dtype {value.dtype} "
+                            f"to rank {msg.dest} (tag {msg.tag}), which "
+                            f"receives shape {array.shape} and dtype "
+                            f"{array.dtype}")
+                    padded.copy_in(i, value)
+            evt = padded.to_host(msg.buffer, None)
+            plan.queue.flush()
+            self._device_copies.append((msg, evt, rec))
+            return
         msg.packer.async_pack(values)
         if plan.pack_on_device:
             import pyopencl as cl
@@ -940,7 +1060,8 @@ class Exchange:
             self._upload_events = []
         if self.plan.pack_on_device:
             for msg in self.plan.incoming:
-                msg.unpacker.synchronize()
+                if msg.unpacker is not None:
+                    msg.unpacker.synchronize()
                 for value in msg.device_values or ():
                     value.events.clear()    # all complete: do not pile up
             for msgs in self.plan.outgoing.values():

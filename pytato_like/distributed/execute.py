@@ -404,10 +404,16 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
                 inputs.update(extra)
         t0 = time.perf_counter_ns()
         with records.pop(pid):
-            # outputs stay on the device (sent from there, fed to parts)
-            _evt, outputs = (prg(queue, out_host=False, **inputs)
-                             if isinstance(prg, BoundPyOpenCLProgram)
-                             else prg(queue, **inputs))
+            # outputs stay on the device (sent from there, fed to parts);
+            # those sent are computed into their messages' buffers where
+            # the program can (no packing then)
+            if isinstance(prg, BoundPyOpenCLProgram):
+                placed = plan.placed_outputs(pid)
+                _evt, outputs = (prg.call_placed(queue, placed, out_host=False,
+                                                 **inputs) if placed
+                                 else prg(queue, out_host=False, **inputs))
+            else:
+                _evt, outputs = prg(queue, **inputs)
         exchange.overhead_ns["enqueue"] += time.perf_counter_ns() - t0
         exchange.send_part_outputs(pid, outputs)
         for name, value in outputs.items():

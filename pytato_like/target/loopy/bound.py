@@ -385,7 +385,24 @@ class BoundPyOpenCLProgram(BoundProgram):
             out_host = self._outputs_on_host(kwargs)
         return self._run(queue, args, allocator, wait_for, bool(out_host), kwargs)
 
-    def _run(self, queue, args, allocator, wait_for, out_host: bool, kwargs):
+    def call_placed(self, queue, placed: dict[str, Any], /, *,
+                    allocator=None, wait_for=None, out_host: bool | None = None,
+                    **kwargs):
+        """Call the program, computing the outputs named in *placed* into
+        those device arrays (contiguous, offset 0, the outputs' shapes and
+        dtypes) where it can: on a replayed call (see
+        :mod:`~pytato_like.target.loopy.replay`), for outputs that are not
+        another output or an input too. Other outputs, and all of a full
+        call, are allocated as usual: the caller compares identities."""
+        allocator, wait_for, out_host = inputs_named_like_options(
+            self.inputs, kwargs, allocator, wait_for, out_host)
+        if out_host is None:
+            out_host = self._outputs_on_host(kwargs)
+        return self._run(queue, (), allocator, wait_for, bool(out_host), kwargs,
+                         placed)
+
+    def _run(self, queue, args, allocator, wait_for, out_host: bool, kwargs,
+             placed: dict[str, Any] | None = None):
         import pyopencl.array as cla
         if args:
             from pytato_like.diagnostic import UnexpectedInputError
@@ -406,7 +423,7 @@ class BoundPyOpenCLProgram(BoundProgram):
             replay = replays.get((context, layout))
             if replay and replay.plan is plan:
                 return replay.run(self, queue, pool, wait_for, out_host,
-                                  kwargs, t_start)
+                                  kwargs, t_start, placed)
         values = self.inputs.check_and_convert(kwargs, _as_checked_value)
         sizes: dict[str, int] = {name: int(values[name])
                                  for name in plan.size_params}

@@ -96,6 +96,10 @@ class LaunchReplay:
         self.new_outputs: list[tuple] = []
         #: output name -> slot
         self.output_slots: dict[str, int] = {}
+        #: allocated output slot -> (shape, dtype)
+        self.output_layout: dict[int, tuple] = {}
+        #: output name -> slot, for outputs a caller may place
+        self.placeable: dict[str, int] = {}
         #: per launch: (host function, kernels, sizes, [(arg, slot)],
         #: [(slot, nbytes)] allocated before, [slot] released after)
         self.launches: list[tuple] = []
@@ -159,8 +163,16 @@ class LaunchReplay:
                 strides = _c_strides(shape, dtype.itemsize)
                 self.new_outputs.append((slot(buf), shape, dtype, strides,
                                          size, size * dtype.itemsize))
+                self.output_layout[slots[buf]] = (shape, dtype)
                 self.output_bytes += size * dtype.itemsize
             self.output_slots[out_name] = slots[buf]
+        # outputs that may be computed into a caller's array: those alone in
+        # their buffer (not an input, bound data or another output too)
+        names_of: dict[int, list[str]] = {}
+        for out_name, s in self.output_slots.items():
+            names_of.setdefault(s, []).append(out_name)
+        self.placeable = {names[0]: s for s, names in names_of.items()
+                          if len(names) == 1 and s in self.output_layout}
         allocate_before, release_after = program._temporary_lifetimes()
         live = 0
         for i, launch in enumerate(plan.launches):
@@ -198,9 +210,12 @@ class LaunchReplay:
         return self
 
     def run(self, program: Any, queue: Any, pool: Any, wait_for: Any,
-            out_host: bool, kwargs: dict[str, Any], t_start: float):
+            out_host: bool, kwargs: dict[str, Any], t_start: float,
+            placed: dict[str, Any] | None = None):
         """Replay the recorded call with *kwargs* (of the recorded layout);
-        returns what the program's call returns."""
+        returns what the program's call returns. Outputs named in *placed*
+        are computed into those arrays where they are outputs of their own
+        (see :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`)."""
         import pyopencl.array as cla
         from pytato_like.target.loopy.bound import _to_device
         self.n_runs += 1
@@ -217,7 +232,19 @@ class LaunchReplay:
             bufs[s] = value.base_data
             seen[id(value)] = value.nbytes
         context = queue.context
+        if placed:
+            for name, ary in placed.items():
+                s = self.placeable.get(name)
+                if (s is not None and type(ary) is cla.Array
+                        and ary.shape == self.output_layout[s][0]
+                        and ary.dtype == self.output_layout[s][1]
+                        and not ary.offset and ary.flags.c_contiguous
+                        and (ary.queue is queue or ary.context == context)):
+                    arrays[s] = ary
+                    bufs[s] = ary.base_data
         for s, shape, dtype, strides, size, nbytes in self.new_outputs:
+            if bufs[s] is not None:
+                continue        # placed
             data = pool(nbytes)
             bufs[s] = data
             arrays[s] = cla.Array(None, shape, dtype, allocator=pool,
