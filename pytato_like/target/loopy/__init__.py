@@ -78,7 +78,8 @@ class LoopyPyOpenCLTarget(LoopyTarget):
         return f"LoopyPyOpenCLTarget({getattr(self.device, 'name', None)!r})"
 
 
-_KEYED_OPTIONS = ("cost_model", "max_instructions_per_kernel")
+_KEYED_OPTIONS = ("cost_model", "max_instructions_per_kernel",
+                  "sizes_as_arguments")
 #: keys of the dict form of *options* that are ours, not loopy's
 _OWN_OPTIONS = ("report", "runtime_checks", *_KEYED_OPTIONS)
 

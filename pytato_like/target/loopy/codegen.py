@@ -661,7 +661,11 @@ class _Builder:
         # sizes gets them as kernel arguments, so that the steps of a
         # shrinking (or growing) loop are one kernel
         const_sizes: dict[str, int] = {}
-        if self._sizes_as_arguments(group_extents, reduction_groups, temps):
+        global_temps = any(
+            self.buffers[n].kind == "temporary" and written_in.get(n) == k
+            and not read_in.get(n, set()) - {k} for n in arrays_used)
+        if self._sizes_as_arguments(group_extents, reduction_groups, temps,
+                                    global_temps):
             for g, extents in group_extents.items():
                 group_extents[g] = tuple(
                     prim.Variable(self._const_size(e, local, sizes_used,
@@ -673,8 +677,8 @@ class _Builder:
                 sizes_used.add(d)
                 return prim.Variable(local(d, "s"))
             if const_sizes and d > 1:
-                return prim.Variable(self._const_size(d, local, sizes_used,
-                                                      const_sizes))
+                return prim.Variable(local(self._const_size(
+                    d, local, sizes_used, const_sizes), "s"))
             return d
 
         # arguments: arrays crossing the chunk boundary or program inputs
@@ -749,8 +753,8 @@ class _Builder:
                 "const_sizes": {local(n, "s"): v for n, v in const_sizes.items()},
                 "name": None}  # set by _kernels
 
-    def _sizes_as_arguments(self, group_extents, reduction_groups, temps
-                            ) -> bool:
+    def _sizes_as_arguments(self, group_extents, reduction_groups, temps,
+                            global_temps: bool) -> bool:
         """Whether a chunk takes its constant sizes as arguments: only when
         that cannot change its code beyond the sizes -- no reduction (the
         register-blocked and small-operator schedules need constant
@@ -760,10 +764,9 @@ class _Builder:
         from pytato_like.target.loopy.schedule import WORK_GROUP_SIZE
         if not self.options.get("sizes_as_arguments", True):
             return False
-        if reduction_groups or not group_extents:
+        if reduction_groups or not group_extents or global_temps:
             return False
-        if any(getattr(t, "address_space", None) != lp_private()
-               for t in temps.values()):
+        if any(t.address_space != _private_space() for t in temps.values()):
             return False
         for extents in group_extents.values():
             if not all(isinstance(e, int) for e in extents):
@@ -948,7 +951,7 @@ _INT_LITERAL = re.compile(r"\d+")
 _INT32_MAX = 2**31 - 1
 
 
-def lp_private():
+def _private_space():
     import loopy as lp
     return lp.AddressSpace.PRIVATE
 
