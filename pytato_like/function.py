@@ -109,6 +109,9 @@ class FunctionDefinition:
     __slots__ = ("__weakref__", "_hash", "_placeholders", "parameters",
                  "return_type", "returns", "tags")
 
+    #: the placeholders of the body by name (set by ``_check_placeholders``)
+    _placeholders: Mapping[str, Placeholder]
+
     def __init__(self, parameters: frozenset[str], return_type: ReturnType,
                  returns: Mapping[str, Array], *,
                  tags: frozenset[Tag] = _NO_TAGS) -> None:
@@ -125,7 +128,6 @@ class FunctionDefinition:
         self.returns = (returns if type(returns) is constantdict
                         else constantdict(returns))
         self.tags = frozenset(tags)
-        self._placeholders: Mapping[str, Placeholder] | None = None
         self._hash = hash((FunctionDefinition, self.parameters, return_type,
                            self.returns, self.tags))
         self._check_placeholders()
