@@ -10,6 +10,7 @@ from pytato_like._frontend import as_operand
 from pytato_like.array import (
     Array,
     Einsum,
+    EinsumAxisDescriptor,
     EinsumElementwiseAxis,
     EinsumReductionAxis,
     ReductionDescriptor,
@@ -120,7 +121,8 @@ def _access_descriptors(subscripts: str, operands: tuple[Array, ...]):
                     f"(shapes {[o.shape for o in operands]})")
 
     redn_letters = sorted(set("".join(in_specs)) - set(out_spec))
-    descr_of = {c: EinsumElementwiseAxis(i) for i, c in enumerate(out_spec)}
+    descr_of: dict[str, EinsumAxisDescriptor] = {
+        c: EinsumElementwiseAxis(i) for i, c in enumerate(out_spec)}
     descr_of.update({c: EinsumReductionAxis(i) for i, c in enumerate(redn_letters)})
     access = tuple(tuple(descr_of[c] for c in spec) for spec in in_specs)
     redn_descr = {EinsumReductionAxis(i): ReductionDescriptor()

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -351,7 +351,7 @@ def check_element_count(shape: tuple[ShapeComponent, ...]) -> None:
 _MAX_ELEMENTS = 2**63 - 1
 
 
-def _shape_product(shape: tuple[ShapeComponent, ...]) -> ShapeComponent:
+def _shape_product(shape: Iterable[ShapeComponent]) -> ShapeComponent:
     result: ShapeComponent = 1
     for s in shape:
         result = result * s

@@ -19,7 +19,7 @@ and NumPy scalars (Python scalars weakly typed, as in NumPy 2).
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 from numpy.typing import DTypeLike as _NpDTypeLike
@@ -54,7 +54,9 @@ def result_type(*arrays_and_dtypes: Any) -> np.dtype:
     return np.result_type(*(_as_numpy_operand(x) for x in arrays_and_dtypes))
 
 
-def can_cast(from_: Any, to: DTypeLike, casting: str = "safe") -> bool:
+def can_cast(from_: Any, to: DTypeLike,
+             casting: Literal["no", "equiv", "safe", "same_kind", "unsafe"]
+             = "safe") -> bool:
     """:func:`numpy.can_cast` for a lazy array (by its dtype) or a dtype."""
     source = from_.dtype if isinstance(from_, Array) else from_
     return bool(np.can_cast(source, np.dtype(to), casting=casting))

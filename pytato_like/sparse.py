@@ -26,7 +26,7 @@ fused into the users.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pytools.tag import Tag, normalize_tags
@@ -186,7 +186,7 @@ class CSRMatmul(SparseMatmul):
         self.elem_col_indices = elem_col_indices
         self.row_starts = row_starts
         self.array = array
-        self.matrix_shape = tuple(matrix_shape)
+        self.matrix_shape = cast("tuple[int, int]", tuple(matrix_shape))
         self.matrix_tags = frozenset(matrix_tags)
         self.matrix_axes = (_default_axes(2) if matrix_axes is None
                             else tuple(matrix_axes))

@@ -179,7 +179,7 @@ def get_indexing_expression(shape, result_shape) -> tuple[Any, ...]:
             f"an array of shape {shape} cannot be read in a result of shape "
             f"{result_shape} (more dimensions)")
     offset = len(result_shape) - len(shape)
-    indices = []
+    indices: list[Any] = []  # 0 (broadcast) or an index variable
     for i, dim in enumerate(shape):
         out_dim = result_shape[offset + i]
         if _is_one(dim) and not _is_one(out_dim):
