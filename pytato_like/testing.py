@@ -778,6 +778,7 @@ class _DAGBuilder:
         a = self.pick()
         to = self.c.choice(self.dtypes + [np.dtype(np.int16), np.dtype(np.float32)])
         rng = a.int_range() if a.kind in "iub" else (0, 0)
+        note = ""
         if to.kind in "iub":
             if a.kind == "c" or not a.exact:
                 return None  # truncation could round differently
@@ -795,8 +796,9 @@ class _DAGBuilder:
                     wrapped = a.eager.astype(to)
                 rng = ((int(wrapped.min()), int(wrapped.max())) if wrapped.size
                        else (0, 0))
-        return self.build(f"{{}}.astype({to.name})", lambda xp, x: x.astype(to), (a,),
-                          exact=True, int_range=rng)
+                note = "  # wraps"
+        return self.build(f"{{}}.astype({to.name}){note}", lambda xp, x: x.astype(to),
+                          (a,), exact=True, int_range=rng)
 
     def op_creation(self) -> _Value | None:
         a = self.pick(lambda v: v.kind != "b")
