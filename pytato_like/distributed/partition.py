@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Hashable, Mapping, Sequence, Set as AbstractSet
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from pytato_like.array import Array
 from pytato_like.diagnostic import CycleAcrossRanksError, NotAnArrayError
@@ -217,6 +217,7 @@ class DistributedGraphPartition(GraphPartition):
     """
 
     messages: tuple[Any, ...] | None
+    parts: Mapping[Hashable, DistributedGraphPart]
 
     def __init__(self, parts: Mapping[Hashable, DistributedGraphPart],
                  name_to_output: Mapping[str, Array] | None = None,
@@ -325,7 +326,7 @@ class _LocalAnalysis:
         """``(sends, recvs)`` for the global batch computation: sends as
         ``(dest, tag, [(src, tag) of the receives needed])``, receives as
         ``(src, tag)``."""
-        order = self.dag.order
+        order: list[Any] = self.dag.order  # receives at self.recvs
         sends = []
         for send, d in zip(self.sends, self.send_idx, strict=True):
             m = self.mask[d]
@@ -348,9 +349,9 @@ class _LocalAnalysis:
             if canon[i] != i:
                 continue
             if kind[i] is RECV:
-                node = order[i]
-                key = CommID(node.src_rank, rank, node.comm_tag)
-                time[i] = batches[key] + 1 if key in batches else 1
+                node = cast(DistributedRecv, order[i])
+                cid = CommID(node.src_rank, rank, node.comm_tag)
+                time[i] = batches[cid] + 1 if cid in batches else 1
             elif kind[i] is COMPUTED:
                 t = 0
                 for k in kids[i]:
@@ -395,14 +396,17 @@ class _LocalAnalysis:
             builder.add_output(name, k, (time[canon[k]], 1))
         send_names: dict[tuple[int, int], dict[str, DistributedSend]] = {}
         for send, d in zip(self.sends, self.send_idx, strict=True):
-            key = part_of[d] if kind[d] is COMPUTED else (time[d], 0)
+            # (a computed send is live: it has a part)
+            key = (cast("tuple[int, int]", part_of[d]) if kind[d] is COMPUTED
+                   else (time[d], 0))
             name = self.name_gen("_pt_send")
             builder.add_output(name, d, key)
             send_names.setdefault(key, {})[name] = send
 
-        keys = sorted(builder.parts)
+        # part keys here are (time, 0 or 1)
+        keys = sorted(cast("dict[tuple[int, int], Any]", builder.parts))
         pid_of = {key: pid for pid, key in enumerate(keys)}
-        parts = {}
+        parts: dict[Hashable, DistributedGraphPart] = {}
         for key in keys:
             build = builder.parts[key]
             sends = send_names.get(key, {})
@@ -412,7 +416,8 @@ class _LocalAnalysis:
                 user_input_names=frozenset(build.user_inputs),
                 partition_input_names=frozenset(build.partition_inputs),
                 output_names=frozenset(build.outputs),
-                name_to_recv_node=dict(build.recvs),
+                name_to_recv_node=cast("dict[str, DistributedRecv]",
+                                       dict(build.recvs)),
                 name_to_send_nodes={name: (send,)
                                     for name, send in sends.items()})
         return DistributedGraphPartition(

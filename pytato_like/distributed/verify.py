@@ -81,7 +81,7 @@ def _shape_repr(shape) -> tuple:
 def _summary(partition: DistributedGraphPartition) -> dict[str, Any]:
     parts = {pid: sorted(part.needed_pids, key=repr)
              for pid, part in partition.parts.items()}
-    sends = []
+    sends: list[tuple[Any, ...]] = []
     recvs: dict[str, list] = {}
     for pid, part in partition.parts.items():
         for name, name_sends in part.name_to_send_nodes.items():
@@ -145,7 +145,7 @@ def _check(summaries: list[dict[str, Any]]) -> tuple[str, str] | None:
             graph.add_node((rank, pid))
             graph.add_edges_from(((rank, q), (rank, pid)) for q in needed)
     for (src, dest, tag), (send_pid, _, _) in send_at.items():
-        for recv_pid in recv_at[(src, dest, tag)][0]:
+        for recv_pid in recv_at[CommunicationOpIdentifier(src, dest, tag)][0]:
             graph.add_edge((src, send_pid), (dest, recv_pid), tag=tag)
     try:
         cycle = nx.find_cycle(graph)
