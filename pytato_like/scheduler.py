@@ -33,7 +33,8 @@ What the MPI executor needs to run on it (a :class:`PartHooks` subclass):
 number still expected; ``part_done`` -- start the sends of the part's
 outputs; ``forwarded_outputs`` -- parts that only pass received values on;
 ``part_ready``/``part_running`` -- trace records; ``call_options`` -- its
-allocator; ``blocked`` -- its error naming the rank.
+allocator; ``call_program`` -- computing sent outputs into their message
+buffers; ``blocked`` -- its error naming the rank.
 
 .. autofunction:: run_parts
 .. autoclass:: PartHooks
@@ -104,6 +105,14 @@ class PartHooks:
         """Options of the program contract for part *pid* besides
         ``out_host=False`` and ``wait_for`` (e.g. ``allocator``)."""
         return {}
+
+    def call_program(self, pid: Hashable, prg: Any, queue: Any,
+                     kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """Call the program of part *pid*: ``prg(queue, **kwargs)`` (the
+        contract's options and the inputs), ``(event, outputs)``. An
+        executor may call a target-specific entry point instead (e.g. one
+        computing outputs into buffers it provides)."""
+        return prg(queue, **kwargs)
 
     def part_done(self, pid: Hashable, outputs: Mapping[str, Any],
                   event: Any) -> None:
@@ -220,7 +229,7 @@ def _run_part(pid: Hashable, part: Any,
     options.update(inputs)
     queue = hooks.queue_for(pid)
     with hooks.part_running(pid):
-        event, outputs = prg(queue, **options)
+        event, outputs = hooks.call_program(pid, prg, queue, options)
     return outputs, event
 
 # vim: foldmethod=marker

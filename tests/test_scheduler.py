@@ -223,3 +223,17 @@ def test_prepare_inputs_replaces_values_and_call_options_reach_the_program():
     np.testing.assert_allclose(values["y"], (xv + 10) * 3)
     assert seen == {"queue": "q", "allocator": "pool", "wait_for": ["copied"],
                     "out_host": False, "event": "event"}
+
+    class Placed(Hooks):
+        # an executor's own entry point (as the MPI executor's placed call)
+        def call_program(self, pid, prg, queue, kwargs):
+            seen["kwargs"] = sorted(kwargs)
+            return "placed event", {"y": kwargs["x"] * 4}
+
+    seen.clear()
+    values, _ = run_parts(partition, {"only": Program()}, Placed(None),
+                          {"x": xv})
+    np.testing.assert_allclose(values["y"], (xv + 10) * 4)
+    assert seen == {"kwargs": ["allocator", "out_host", "wait_for", "x"],
+                    "event": "placed event"}
+
