@@ -80,7 +80,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, cast
 
 #: Kinds of records and the track (Chrome ``tid``) each is drawn on.
 TRACKS = {"part": 0, "send": 1, "recv": 2, "wait": 3, "task": 4}
@@ -260,7 +260,7 @@ class Trace:
                 continue
             tid = TRACKS.get(rec.kind, 5)
             used_tracks.add((rec.rank, tid))
-            args = {"posted_us": self._us(rec.posted_ns)}
+            args: dict[str, Any] = {"posted_us": self._us(rec.posted_ns)}
             for key in ("peer", "tag", "nbytes"):
                 if getattr(rec, key) is not None:
                     args[key] = getattr(rec, key)
@@ -269,8 +269,8 @@ class Trace:
             args.update({k: _jsonable(v) for k, v in rec.args.items()})
             events.append({
                 "name": rec.name, "cat": rec.kind, "ph": "X",
-                "ts": self._us(rec.started_ns),
-                "dur": (rec.completed_ns - rec.started_ns) / 1e3,
+                "ts": self._us(cast(int, rec.started_ns)),  # done: started
+                "dur": rec.duration_ns / 1e3,
                 "pid": rec.rank, "tid": tid, "args": args})
         meta = []
         for rank in sorted({rank for rank, _ in used_tracks}):
@@ -344,7 +344,7 @@ class Trace:
                     row["n_received"] += 1
                     row["bytes_received"] += r.nbytes or 0
             if recs:
-                row["span_s"] = (max(r.completed_ns for r in recs)
+                row["span_s"] = (max(cast(int, r.completed_ns) for r in recs)
                                  - min(r.posted_ns for r in recs)) / 1e9
             table[rank] = row
         return table
@@ -409,7 +409,7 @@ def gather_traces(comm: Any, recorder_or_trace: TraceRecorder | Trace,
                 t1 = clock()
                 if best is None or t1 - t0 < best[0]:
                     best = (t1 - t0, remote - (t0 + t1) // 2)
-            offsets[other] = best[1]
+            offsets[other] = cast("tuple[int, Any]", best)[1]  # rounds >= 1
         elif rank == other:
             for _ in range(rounds):
                 comm.recv(source=root, tag=0)
@@ -475,7 +475,7 @@ class PartitionProfile:
     """
 
     parts: dict[tuple[int, str], dict[str, Any]]
-    messages: dict[tuple[int, int, int], dict[str, Any]]
+    messages: dict[tuple[int, int, int | None], dict[str, Any]]
     executions: dict[int, float]
 
     def part(self, rank: int, part_id: Hashable) -> dict[str, Any] | None:
@@ -515,13 +515,14 @@ def profile_partition(trace: Any) -> PartitionProfile:
             sends.setdefault((r.rank, r.peer, r.tag), []).append(r)
         elif r.kind == "recv" and r.peer is not None:
             recvs.setdefault((r.peer, r.rank, r.tag), []).append(r)
-    messages = {}
-    for key in sorted(sends.keys() | recvs.keys(), key=str):
-        out, into = sends.get(key, []), recvs.get(key, [])
-        flights = [(b.completed_ns - a.started_ns) / 1e9
+    messages: dict[tuple[int, int, int | None], dict[str, Any]] = {}
+    for mkey in sorted(sends.keys() | recvs.keys(), key=str):
+        out, into = sends.get(mkey, []), recvs.get(mkey, [])
+        # (done records: both times are set)
+        flights = [(cast(int, b.completed_ns) - cast(int, a.started_ns)) / 1e9
                    for a, b in zip(out, into, strict=False)]
         either = out or into
-        messages[key] = {
+        messages[mkey] = {
             "n": len(either),
             "nbytes": either[0].nbytes,
             "in_flight_s": sum(flights) / len(flights) if flights else None,
