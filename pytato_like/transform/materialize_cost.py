@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import pymbolic.primitives as prim
 
@@ -147,7 +147,7 @@ def _expr_facts(expr: Any, ndim: int, unknown: int,
                 non_identity.add(e.name)
             return 0.0, 1
         if isinstance(e, prim.Subscript):
-            name = e.aggregate.name
+            name = cast(prim.Variable, e.aggregate).name
             uses[name] = uses.get(name, 0.0) + mult
             index = e.index if isinstance(e.index, tuple) else (e.index,)
             if in_reduce or tuple(index) != identity:
@@ -402,7 +402,7 @@ def explain_materialization(result, model: CostModel | None = None,
     outputs = output_arrays(result)
     order = topological_order(outputs)
     costs = decide_storage(outputs, model, order)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     n_stored = 0
     for i, node in enumerate(order):
         c = costs[id(node)]

@@ -10,7 +10,7 @@ side (which value each node has at an index) is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import loopy as lp
 import numpy as np
@@ -218,7 +218,8 @@ class ScalarLowerer:
         return self.nodes.value_at(binding, ()), binding.dtype
 
     def map_subscript(self, e: prim.Subscript):
-        name = e.aggregate.name
+        # index lambdas subscript their bindings by name
+        name = cast(prim.Variable, e.aggregate).name
         binding = self.node.bindings.get(name)
         if binding is None:
             raise UnknownIndexLambdaExpr(
@@ -597,8 +598,8 @@ def _result_dtype(parts) -> np.dtype:
 
 
 def _non_negative_constant(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(
-        value, (bool, np.bool_)) and value >= 0
+    return bool(isinstance(value, (int, np.integer)) and not isinstance(
+        value, (bool, np.bool_)) and value >= 0)
 
 
 def _mixed_sign_comparison(a, da: np.dtype, op: str, b, db: np.dtype):
