@@ -161,10 +161,10 @@ def profile(steps: int, top: int = 40) -> None:
     tmp = tempfile.mkdtemp()
     os.environ["PYTATO_LIKE_CACHE_DIR"] = os.path.join(tmp, "pytato_like")
     os.environ["POCL_CACHE_DIR"] = os.path.join(tmp, "pocl")
+    import loopy  # noqa: F401 - imports are not what we profile
     import numpy as np
     import pyopencl as cl
 
-    import loopy  # noqa: F401 - imports are not what we profile
     import pytato_like as pt
     queue = cl.CommandQueue(cl.create_some_context(interactive=False))
     u0 = np.random.default_rng(0).standard_normal((N, N))

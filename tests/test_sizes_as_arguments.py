@@ -36,7 +36,7 @@ def test_steps_of_a_shrinking_loop_are_one_kernel(queue, rng):
     assert len(prg.plan.launches) == 12
     # the sizes are arguments, the indices stay 32-bit
     code = prg.plan.kernels[0].device_code
-    assert "long const _pt_s0" in code and "(int) get_local_id" in code
+    assert "int const _pt_s0" in code and "(int) get_local_id" in code
 
 
 def test_programs_of_other_sizes_reuse_the_kernel(queue, rng):
@@ -67,7 +67,7 @@ def test_reductions_keep_constant_sizes(queue, rng):
     for k in range(3):
         np.testing.assert_allclose(out[f"r{k}"], (xv[k:] * 2.0).sum(axis=1),
                                    rtol=1e-12, atol=1e-12)
-    assert all("long const _pt_s" not in k.device_code
+    assert all("int const _pt_s" not in k.device_code
                for k in prg.plan.kernels)
 
 
@@ -78,3 +78,16 @@ def test_option_turns_sizes_as_arguments_off(queue, rng):
     _, (out,) = prg(queue, u=uv)
     np.testing.assert_allclose(out, pt.generate_numpy(y)(u=uv), rtol=1e-14)
     assert len(prg.plan.kernels) == 3
+
+
+def test_sizes_past_2_to_the_31_get_64_bit_arguments_and_indices():
+    # code generation only: nothing of this size is allocated
+    from pytato_like.target.loopy.codegen import build_plan
+    _, big = _shrinking_steps(2**31 + 100, 2)
+    _, small = _shrinking_steps(1000, 2)
+    (big_plan, _), (small_plan, _) = build_plan({"y": big}), build_plan(
+        {"y": small})
+    assert len(big_plan.kernels) == len(small_plan.kernels) == 1
+    assert big_plan.kernels[0].key != small_plan.kernels[0].key
+    code = big_plan.kernels[0].device_code
+    assert "long const _pt_s0" in code and "(long) get_local_id" in code
