@@ -178,8 +178,8 @@ def plan_copy(move: Move, pack: bool) -> CopyLaunch | None:
         return None
     negate = pack and move.sign < 0
     dtype, parts = _unit_dtype(move, negate)
-    base, shape, qstrides = move.strided_geometry
-    shape, qstrides = list(shape) or [1], list(qstrides) or [0]
+    base, geometry_shape, geometry_strides = move.strided_geometry
+    shape, qstrides = list(geometry_shape) or [1], list(geometry_strides) or [0]
     bstrides = [1] * len(shape)          # the segment is C-ordered
     for axis in range(len(shape) - 2, -1, -1):
         bstrides[axis] = bstrides[axis + 1] * shape[axis + 1]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -84,13 +84,15 @@ class QuantityHaloSpec:
     @functools.cached_property
     def x_axis(self) -> int | None:
         """Index of the ``x`` axis, if any."""
-        return next((i for i, d in enumerate(self.dims) if d.startswith("x")),
+        dims = cast("tuple[str, ...]", self.dims)  # set in __post_init__
+        return next((i for i, d in enumerate(dims) if d.startswith("x")),
                     None)
 
     @functools.cached_property
     def y_axis(self) -> int | None:
         """Index of the ``y`` axis, if any."""
-        return next((i for i, d in enumerate(self.dims) if d.startswith("y")),
+        dims = cast("tuple[str, ...]", self.dims)  # set in __post_init__
+        return next((i for i, d in enumerate(dims) if d.startswith("y")),
                     None)
 
 
@@ -158,10 +160,12 @@ class HaloExchangeSpec:
         """Shape of the packed region as laid out in the buffer (rotated)."""
         shape = self.pack_shape
         if self.pack_clockwise_rotation % 2:
-            ix, iy = self.specification.x_axis, self.specification.y_axis
-            shape = list(shape)
-            shape[ix], shape[iy] = shape[iy], shape[ix]
-            shape = tuple(shape)
+            # (rotated regions have both an x and a y axis)
+            ix = cast(int, self.specification.x_axis)
+            iy = cast(int, self.specification.y_axis)
+            turned = list(shape)
+            turned[ix], turned[iy] = turned[iy], turned[ix]
+            shape = tuple(turned)
         return shape
 
     @property
@@ -328,7 +332,8 @@ class Move:
         and an optional axis permutation: equal to rotate_scalar_data of
         the region, but two cheap C calls instead of np.rot90's Python."""
         q = self.spec.specification
-        ix, iy = q.x_axis, q.y_axis
+        # (read only when turned: turned regions have an x and a y axis)
+        ix, iy = cast(int, q.x_axis), cast(int, q.y_axis)
         k = self.turns % 4
         # rot90(m, k, axes=(iy, ix)): k=1 reverses x then swaps x and y,
         # k=2 reverses both, k=3 reverses y then swaps.

@@ -13,7 +13,7 @@ import abc
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -239,7 +239,10 @@ class HaloDataTransformer(abc.ABC):
         # slow path: find what is wrong and say so
         groups = [(quantities_x, self._specs_x, "x")]
         if quantities_y is not None:
-            groups.append((quantities_y, self._specs_y, "y"))
+            # (the y specs exist: checked above)
+            groups.append((quantities_y,
+                           cast("tuple[HaloExchangeSpec, ...]", self._specs_y),
+                           "y"))
         for quantities, specs, comp in groups:
             quantities = list(quantities)
             if len(quantities) != len(specs):
@@ -275,7 +278,7 @@ class HaloDataTransformer(abc.ABC):
         return True
 
     #: The array class this variant packs (exact type for the fast check).
-    _array_type: type = type(None)
+    _array_type: type[Any] = type(None)
 
     @abc.abstractmethod
     def _check_array_kind(self, array: Any, where: str) -> None:
