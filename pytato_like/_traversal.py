@@ -83,9 +83,11 @@ def structurally_equal_many(xs: list[Array], ys: list[Array]) -> bool:
                 or a.axes != b.axes or a.tags != b.tags):
             return False
         if type(a) is NamedArray:
-            if a.name != b.name:
+            na: Any = a  # a NamedArray (so is b: same type)
+            nb: Any = b
+            if na.name != nb.name:
                 return False
-            stack.append((a.expr, b.expr))
+            stack.append((na.expr, nb.expr))
             continue
         for name, kind in a._fields:
             va = getattr(a, name)

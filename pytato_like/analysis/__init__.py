@@ -449,8 +449,9 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
             cls = type(node)
             update(digest(f"{cls.__module__}.{cls.__qualname__}"))
             if cls.__name__ == "NamedArray":
-                update(digest(node.name))
-                update(ref(position[id(node.expr)]))
+                named: Any = node
+                update(digest(named.name))
+                update(ref(position[id(named.expr)]))
             else:
                 for name, kind in node._fields:
                     value = getattr(node, name)

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import functools
 import gc
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 from pytato_like._traversal import ArrayRef
 from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
+    DictOfNamedArrays,
     NamedArray,
     array_fields,  # noqa: F401  (re-exported for the copy mappers)
     children_of,
@@ -50,7 +51,8 @@ def walk_children(expr: Any) -> tuple:
     if isinstance(expr, Array):
         return children_of(expr)
     if isinstance(expr, AbstractResultWithNamedArrays):
-        return tuple(expr._data.values())
+        # (the containers that are not arrays are DictOfNamedArrays)
+        return tuple(cast("DictOfNamedArrays", expr)._data.values())
     return _EMPTY
 
 
@@ -60,7 +62,7 @@ def data_operands(expr: Array) -> tuple[Array, ...]:
     return children_of(expr, include_shape=False)
 
 
-def toposort(roots: Iterable[Any], children: Callable[[Any], Iterable[Any]]
+def toposort(roots: Iterable[Any], children: Callable[[Any], Sequence[Any]]
              ) -> list[Any]:
     """Every node reachable from *roots* through *children*, once each
     (by identity), children before their users."""
@@ -73,7 +75,8 @@ def _structural_key(node: Array, class_of: Callable[[Array], int]) -> tuple:
     numbers."""
     t = type(node)
     if t is NamedArray:
-        return (t, node.axes, node.tags, node.name, class_of(node.expr))
+        named = cast(NamedArray, node)
+        return (t, node.axes, node.tags, named.name, class_of(named.expr))
 
     def ref(ary: Array) -> ArrayRef:
         return ArrayRef(class_of(ary))
