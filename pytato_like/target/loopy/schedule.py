@@ -70,25 +70,25 @@ mapping and this size: see :doc:`/codegen` (measured in
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from pytato_like._env import env_int
+
 #: work-items per work-group along the contiguous axis
-WORK_GROUP_SIZE = int(os.environ.get("PYTATO_LIKE_WORK_GROUP_SIZE", "64"))
+WORK_GROUP_SIZE = env_int("PYTATO_LIKE_WORK_GROUP_SIZE", 64)
 
 
 #: outputs per work-item along the second-to-last axis of reduction groups
 #: with a short contiguous axis (independent accumulators, shared loads)
-REDUCTION_ILP = int(os.environ.get("PYTATO_LIKE_REDUCTION_ILP", "4"))
+REDUCTION_ILP = env_int("PYTATO_LIKE_REDUCTION_ILP", 4)
 
 
 #: register tile (rows x contiguous columns) of outputs per work-item in
 #: 2-d groups with a reduction and long axes (matmul-like products)
-TILE_ROWS = int(os.environ.get("PYTATO_LIKE_TILE_ROWS", "4"))
-TILE_COLS = int(os.environ.get("PYTATO_LIKE_TILE_COLS", "8"))
+TILE_ROWS = env_int("PYTATO_LIKE_TILE_ROWS", 4)
+TILE_COLS = env_int("PYTATO_LIKE_TILE_COLS", 8)
 #: work-items per work-group along each axis of such a group
-TILE_LOCAL = int(os.environ.get("PYTATO_LIKE_TILE_LOCAL", "8"))
+TILE_LOCAL = env_int("PYTATO_LIKE_TILE_LOCAL", 8)
 
 
 def _register_block(knl, g: str, extents: tuple, work_group_size: int):
@@ -117,17 +117,17 @@ def _register_block(knl, g: str, extents: tuple, work_group_size: int):
 #: longest output axis (outputs per batch element) and largest staged
 #: operand (elements) for which small dense operators applied to many
 #: batch elements get one work-item per batch element
-SMALL_OPERATOR_OUTPUTS = int(os.environ.get(
-    "PYTATO_LIKE_SMALL_OPERATOR_OUTPUTS", "64"))
-SMALL_OPERATOR_STAGED = int(os.environ.get(
-    "PYTATO_LIKE_SMALL_OPERATOR_STAGED", "4096"))
+SMALL_OPERATOR_OUTPUTS = env_int(
+    "PYTATO_LIKE_SMALL_OPERATOR_OUTPUTS", 64, minimum=0)
+SMALL_OPERATOR_STAGED = env_int(
+    "PYTATO_LIKE_SMALL_OPERATOR_STAGED", 4096, minimum=0)
 #: work-items (batch elements) per work-group in that schedule
-SMALL_OPERATOR_LOCAL = int(os.environ.get(
-    "PYTATO_LIKE_SMALL_OPERATOR_LOCAL", "64"))
+SMALL_OPERATOR_LOCAL = env_int(
+    "PYTATO_LIKE_SMALL_OPERATOR_LOCAL", 64)
 #: fewest batch elements for that schedule (below it, fewer work-groups
 #: than cores; the generic schedule spreads the outputs wider)
-SMALL_OPERATOR_MIN_BATCH = int(os.environ.get(
-    "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH", "128"))
+SMALL_OPERATOR_MIN_BATCH = env_int(
+    "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH", 128, minimum=0)
 
 
 def _operands_to_stage(kernel, g: str):
