@@ -230,3 +230,28 @@ def test_small_operator_not_chosen_outside_its_range(queue, op_shape,
     np.testing.assert_array_equal(got, np.einsum("ij,ej->ei", d, u))
 
 # }}}
+
+
+def test_small_operator_after_a_deep_chain(queue):
+    """A 100 000-deep elementwise chain feeding the DG einsum compiles at
+    the default recursion limit (the schedule's walks over kernel
+    expressions see chunked, bounded expressions) and matches NumPy."""
+    import sys
+    assert sys.getrecursionlimit() <= 1000 + 100
+    n_el, n = 200, 7
+    pu = pt.make_placeholder("u", (n_el, n), np.float64)
+    pd = pt.make_placeholder("d", (n, n), np.float64)
+    y = pu
+    for _ in range(100_000):
+        y = 0.5 * y + 1.0
+    prg = pt.generate_loopy(pt.einsum("ij,ej->ei", pd, y))
+    rng = np.random.default_rng(5)
+    u, d = rng.random((n_el, n)), rng.random((n, n))
+    ref = u.copy()
+    for _ in range(100_000):
+        ref = 0.5 * ref + 1.0
+    _, got = prg(queue, u=u, d=d)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    np.testing.assert_allclose(got, np.einsum("ij,ej->ei", d, ref),
+                               rtol=1e-12)
+    assert any(staged for _, staged, _, _ in _small_operator_kernels(prg))
