@@ -7,7 +7,10 @@ Programs (all float64):
     others -- memory bound; fused into one kernel with the intermediates in
     registers, it should move only 4 reads + 4 writes.
 (b) ``dg``: ``u <- u + dt * einsum("ij,ej->ei", D, u)`` with a 35x35 ``D``
-    and 5*10^4 elements, 3 steps.
+    and 5*10^4 elements, 3 steps (small-operator schedule: one work-item
+    per element, ``D`` staged in local memory; run with
+    ``PYTATO_LIKE_SMALL_OPERATOR_OUTPUTS=0`` for the generic schedule it
+    replaced).
 (c) ``heat``: 10 explicit steps of the 2-D heat equation on 1024^2 written
     with ``roll``.
 (d) ``sum``: the sum of 10^8 float64 (a full reduction: two parallel
