@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future
-from typing import Any
+from typing import Any, cast
 
 from pytato_like.runtime.trace import TraceRecord, TraceRecorder, now_ns
 
@@ -56,8 +56,8 @@ class Handle:
                       **kwargs: Any) -> Handle:
         """Run ``fn(*args, **kwargs)`` in a background thread (a new daemon
         thread, or *executor*'s). :meth:`wait` returns its result."""
-        record = _new_record(recorder, "task", name or getattr(
-            fn, "__name__", "task"))
+        record = _new_record(recorder, "task", cast(str, name or getattr(
+            fn, "__name__", "task")))
         handle = cls(record, recorder)
 
         def run() -> Any:
@@ -110,7 +110,8 @@ class Handle:
             return True
         from mpi4py import MPI
         with self._lock:
-            if MPI.Request.Testall(self._requests):
+            # (a handle without a future waits for MPI requests)
+            if MPI.Request.Testall(cast("list[Any]", self._requests)):
                 self.record.complete()
         return self.record.done
 
@@ -126,7 +127,8 @@ class Handle:
             if self._future is not None:
                 return self._future.result(timeout)
             if not self.record.done:
-                _poll_requests(self._requests, timeout, self._lock)
+                _poll_requests(cast("list[Any]", self._requests), timeout,
+                               self._lock)
                 with self._lock:
                     self.record.complete()
             return None

@@ -34,7 +34,7 @@ the text is linear in the DAG size.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, cast
 
 from pytato_like._traversal import topological_order
 from pytato_like.visualization._describe import (
@@ -121,7 +121,8 @@ def get_ascii_graph(result: Any, use_color: bool = True, *,
                     glyph = "┘" if ends else "┤"
                 glyphs.append(paint(glyph, source))
             elif k < len(lanes) and lanes[k] is not None:
-                glyphs.append(paint("┼" if lo < k < hi else "│", lanes[k]))
+                glyphs.append(paint("┼" if lo < k < hi else "│",
+                                    cast(int, lanes[k])))
             else:
                 glyphs.append(paint("─", i) if lo < k < hi else " ")
             if k < width - 1:
@@ -137,7 +138,7 @@ def get_ascii_graph(result: Any, use_color: bool = True, *,
         rows.append(("".join(glyphs), 2 * width - 1, label))
 
         for k in ending:
-            column_of.pop(lanes[k])
+            column_of.pop(cast(int, lanes[k]))  # an ending lane is in use
             lanes[k] = None
         if gets_lane:
             if col == len(lanes):

@@ -247,7 +247,8 @@ def _sends_of(part: Any) -> list[tuple[str | None, Any]]:
     return sends
 
 
-def _message_tag(partition: Any, src: int, dest: int, comm_tag: Any) -> Any:
+def _message_tag(partition: Any, src: int | None, dest: int | None,
+                 comm_tag: Any) -> Any:
     """The MPI tag of the packed message carrying *comm_tag* from *src* to
     *dest* (the tag itself without packed messages)."""
     for m in getattr(partition, "messages", None) or ():
