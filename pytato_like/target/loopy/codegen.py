@@ -15,9 +15,11 @@
 4. **Chunks** -- instructions are ordered by level and cut into chunks of
    one loop group of one level (one device kernel), at most
    ``max_instructions_per_kernel`` instructions each. Each chunk is
-   written with canonical local names; chunks of identical structure
-   (every step of a time loop, the pieces of a long elementwise chain,
-   the same computation in another program) share one kernel, generated
+   written with canonical local names and, where its schedule does not
+   depend on them, its constant sizes as kernel arguments; chunks of
+   identical structure (every step of a time loop, also one whose arrays
+   shrink, the pieces of a long elementwise chain, the same computation
+   in another program) share one kernel, generated
    once (process and disk kernel cache,
    :mod:`pytato_like.target.loopy.cache`) and launched
    several times.
