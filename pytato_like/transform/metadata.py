@@ -54,7 +54,7 @@ import logging
 import re
 from collections.abc import Collection, Iterator, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import pymbolic.primitives as prim
 from pytools import UniqueNameGenerator
@@ -120,7 +120,7 @@ class AxisMap(Mapping):
             self.inverse[value] = (ary, axis)
 
     def __contains__(self, key: object) -> bool:
-        ary, axis = key  # type: ignore[misc]
+        ary, axis = cast("tuple[Array, Any]", key)
         return (id(ary), axis) in self._entries
 
     def __iter__(self) -> Iterator[tuple[Array, Any]]:
@@ -182,7 +182,8 @@ def _data_children(expr: Any) -> tuple:
     if isinstance(expr, Array):
         return children_of(expr, include_shape=False)
     if isinstance(expr, AbstractResultWithNamedArrays):
-        return tuple(expr._data.values())
+        # (the containers that are not arrays are DictOfNamedArrays)
+        return tuple(cast("DictOfNamedArrays", expr)._data.values())
     return ()
 
 
@@ -423,7 +424,8 @@ class AxisTagAttacher(CopyMapper):
         if not self.tag_corresponding_redn_descr:
             return result
         if isinstance(expr, IndexLambda) and expr.var_to_reduction_descr:
-            descrs = dict(result.var_to_reduction_descr)
+            # (result: expr rebuilt, of expr's class)
+            descrs = dict(cast(IndexLambda, result).var_to_reduction_descr)
             changed = False
             for name, descr in descrs.items():
                 tags = self._tags_for(expr, name)
@@ -433,7 +435,7 @@ class AxisTagAttacher(CopyMapper):
             if changed:
                 result = result.copy(var_to_reduction_descr=descrs)
         elif isinstance(expr, Einsum):
-            descrs = dict(result.redn_axis_to_redn_descr)
+            descrs = dict(cast(Einsum, result).redn_axis_to_redn_descr)
             changed = False
             for arg, access in zip(expr.args, expr.access_descriptors, strict=True):
                 for iaxis, descr_key in enumerate(access):

@@ -24,7 +24,7 @@ programs built with ``options={"runtime_checks": False}`` skip them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -68,7 +68,7 @@ class RuntimeCheck:
 def _index_checks(node: Any, count: int, done: set[tuple[int, int]]
                   ) -> list[tuple[RuntimeCheck, dict]]:
     from pytato_like.reductions import amax, amin
-    found = []
+    found: list[tuple[RuntimeCheck, dict]] = []
     for axis, (idx, dim) in enumerate(zip(node.indices, node.array.shape,
                                           strict=True)):
         if not isinstance(idx, Array) or (isinstance(dim, int) and dim == 0):
@@ -162,7 +162,7 @@ def _power_checks(node: IndexLambda, count: int
     from pytato_like.array import ReductionDescriptor
     from pytato_like.reductions import MinReductionOperation, amin
     from pytato_like.scalar_expr import make_reduce
-    found = []
+    found: list[tuple[RuntimeCheck, dict]] = []
     bindings = dict(node.bindings)
     for power, bounds in _powers(node.expr):
         base_t = _expr_dtype(power.base, bindings)
@@ -174,7 +174,7 @@ def _power_checks(node: IndexLambda, count: int
             continue
         from pytato_like.scalar_expr import TypeCast
         # as int64: loopy has no min neutral element for narrow types
-        expr = TypeCast(np.dtype(np.int64), power.exponent)
+        expr: prim.ExpressionNode = TypeCast(np.dtype(np.int64), power.exponent)
         descr = None
         if bounds:
             # inside reductions: the smallest exponent over their ranges
@@ -202,9 +202,10 @@ def add_runtime_checks(outputs: dict[str, Array], order: list[Array]
                 or t is AdvancedIndexInNoncontiguousAxes:
             new = _index_checks(node, len(checks), done)
         elif t is IndexLambda and (node.dtype.kind in "iu" or any(
-                b.dtype.kind in "iu" for b in node.bindings.values())):
+                b.dtype.kind in "iu"
+                for b in cast(IndexLambda, node).bindings.values())):
             # an integer power needs an integer operand somewhere
-            new = _power_checks(node, len(checks))
+            new = _power_checks(cast(IndexLambda, node), len(checks))
         else:
             continue
         for check, arrays in new:
