@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -94,11 +94,13 @@ class _EinsumDistributiveLawMapperContext:
 
 def _binding_read(expr: IndexLambda, term: Any) -> Array | None:
     """The binding *term* reads at the output index unchanged, or None."""
+    index: tuple[Any, ...]
     if isinstance(term, prim.Variable):
         name, index = term.name, ()
     elif isinstance(term, prim.Subscript) \
             and isinstance(term.aggregate, prim.Variable):
-        name, index = term.aggregate.name, tuple(term.index)
+        # (index lambdas subscript with tuples)
+        name, index = term.aggregate.name, tuple(cast(tuple, term.index))
     else:
         return None
     ary = expr.bindings.get(name)

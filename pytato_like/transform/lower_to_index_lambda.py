@@ -60,6 +60,7 @@ the lowering rules of this module (one rule per node class).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -150,8 +151,9 @@ class _LambdaBuilder:
             name = self._vng(f"_in{len(self.bindings)}")
             self._name_of[id(ary)] = name
             self.bindings[name] = ary
-        access = (prim.Subscript(prim.Variable(name), tuple(index))
-                  if ary.ndim else prim.Variable(name))
+        access: prim.ExpressionNode = (
+            prim.Subscript(prim.Variable(name), tuple(index))
+            if ary.ndim else prim.Variable(name))
         if dtype is not None and ary.dtype != dtype:
             access = TypeCast(dtype, access)
         return access
@@ -203,9 +205,9 @@ def _lower_einsum(expr) -> IndexLambda:
 def _flat_index(shape_exprs: list, vars_: list, order: str) -> Any:
     """Position of the index *vars_* in an array of extents *shape_exprs*
     laid out in *order*."""
-    axes = range(len(shape_exprs))
+    axes: Iterable[int] = range(len(shape_exprs))
     if order == "F":
-        axes = reversed(axes)
+        axes = reversed(range(len(shape_exprs)))
     flat: Any = 0
     for i in axes:
         flat = _add(_mul(flat, shape_exprs[i]), vars_[i])
@@ -410,7 +412,7 @@ def to_index_lambda(expr: Array) -> IndexLambda:
     without an expression (inputs, receives, send-reference holders)."""
     if isinstance(expr, IndexLambda):
         return expr
-    lower = _LOWERINGS.get(getattr(expr, "_mapper_method", None))
+    lower = _LOWERINGS.get(getattr(expr, "_mapper_method", ""))
     if lower is None:
         # a node kind defined outside the package declares its own rule
         lower = getattr(type(expr), "to_index_lambda", None)
