@@ -624,6 +624,7 @@ class _DAGBuilder:
         if op in ("/", "//", "%", "**", "<<", ">>") or op in ("&", "|"):
             reflected = False
         bound = max(abs(ra[0]), abs(ra[1]))
+        fn: Callable[..., Any]
         if op in ("+", "-", "*"):
             rng = {"+": (ra[0] + rc[0], ra[1] + rc[1]),
                    "-": ((rc[0] - ra[1], rc[1] - ra[0]) if reflected
@@ -1322,13 +1323,13 @@ class _DAGBuilder:
             mod = dim + 4
             return self._record_failure(
                 f"{{}}[{'' if not axis else ':, ' * axis}({{}} % {mod}) - {shift}]",
-                lambda xp, x, i: x[(*key_pre, (i % mod) - shift)], (a, base),
+                lambda xp, x, i: x[key_pre + ((i % mod) - shift,)], (a, base),
                 IndexError, IndexOutOfBoundsError)
         idx = self.new_input(shape, idx_t, data.astype(idx_t), prefix="idx")
         self.pool.remove(idx)
         return self._record_failure(
             f"{{}}[{'' if not axis else ':, ' * axis}{{}}]",
-            lambda xp, x, i: x[(*key_pre, i)], (a, idx), IndexError,
+            lambda xp, x, i: x[key_pre + (i,)], (a, idx), IndexError,
             IndexOutOfBoundsError)
 
     # }}}
