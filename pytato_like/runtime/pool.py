@@ -23,9 +23,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pyopencl as cl
 
 
 class BufferPool:
@@ -108,6 +111,12 @@ class DeviceBufferPool(BufferPool):
 _HOST_POOL = HostBufferPool()
 _DEVICE_POOLS: dict[Any, DeviceBufferPool] = {}
 _DEVICE_POOLS_LOCK = threading.Lock()
+
+
+@overload
+def get_buffer_pool(np_module_or_queue: ModuleType | None) -> HostBufferPool: ...
+@overload
+def get_buffer_pool(np_module_or_queue: cl.CommandQueue) -> DeviceBufferPool: ...
 
 
 def get_buffer_pool(np_module_or_queue: ModuleType | Any) -> BufferPool:
