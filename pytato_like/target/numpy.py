@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import operator
 import weakref
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -296,7 +296,7 @@ def _einsum_spec(expr: Einsum) -> str:
 
 
 def _index_key(indices, values: dict[int, Any]):
-    key = []
+    key: list[Any] = []
     for idx in indices:
         if isinstance(idx, NormalizedSlice):
             if idx.stop is not None and idx.length == 0:
@@ -352,7 +352,8 @@ class _NodeEvaluator:
         return np.asarray(result, dtype=node.dtype)
 
     def map_reshape(self, node: Reshape):
-        return np.reshape(self.value(node.array), self.shape(node), order=node.order)
+        return np.reshape(self.value(node.array), self.shape(node),
+                          order=cast("Literal['C', 'F']", node.order))
 
     def map_axis_permutation(self, node: AxisPermutation):
         return np.transpose(self.value(node.array), node.axis_permutation)

@@ -33,7 +33,7 @@ import dataclasses
 import linecache
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -139,10 +139,11 @@ class BoundPythonProgram(HostBoundProgram):
         sizes = {name: int(values[name]) for name in self.inputs.size_params}
         for name, ph in self.inputs.placeholders.items():
             shape = tuple(
-                d if isinstance(d, int) else sizes.get(getattr(d, "name", None))
+                d if isinstance(d, int) else sizes.get(getattr(d, "name", ""))
                 for d in ph.shape)
             if all(isinstance(d, int) for d in shape):
-                check_input_value(values[name], ph, shape)
+                check_input_value(values[name], ph,
+                                  cast("tuple[int, ...]", shape))
             elif values[name].dtype != ph.dtype:
                 check_input_value(values[name], ph, values[name].shape)
         # size parameters travel as Python ints (static under jax.jit)

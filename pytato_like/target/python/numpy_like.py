@@ -349,7 +349,8 @@ class _ScalarExpressionWriter:
         if dtype == "same":
             dtype = _common_dtype(pieces)
         axes = frozenset().union(*(p.axes for p in pieces))
-        return _Piece(src, dtype, axes, all(p.scalar for p in pieces))
+        return _Piece(src, cast("np.dtype | None", dtype), axes,
+                      all(p.scalar for p in pieces))
 
     def _operator(self, children, op: str) -> _Piece:
         pieces = [self.rec(c) for c in children]
@@ -469,7 +470,7 @@ class _ScalarExpressionWriter:
             self.m = module
 
     def map_reduce(self, expr) -> _Piece:
-        function = _REDUCTION_FUNCTIONS.get(getattr(expr.op, "name", None))
+        function = _REDUCTION_FUNCTIONS.get(getattr(expr.op, "name", ""))
         if function is None:
             raise UnknownIndexLambdaExpr(f"unknown reduction {expr.op!r}")
         first_axis = len(self.space)
