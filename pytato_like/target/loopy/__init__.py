@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytato_like.array import Array, DictOfNamedArrays
+    from pytato_like.target.loopy.outlined import OutlinedProgram
 
 from pytato_like.target import (
     BoundProgram,
@@ -160,7 +161,7 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
                    cl_device=None,
                    array_tag_t_to_not_propagate: frozenset[type] = frozenset(),
                    axis_tag_t_to_not_propagate: frozenset[type] = frozenset(),
-                   ) -> BoundPyOpenCLProgram:
+                   ) -> BoundPyOpenCLProgram | OutlinedProgram:
     """Compile *result* (an :class:`~pytato_like.Array`, a
     :class:`~pytato_like.DictOfNamedArrays` or a dict of arrays) to OpenCL.
 

@@ -177,6 +177,11 @@ class BoundPyOpenCLProgram(BoundProgram):
     .. autoattribute:: kernel
     """
 
+    #: the cache key of the DAG (set by generate_loopy)
+    key: str
+    #: replay plans by call signature (made on first use)
+    _replays: dict[Any, Any]
+
     def __init__(self, plan: ProgramPlan, inputs, data_wrappers, single_output: bool,
                  outputs, options: dict, stats, *, target=None,
                  loopy_options=None, checks=()) -> None:

@@ -52,7 +52,7 @@ def layout_key(kwargs: dict[str, Any], queue: Any, context: Any,
     """The layout of a call's arguments (see the module docstring), or
     ``None`` when some argument cannot be replayed."""
     import pyopencl.array as cla
-    key = []
+    key: list[tuple[Any, ...]] = []
     for name, value in kwargs.items():
         t = type(value)
         if t is cla.Array:
