@@ -70,6 +70,8 @@ mapping and this size: see :doc:`/codegen` (measured in
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 from pytato_like._env import env_int
@@ -168,8 +170,10 @@ def _operands_to_stage(kernel, g: str):
         if len(axes) > 1 or not isinstance(arr, ArrayArg) or name in written:
             return None
         (axis,) = axes
-        shape = arr.shape
-        if axis == len(shape) - 1 and arr.dim_tags[axis].stride == 1:
+        # (arguments of a kernel ready to schedule have shapes and dim tags)
+        shape = cast("tuple[Any, ...]", arr.shape)
+        if axis == len(shape) - 1 and cast(
+                "list[Any]", arr.dim_tags)[axis].stride == 1:
             continue  # already contiguous along the short axis
         if (not all(isinstance(n, int) for n in shape)
                 or int(np.prod(shape)) > SMALL_OPERATOR_STAGED):
@@ -214,7 +218,8 @@ def _small_operator(knl, g: str, stage: dict[str, int]):
             dim_tags[ax] = f"N{level}"
         temps[staged] = lp.TemporaryVariable(
             staged, dtype=arr.dtype, shape=arr.shape,
-            dim_tags=",".join(dim_tags),
+            # (loopy parses a comma-separated string; its hint lists tags only)
+            dim_tags=",".join(dim_tags),  # type: ignore[arg-type]
             address_space=lp.AddressSpace.LOCAL)
         fetch_id = f"{staged}_fetch"
         fetches.append(lp.Assignment(
