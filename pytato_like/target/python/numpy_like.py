@@ -130,6 +130,12 @@ def _astype(module: str, src: str, from_dtype: np.dtype | None,
         src = f"{module}.real({src})"
     elif scalar:
         src = f"{module}.asarray({src})"
+    if from_dtype is not None and from_dtype.kind == "f" and to_dtype.kind in "iu" \
+            and (to_dtype.itemsize < 4 or to_dtype.kind == "u"):
+        # NumPy's C cast: narrow types through int32, unsigned 32/64-bit
+        # ones through int64, then wrapping (JAX would saturate)
+        via = "int32" if to_dtype.itemsize < 4 else "int64"
+        src = f"{src}.astype('{via}')"
     return f"{src}.astype('{to_dtype.name}')"
 
 
