@@ -238,7 +238,7 @@ def test_small_operator_after_a_deep_chain(queue):
     expressions see chunked, bounded expressions) and matches NumPy."""
     import sys
     assert sys.getrecursionlimit() <= 1000 + 100
-    n_el, n = 200, 7
+    n_el, n = 301, 7
     pu = pt.make_placeholder("u", (n_el, n), np.float64)
     pd = pt.make_placeholder("d", (n, n), np.float64)
     y = pu

@@ -33,8 +33,10 @@ contiguous axis):
   reduction step updates the accumulators from consecutive addresses and
   LLVM's SLP vectoriser packs the update into vector multiply-adds with
   one broadcast of ``u[e, j]`` (DG benchmark: 1.3-1.8x -> 4.2-5.8x NumPy,
-  JAX 1.5-3.1x in the same runs; tried and not kept: 2 or 4 elements per
-  work-item, work-groups of 32; 128 and 256 within noise of 64);
+  JAX 1.5-3.1x in the same runs; work-groups of 128 are 2-18 % faster
+  than 64 in interleaved runs (the copy of the operator and the barrier
+  are paid per work-group), 256 within noise of 128; tried and not
+  kept: 2 or 4 elements per work-item, work-groups of 32);
   without enough batch elements (:data:`SMALL_OPERATOR_MIN_BATCH`) or
   when an operand to stage is too large, the rule above applies, and
   groups that qualify for the tiles below take those;
@@ -125,11 +127,11 @@ SMALL_OPERATOR_STAGED = env_int(
     "PYTATO_LIKE_SMALL_OPERATOR_STAGED", 4096, minimum=0)
 #: work-items (batch elements) per work-group in that schedule
 SMALL_OPERATOR_LOCAL = env_int(
-    "PYTATO_LIKE_SMALL_OPERATOR_LOCAL", 64)
+    "PYTATO_LIKE_SMALL_OPERATOR_LOCAL", 128)
 #: fewest batch elements for that schedule (below it, fewer work-groups
 #: than cores; the generic schedule spreads the outputs wider)
 SMALL_OPERATOR_MIN_BATCH = env_int(
-    "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH", 128, minimum=0)
+    "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH", 256, minimum=0)
 
 
 def _operands_to_stage(kernel, g: str):
