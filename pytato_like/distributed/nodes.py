@@ -106,7 +106,7 @@ class DistributedSend:
         return not self.__eq__(other)
 
     def copy(self, **kwargs: Any) -> DistributedSend:
-        values = {"data": self.data, "dest_rank": self.dest_rank,
+        values: dict[str, Any] = {"data": self.data, "dest_rank": self.dest_rank,
                   "comm_tag": self.comm_tag, "tags": self.tags}
         values.update(kwargs)
         return DistributedSend(**values)

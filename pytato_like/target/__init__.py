@@ -16,7 +16,7 @@ The program contract, :class:`~pytato_like.target.program.BoundProgram`
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -126,7 +126,8 @@ def gather_program_inputs(order: list[Array]) -> ProgramInputs:
             continue
         if isinstance(node, DataWrapper):
             data_wrappers.append(node)
-        name = node.name
+        # (every input kind has a name; a data wrapper's may be None)
+        name: str | None = cast(Any, node).name
         if name is None:
             continue
         other = by_name.get(name)

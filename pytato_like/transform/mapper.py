@@ -419,7 +419,8 @@ class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
                                 ) -> Any:
         """Map a function definition once (cached in the function cache)."""
         key = (id(expr), args, tuple(sorted(kwargs.items())))
-        inputs = CacheInputsWithKey(expr, key, *args, **kwargs)
+        inputs: CacheInputsWithKey[Any, ...] = CacheInputsWithKey(
+            expr, key, *args, **kwargs)
         try:
             return self._function_cache.retrieve(inputs)
         except KeyError:

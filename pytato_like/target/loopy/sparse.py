@@ -53,7 +53,7 @@ def _make_kernel(value_dtype: np.dtype, col_dtype: np.dtype,
         """
     x_shape = ("ncols", "ncomp") if two_d else ("ncols",)
     out_shape = ("nrows", "ncomp") if two_d else ("nrows",)
-    args = [
+    args: list[lp.ArrayArg | lp.ValueArg] = [
         lp.GlobalArg("values", value_dtype, shape=("nnz",)),
         lp.GlobalArg("col_indices", col_dtype, shape=("nnz",)),
         lp.GlobalArg("row_starts", start_dtype, shape=("nrows + 1",)),
