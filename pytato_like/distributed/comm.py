@@ -30,10 +30,17 @@ Modes (the same on every rank):
     packing existed; kept to measure what packing gains.
 
 When the part programs compute on an OpenCL device, ``pack_on="device"``
-packs with the OpenCL transformer on the queue and moves one buffer per
-message between device and host (asynchronously: the send starts when the
-copy's event completes); ``pack_on="host"`` copies each array to the host
-and packs there. Both give the same bytes on the wire.
+moves one buffer per message between device and host (asynchronously: the
+send starts when the copy's event completes). A message whose arrays share
+one dtype and byte count (a halo: the same cells of several fields) lives
+on the device as sub-buffers of one buffer (:class:`_PaddedMessage`): the
+sending part program computes its outputs straight into them (from the
+second execution on, see
+:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`),
+the receiving parts read them, and one rectangular copy moves the message
+-- no pack or unpack kernel. Other messages are packed and unpacked by the
+OpenCL transformer on the queue. ``pack_on="host"`` copies each array to
+the host and packs there. All give the same bytes on the wire.
 
 Messages are raw bytes (``MPI.BYTE``), so any dtype travels, and both
 sides derive the buffer layout from the shapes and dtypes they agree on.

@@ -7,10 +7,16 @@ inputs computed or received), pack and start its messages at once (one per
 destination rank), pick up arrived messages without blocking; block
 only when no part can run (a polled wait, see
 :func:`~pytato_like.distributed.safety.poll_until`). So communication
-overlaps with all computation that does not need it. A part that only
-passes received values on runs without calling its program (no kernel
-launch), and with device part programs the host inputs are copied to the
-device once, before the first part runs.
+overlaps with all computation that does not need it: a part that does
+not need this step's messages (the interior of a halo exchange) is
+enqueued before the executor blocks for them. A part that only passes
+received values on runs without calling its program (no kernel launch),
+and with device part programs the host inputs are copied to the device
+once, before the first part runs. Loopy part programs are called through
+:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`:
+from the second execution on they replay their recorded launches (see
+:mod:`~pytato_like.target.loopy.replay`) and compute the values they send
+into their messages' device buffers.
 
 What does not change between executions -- the messages, their buffers,
 packers and persistent MPI requests -- is a

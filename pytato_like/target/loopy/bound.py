@@ -6,7 +6,9 @@ A bound program holds a :class:`~pytato_like.target.loopy.codegen.ProgramPlan`
 (kernels, launches, buffers). Calling it checks and uploads the inputs,
 binds data wrappers and size parameters, allocates outputs and the
 temporaries that cross kernel boundaries from a memory pool, and runs each
-launch through the Python launcher loopy generated for its kernel. The
+launch through the Python launcher loopy generated for its kernel; a
+later call whose inputs have the same layout replays the recorded launches
+instead (:mod:`~pytato_like.target.loopy.replay`). The
 kernels are built once per context, together with those of the other
 programs generated since the last build (one ``clBuildProgram``, see
 :func:`~pytato_like.target.loopy.cache.kernel_program`).
@@ -169,6 +171,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         compile phase times and per-call launch times.
 
     .. automethod:: __call__
+    .. automethod:: call_placed
     .. automethod:: copy
     .. automethod:: with_transformed_program
     .. automethod:: bind_to_context
