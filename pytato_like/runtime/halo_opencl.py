@@ -5,11 +5,14 @@ Every segment of an exchange is one strided copy: ``dst[dst_off + i . ds]
 = (-)src[src_off + i . ss]`` over the C-order coordinates ``i`` of the
 segment's (merged) shape. Packing copies from a quantity into the buffer,
 unpacking from the buffer into a quantity, so both use the same kernel.
-Sizes, strides and offsets are kernel arguments: a kernel depends only on
-the element type moved, whether it negates (turned vector components)
-and, past three axes, the number of axes. A process therefore needs one or
-two of these kernels whatever its exchanges look like; a new exchange
-compiles nothing.
+One launch copies up to :data:`SLOTS` segments (each work item does its
+element of every segment that has one: an exchange of 16 regions is 2
+launches, not 16 -- PoCL pays ~0.1 ms per launch); unused slots have
+extent 0. Sizes, strides and offsets are kernel arguments: a kernel
+depends only on the element type moved, whether it negates (turned
+vector components) and, past three axes, the number of axes. A process
+therefore needs one or two of these kernels whatever its exchanges look
+like; a new exchange compiles nothing.
 
 Copies move raw bits: an element of any dtype travels as one unsigned
 integer of its size, or as several of them when its size is not a power
@@ -45,6 +48,9 @@ WORK_GROUP_SIZE = 64
 #: Kernels for up to this many axes are all one kernel (the missing axes
 #: have extent 1): one kernel serves every layout of a dtype.
 GRID_AXES = 3
+#: Segments copied by one launch (at most: the arguments of a launch must
+#: fit the device's parameter space, 1 KiB on many devices).
+SLOTS = 8
 
 #: Dtypes a turned vector component may have, and the real type negated
 #: (a complex number is two of them).
@@ -65,17 +71,25 @@ class CopyVariant:
     dtype: np.dtype
     negate: bool
     ndim: int
+    #: segments per launch
+    slots: int = SLOTS
 
     @property
     def name(self) -> str:
         return (f"_pt_halo_copy_{self.dtype.name}"
-                f"{'_neg' if self.negate else ''}_{self.ndim}d")
+                f"{'_neg' if self.negate else ''}_{self.ndim}d_x{self.slots}")
 
     @property
     def key(self) -> str:
         return hashlib.sha256(repr(("halo copy", self.dtype.str, self.negate,
-                                    self.ndim, WORK_GROUP_SIZE)).encode()
-                              ).hexdigest()
+                                    self.ndim, self.slots, WORK_GROUP_SIZE)
+                                   ).encode()).hexdigest()
+
+    @property
+    def slot_args(self) -> int:
+        """Arguments per slot: two pointers, two offsets, extents and the
+        strides on both sides."""
+        return 4 + 3 * self.ndim
 
 
 _SOURCES: dict[CopyVariant, Any] = {}
@@ -106,20 +120,29 @@ def _generate(variant: CopyVariant) -> Any:
 
     nd = variant.ndim
     inames = [f"i{k}" for k in range(nd)]
+    # one grid over the largest extents; each slot copies where its own
+    # extents reach
     bounds = " and ".join(f"0 <= i{k} < n{k}" for k in range(nd))
     domain = f"{{[{', '.join(inames)}]: {bounds}}}"
-    dst = " + ".join(["dst_off", *(f"i{k}*ds{k}" for k in range(nd))])
-    src = " + ".join(["src_off", *(f"i{k}*ss{k}" for k in range(nd))])
-    rhs = f"{'-' if variant.negate else ''}src[{src}]"
-    scalars = ["dst_off", "src_off", *(f"{p}{k}" for p in ("n", "ds", "ss")
-                                       for k in range(nd))]
+    insns, names = [], []
+    for b in range(variant.slots):
+        dst = " + ".join([f"dst_off{b}", *(f"i{k}*ds{b}_{k}" for k in range(nd))])
+        src = " + ".join([f"src_off{b}", *(f"i{k}*ss{b}_{k}" for k in range(nd))])
+        inside = " and ".join(f"i{k} < n{b}_{k}" for k in range(nd))
+        rhs = f"{'-' if variant.negate else ''}src{b}[{src}]"
+        insns.append(f"if {inside}\n    dst{b}[{dst}] = {rhs}\nend")
+        names += [f"dst{b}", f"src{b}", f"dst_off{b}", f"src_off{b}",
+                  *(f"{p}{b}_{k}" for p in ("n", "ds", "ss")
+                    for k in range(nd))]
+    names += [f"n{k}" for k in range(nd)]
+    args = [lp.GlobalArg(name, variant.dtype, shape=None)
+            if name.startswith(("dst", "src")) and "off" not in name
+            else lp.ValueArg(name, np.int64) for name in names]
     knl = lp.make_kernel(
-        domain, f"dst[{dst}] = {rhs}",
-        [lp.GlobalArg("dst", variant.dtype, shape=None),
-         lp.GlobalArg("src", variant.dtype, shape=None),
-         *(lp.ValueArg(name, np.int64) for name in scalars)],
+        domain, "\n".join(insns), args,
         name=variant.name, lang_version=(2018, 2),
         target=lp.PyOpenCLTarget(), index_dtype=np.int64,
+        seq_dependencies=False,
         # the flat arrays have no shape loopy could check against
         options=lp.Options(enforce_array_accesses_within_bounds="no_check"))
     # the last axis over work items (and groups), the two before it over
@@ -130,8 +153,7 @@ def _generate(variant: CopyVariant) -> Any:
         knl = lp.tag_inames(knl, {iname: f"g.{axis + 1}"})
     cache.CODEGEN_CALLS += 1
     device = lp.generate_code_v2(knl).device_code()
-    return KernelSource(variant.key, device, "", variant.name,
-                        tuple(["dst", "src", *scalars]))
+    return KernelSource(variant.key, device, "", variant.name, tuple(names))
 
 # }}}
 
@@ -140,7 +162,7 @@ def _generate(variant: CopyVariant) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class CopyLaunch:
-    """One segment's copy: its kernel, grid and the constant part of its
+    """One segment's copy: its kernel and the constant part of its slot's
     arguments (offsets relative to the buffer and quantity starts)."""
 
     variant: CopyVariant
@@ -148,7 +170,6 @@ class CopyLaunch:
     quantity: tuple[int, int]
     #: bytes per element unit (what offsets are counted in)
     unit: int
-    global_size: tuple[int, ...]
     #: element offsets of the segment in the buffer and of the region's
     #: first element in the quantity
     buffer_offset: int
@@ -171,9 +192,11 @@ def _unit_dtype(move: Move, negate: bool) -> tuple[np.dtype, int]:
     return np.dtype(_UNSIGNED[unit]), dtype.itemsize // unit
 
 
-def plan_copy(move: Move, pack: bool) -> CopyLaunch | None:
-    """The launch moving *move*'s segment (packing if *pack*, else
-    unpacking), None for an empty one."""
+def plan_copy(move: Move, pack: bool, max_parameter_size: int = 1024
+              ) -> CopyLaunch | None:
+    """The copy of *move*'s segment (packing if *pack*, else unpacking),
+    None for an empty one; its kernel has as many slots as the device's
+    parameter space holds (at most :data:`SLOTS`)."""
     if not move.segment.size:
         return None
     negate = pack and move.sign < 0
@@ -195,17 +218,25 @@ def plan_copy(move: Move, pack: bool) -> CopyLaunch | None:
         for lst in (shape, qstrides, bstrides):
             lst[longest], lst[-1] = lst[-1], lst[longest]
     ndim = max(len(shape), GRID_AXES)
+    slots = max(1, min(SLOTS, (max_parameter_size - 64)
+                       // (8 * CopyVariant(dtype, negate, ndim).slot_args)))
     pad = ndim - len(shape)
     shape, qstrides, bstrides = ([1] * pad + shape, [0] * pad + qstrides,
                                  [0] * pad + bstrides)
     dst, src = (bstrides, qstrides) if pack else (qstrides, bstrides)
-    n_last = -(-shape[-1] // WORK_GROUP_SIZE) * WORK_GROUP_SIZE
-    grid = [n_last, *reversed(shape[-GRID_AXES:-1])]
     unit = dtype.itemsize
     return CopyLaunch(
-        CopyVariant(dtype, negate, ndim), (move.component, move.index), unit,
-        tuple(grid), move.segment.offset // unit, base,
+        CopyVariant(dtype, negate, ndim, slots), (move.component, move.index),
+        unit, move.segment.offset // unit, base,
         tuple(np.int64(v) for v in (*shape, *dst, *src)))
+
+
+def _grid(variant: CopyVariant, batch: list[CopyLaunch]) -> tuple[int, ...]:
+    """The launch grid of a batch: the largest extents of its slots."""
+    extents = [max(int(la.shape_and_strides[k]) for la in batch)
+               for k in range(variant.ndim)]
+    return (-(-extents[-1] // WORK_GROUP_SIZE) * WORK_GROUP_SIZE,
+            *reversed(extents[-GRID_AXES:-1]))
 
 # }}}
 
@@ -246,33 +277,57 @@ class HaloDataTransformerOpenCL(HaloDataTransformer):
     def _compile(self) -> None:
         from pytato_like.target.loopy import cache
         from pytato_like.target.loopy.codegen import merge_device_code
-        self._launches: dict[str, list[CopyLaunch]] = {}
+        self._launches: dict[str, list[tuple[CopyVariant,
+                                             list[CopyLaunch]]]] = {}
         self.kernel_sources: dict[str, str | None] = {}
+        self._grids: dict[str, list[tuple[int, ...]]] = {}
         for name, moves in (("pack", self._pack_moves),
                             ("unpack", self._unpack_moves)):
-            launches = [launch for m in moves
-                        if (launch := plan_copy(m, name == "pack")) is not None]
-            self._launches[name] = launches
+            launches = [launch for m in moves if (launch := plan_copy(
+                m, name == "pack", self.queue.device.max_parameter_size))
+                is not None]
             variants = list(dict.fromkeys(la.variant for la in launches))
+            # segments of one kernel, SLOTS at a time
+            self._launches[name] = [
+                (v, same[first:first + v.slots])
+                for v in variants
+                for same in [[la for la in launches if la.variant == v]]
+                for first in range(0, len(same), v.slots)]
+            self._grids[name] = [_grid(v, batch)
+                                 for v, batch in self._launches[name]]
             sources = [copy_kernel_source(v) for v in variants]
             # built by the next OpenCL build of the process (see module docs)
             cache.note_kernels(sources)
             self.kernel_sources[name] = (
                 merge_device_code([s.device_code for s in sources])
                 if sources else None)
-        # variant -> pyopencl.Kernel, made on first launch: kernel
-        # arguments are per-object state, so each transformer has its own
-        self._kernels: dict[CopyVariant, Any] = {}
+        # (direction, batch index) -> pyopencl.Kernel with its constant
+        # arguments set, made on first launch: kernel arguments are
+        # per-object state, so each batch of each transformer has its own
+        self._kernels: dict[tuple[str, int], Any] = {}
 
-    def _kernel(self, variant: CopyVariant) -> Any:
-        kernel = self._kernels.get(variant)
+    def _kernel(self, name: str, k: int) -> Any:
+        kernel = self._kernels.get((name, k))
         if kernel is None:
             import pyopencl as cl
 
             from pytato_like.target.loopy import cache
+            variant, batch = self._launches[name][k]
             prg = cache.kernel_program(self.queue.context,
                                        copy_kernel_source(variant))
-            kernel = self._kernels[variant] = cl.Kernel(prg, variant.name)
+            kernel = cl.Kernel(prg, variant.name)
+            # extents and strides never change: set once (unused slots
+            # have extent 0); pointers and offsets are set per launch
+            per = variant.slot_args
+            zeros = [np.int64(0)] * (3 * variant.ndim)
+            for b in range(variant.slots):
+                values = batch[b].shape_and_strides if b < len(batch) else zeros
+                for j, value in enumerate(values):
+                    kernel.set_arg(b * per + 4 + j, value)
+            for j in range(variant.ndim):
+                kernel.set_arg(variant.slots * per + j, np.int64(max(
+                    int(la.shape_and_strides[j]) for la in batch)))
+            self._kernels[(name, k)] = kernel
         return kernel
 
     def _launch(self, name: str, buffer: Any, groups: tuple,
@@ -280,28 +335,40 @@ class HaloDataTransformerOpenCL(HaloDataTransformer):
         import pyopencl as cl
         buffer_events = list(buffer.events)
         local = (WORK_GROUP_SIZE, 1, 1)
-        for la in self._launches[name]:
-            q = groups[la.quantity[0]][la.quantity[1]]
-            if buffer.offset % la.unit or q.offset % la.unit:
-                raise QuantityMismatchError(
-                    f"{name}: an array offset ({buffer.offset} or {q.offset} "
-                    f"bytes) is not a multiple of the {la.unit}-byte element")
-            b_off = np.int64(buffer.offset // la.unit + la.buffer_offset)
-            q_off = np.int64(q.offset // la.unit + la.quantity_offset)
-            if pack:
-                args = (buffer.base_data, q.base_data, b_off, q_off)
-            else:
-                args = (q.base_data, buffer.base_data, q_off, b_off)
-            kernel = self._kernel(la.variant)
-            kernel.set_args(*args, *la.shape_and_strides)
-            evt = cl.enqueue_nd_range_kernel(
-                self.queue, kernel, la.global_size, local[:len(la.global_size)],
-                wait_for=[*buffer_events, *q.events] or None)
+        for k, (variant, batch) in enumerate(self._launches[name]):
+            kernel = self._kernel(name, k)
+            per = variant.slot_args
+            wait_for = list(buffer_events)
+            written = []
+            for b, la in enumerate(batch):
+                q = groups[la.quantity[0]][la.quantity[1]]
+                if buffer.offset % la.unit or q.offset % la.unit:
+                    raise QuantityMismatchError(
+                        f"{name}: an array offset ({buffer.offset} or "
+                        f"{q.offset} bytes) is not a multiple of the "
+                        f"{la.unit}-byte element")
+                b_off = np.int64(buffer.offset // la.unit + la.buffer_offset)
+                q_off = np.int64(q.offset // la.unit + la.quantity_offset)
+                args = ((buffer.base_data, q.base_data, b_off, q_off) if pack
+                        else (q.base_data, buffer.base_data, q_off, b_off))
+                for j, value in enumerate(args):
+                    kernel.set_arg(b * per + j, value)
+                wait_for += q.events
+                written.append(q)
+            for b in range(len(batch), variant.slots):
+                # unused slot (extent 0): any valid buffer, never accessed
+                for j, value in enumerate((buffer.base_data, buffer.base_data,
+                                           np.int64(0), np.int64(0))):
+                    kernel.set_arg(b * per + j, value)
+            evt = cl.enqueue_nd_range_kernel(self.queue, kernel,
+                                             self._grids[name][k], local,
+                                             wait_for=wait_for or None)
             self._events.append(evt)
             if pack:
                 buffer.add_event(evt)
             else:
-                q.add_event(evt)
+                for q in written:
+                    q.add_event(evt)
 
     def async_pack(self, quantities_x: Sequence[Any],
                    quantities_y: Sequence[Any] | None = None) -> None:
