@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from pytools import UniqueNameGenerator
 
@@ -240,7 +240,8 @@ class DagIndex:
             if type(node) is NamedArray:
                 canon[i] = canon[kids[i][0]]
             elif node._mapper_method == _HOLDER:
-                canon[i] = canon[index[id(node.passthrough_data)]]
+                holder: Any = node  # a send-reference holder
+                canon[i] = canon[index[id(holder.passthrough_data)]]
             elif node._mapper_method == _RECV:
                 canon[i] = index[id(first_recv.setdefault(node, node))]
         self.canon = canon
@@ -289,7 +290,7 @@ class DagIndex:
         for i in range(len(self.order) - 1, -1, -1):  # users before used
             if not live[i]:
                 continue
-            node = self.order[i]
+            node: Any = self.order[i]  # a holder has send fields
             if node._mapper_method == _HOLDER:
                 live[index[id(node.passthrough_data)]] = 1
                 if follow_sends and node.send not in sends:
@@ -345,8 +346,10 @@ class PartBuilder:
             if all(self._resolve(k, pid) is order[k] for k in kids[i]):
                 self.rewritten[i] = node
                 continue
-            self.rewritten[i] = rebuild_with(
-                node, lambda child, pid=pid: self._resolve(index[id(child)], pid))
+
+            def resolve(child: Array, pid: Hashable = pid) -> Array:
+                return self._resolve(index[id(child)], pid)
+            self.rewritten[i] = rebuild_with(node, resolve)
 
     def part(self, pid: Hashable) -> _PartBuild:
         build = self.parts.get(pid)
@@ -367,6 +370,7 @@ class PartBuilder:
         dag = self.dag
         c = dag.canon[k]
         kind = dag.kind[c]
+        ph: Placeholder | None
         if kind is FREE:
             names = dag.free_names[c]
             if names:
@@ -382,12 +386,14 @@ class PartBuilder:
             return ph
         owner = self.part_of[c]
         if owner == pid:
-            return self.rewritten[c]
+            # (rewritten users-first: a part's own node is done)
+            return cast(Array, self.rewritten[c])
         ph = self.placeholders.get(c)
         if ph is None:
             ph = self._placeholder(c, self.name_gen("_pt_part_out"))
-            self.part(owner).outputs[ph.name] = self.rewritten[c]
-            self.var_name_to_result[ph.name] = self.rewritten[c]
+            value = cast(Array, self.rewritten[c])  # owner's part: done
+            self.part(owner).outputs[ph.name] = value
+            self.var_name_to_result[ph.name] = value
         build = self.part(pid)
         if ph.name not in build.partition_inputs:
             build.needed.add(owner)
@@ -409,12 +415,15 @@ class PartBuilder:
 def reserved_name_generator(order: list[Array],
                             output_names) -> UniqueNameGenerator:
     """A name generator avoiding every input and output name in use."""
-    taken = {node.name for node in order
-             if isinstance(node, InputArgumentBase) and node.name is not None}
+    # (every input kind has a name; a data wrapper's may be None)
+    inputs: list[Any] = [node for node in order
+                         if isinstance(node, InputArgumentBase)]
+    taken = {node.name for node in inputs if node.name is not None}
     return UniqueNameGenerator(set(taken) | set(output_names))
 
 
-def part_order(pids: list[Hashable], needed: Mapping[Hashable, set]
+def part_order(pids: list[Hashable],
+               needed: Mapping[Hashable, set | frozenset]
                ) -> list[Hashable]:
     """*pids* in an order where each part comes after the parts it needs;
     raises :class:`PartitionInducedCycleError` naming a cycle."""
@@ -516,6 +525,7 @@ def generate_code_for_partition(partition: GraphPartition,
     reference executor; call the programs with ``queue=None``)."""
     if target is None:
         target = "loopy" if _loopy_available() else "numpy"
+    make: Callable[[Any], Any]
     if target == "numpy":
         make = NumpyPartProgram
     elif target == "loopy":
