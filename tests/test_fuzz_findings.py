@@ -80,3 +80,24 @@ def test_computed_uint64_gather_indices(queue):
         assert got[key].dtype == ref.dtype, key
         np.testing.assert_array_equal(got[key], ref, err_msg=key)
         np.testing.assert_array_equal(host[key], ref, err_msg=key)
+
+
+@pytest.mark.parametrize("to", [np.float32, np.float64])
+def test_float_to_int64_cast_inside_a_float_cast(queue, to):
+    # seed 5247: the out-of-range fallback of a float -> int64 cast, an
+    # integer constant, was printed as a float literal under an enclosing
+    # cast to float32, and ~ of it failed to compile
+    xv = np.array([1.5, -2.7, 1e300, np.nan, -1e19, 0.0])
+    x = pt.make_placeholder("x", xv.shape, np.float64)
+    i = x.astype(np.int64)
+    lazy = {"not": (~pt.maximum(i, i[::-1])).astype(to),
+            "plain": i.astype(to), "int32": (~x.astype(np.int32)).astype(to)}
+    with np.errstate(invalid="ignore"):   # NumPy's scalar-loop values
+        iv = np.array([np.array([v]).astype(np.int64)[0] for v in xv])
+        jv = np.array([np.array([v]).astype(np.int32)[0] for v in xv])
+    expected = {"not": (~np.maximum(iv, iv[::-1])).astype(to),
+                "plain": iv.astype(to), "int32": (~jv).astype(to)}
+    _, got = pt.generate_loopy(lazy)(queue, x=xv)
+    for key, ref in expected.items():
+        assert got[key].dtype == ref.dtype
+        np.testing.assert_array_equal(got[key], ref, err_msg=key)

@@ -141,8 +141,11 @@ def _x86_truncation(value, to_dtype: np.dtype):
     in_range = prim.LogicalAnd((
         prim.Comparison(value, ">=", float(lowest)),
         prim.Comparison(value, "<", float(2 ** (bits - 1)))))
-    return prim.If(in_range, lp.TypeCast(to_dtype, value),
-                   lp.TypeCast(to_dtype, lowest))
+    # the fallback replaces the float before the conversion: loopy prints
+    # an integer constant in its context's type (-9.223372036854776e+18f
+    # under a cast to float32 made ~ fail to compile; fuzz seed 5247);
+    # -2^(bits-1) is exact in every float type, so converting it is defined
+    return lp.TypeCast(to_dtype, prim.If(in_range, value, np.float64(lowest)))
 
 
 def _float_to_integer(value, to_dtype: np.dtype):
