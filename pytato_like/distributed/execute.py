@@ -58,7 +58,7 @@ import threading
 import time
 import weakref
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -192,7 +192,7 @@ class DistributedExecution:
                 raise
         if self._error is not None:
             raise self._error
-        return self._result
+        return cast("dict[str, Any]", self._result)  # ran without error
 
     def done(self) -> bool:
         """Whether the execution has ended (never blocks)."""
@@ -526,8 +526,9 @@ def execute_distributed_partition_async(
         ) -> DistributedExecution:
     """:func:`execute_distributed_partition` with ``wait=False``: start the
     execution and return its :class:`DistributedExecution` handle."""
-    return execute_distributed_partition(partition, prg_per_partition, queue,
-                                         mpi_communicator, wait=False, **kwargs)
+    return cast(DistributedExecution, execute_distributed_partition(
+        partition, prg_per_partition, queue, mpi_communicator, wait=False,
+        **kwargs))
 
 # }}}
 

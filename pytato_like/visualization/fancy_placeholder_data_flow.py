@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
@@ -93,7 +93,8 @@ def _data_flow_children(node: Array):
     # what is sent leaves this rank's data flow: follow only the array a
     # send holder passes through
     if node._mapper_method == _SEND_HOLDER:
-        return (node.passthrough_data,)
+        holder: Any = node  # a send-reference holder
+        return (holder.passthrough_data,)
     return children_of(node)
 
 
@@ -126,7 +127,7 @@ def get_fancy_placeholder_data_flow_dot(dag: Any) -> str:
             continue
         if node._mapper_method == _SEND_HOLDER:
             # stands for the array it holds the send on
-            src = shown.get(id(node.passthrough_data))
+            src = shown.get(id(cast(Any, node).passthrough_data))
             if src is not None:
                 shown[id(node)] = src
             continue
@@ -142,7 +143,7 @@ def get_fancy_placeholder_data_flow_dot(dag: Any) -> str:
             shown[id(node)] = sources[0]
             continue
         kind = _kind(node)
-        node_id = declare(kind, einsum_subscripts(node)
+        node_id = declare(kind, einsum_subscripts(cast(Einsum, node))
                           if kind == "einsum" else None)
         shown[id(node)] = node_id
         lines.extend(f"  {src} -> {node_id};" for src in sources)
