@@ -32,10 +32,11 @@ contiguous axis):
   (:data:`SMALL_OPERATOR_STAGED` elements at most), so that each
   reduction step updates the accumulators from consecutive addresses and
   LLVM's SLP vectoriser packs the update into vector multiply-adds with
-  one broadcast of ``u[e, j]`` (DG benchmark: 1.3-1.8x -> 4.2-5.8x NumPy,
-  JAX 1.5-3.1x in the same runs; work-groups of 128 are 2-18 % faster
-  than 64 in interleaved runs (the copy of the operator and the barrier
-  are paid per work-group), 256 within noise of 128; tried and not
+  one broadcast of ``u[e, j]`` (DG benchmark: 1.3-1.8x -> 3.1-7.4x NumPy,
+  median 4.9x, ahead of JAX in every run under load; work-groups of 128
+  are 2-18 % faster than 64 in interleaved runs (the copy of the
+  operator and the barrier are paid per work-group), 256 within noise
+  of 128; tried and not
   kept: 2 or 4 elements per work-item, work-groups of 32);
   without enough batch elements (:data:`SMALL_OPERATOR_MIN_BATCH`) or
   when an operand to stage is too large, the rule above applies, and
