@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -213,8 +213,8 @@ class Transfer:
         if isinstance(array, np.ndarray):
             host = np.ascontiguousarray(array)
             out = cla.empty(self.target.compute_queue, host.shape, host.dtype)
-            evt = cl.enqueue_copy(self.queue, out.base_data, host,
-                                  is_blocking=False, wait_for=wait_for)
+            evt = cl.enqueue_copy(self.queue, cast("cl.Buffer", out.base_data),
+                                  host, is_blocking=False, wait_for=wait_for)
             out.add_event(evt)
             return out
         if not isinstance(array, cla.Array):
@@ -230,17 +230,19 @@ class Transfer:
         deps = list(array.events) + list(wait_for or [])
         if array.context == self.target.context:
             evt = cl.enqueue_copy(
-                self.queue, out.base_data, array.base_data,
+                self.queue, cast("cl.Buffer", out.base_data),
+                cast("cl.Buffer", array.base_data),
                 byte_count=array.nbytes, src_offset=array.offset,
                 dst_offset=0, wait_for=deps or None)
         else:
             # Events do not cross contexts: stage through the host.
             host = np.empty(array.shape, array.dtype)
-            cl.enqueue_copy(self.source.transfer_queue, host, array.base_data,
+            cl.enqueue_copy(self.source.transfer_queue, host,
+                            cast("cl.Buffer", array.base_data),
                             src_offset=array.offset, wait_for=deps or None,
                             is_blocking=True)
-            evt = cl.enqueue_copy(self.queue, out.base_data, host,
-                                  is_blocking=False)
+            evt = cl.enqueue_copy(self.queue, cast("cl.Buffer", out.base_data),
+                                  host, is_blocking=False)
         out.add_event(evt)
         return out
 
@@ -283,7 +285,9 @@ def to_device(array: Any, target: DeviceSpec | int | Any,
             raise UnknownDeviceError(
                 "to_device of a lazy array takes a device index, not a group: "
                 "the group is given when the program runs")
-        return lazy_to_device(array, target, source)
+        # (device indices for a lazy array)
+        return lazy_to_device(array, cast(int, target),
+                              cast("int | None", source))
     import pyopencl.array as cla
     if group is not None:
         target = group.spec(target)
@@ -304,6 +308,7 @@ def to_device(array: Any, target: DeviceSpec | int | Any,
             source = DeviceSpec(queue.device, queue, queue)
     elif group is not None:
         source = group.spec(source)
+    source = cast(DeviceSpec, source)  # resolved above
     if (isinstance(array, cla.Array) and source.device == target.device
             and array.context == target.context):
         return array
