@@ -79,7 +79,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -148,7 +148,8 @@ def _payload_bytes(shape: tuple[int | None, ...], dtype: np.dtype
                    ) -> int | None:
     if any(d is None for d in shape):
         return None
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return (int(np.prod(cast("tuple[int, ...]", shape), dtype=np.int64))
+            * np.dtype(dtype).itemsize)
 
 
 def _describe(entry: tuple[Any, ...]) -> str:
@@ -244,7 +245,8 @@ class _PaddedMessage:
         """Enqueue the copy of the device array *value* (contiguous) into
         array *i* (when the part program did not write it there)."""
         import pyopencl as cl
-        cl.enqueue_copy(self.queue, self.arrays[i].base_data, value.base_data,
+        cl.enqueue_copy(self.queue, cast("cl.Buffer", self.arrays[i].base_data),
+                        value.base_data,
                         byte_count=self.each, src_offset=value.offset,
                         wait_for=value.events or None)
 
@@ -280,7 +282,8 @@ class _Incoming:
         self.tag = tag
         self.names = names
         self.entries = [(_concrete_shape(r), np.dtype(r.dtype)) for r in recvs]
-        self.header = [(int(r.comm_tag), shape, dtype.str)
+        # (tags are numbered ints by now)
+        self.header = [(int(cast(int, r.comm_tag)), shape, dtype.str)
                        for r, (shape, dtype) in zip(recvs, self.entries,
                                                     strict=True)]
         self.unpacker: HaloDataTransformer | None = None
@@ -297,7 +300,7 @@ class _Incoming:
 
 
 def _compare(src: int, dest: int, sent: dict[int, list], received: dict[int, list]
-             ) -> list[tuple[int, int, int, type, str]]:
+             ) -> list[tuple[int, int, Any, type, str]]:
     """Disagreements between what rank *src* sends to rank *dest* and what
     *dest* receives from *src*: ``(src, dest, tag, error class, text)``."""
     def by_tag(messages):
@@ -305,7 +308,7 @@ def _compare(src: int, dest: int, sent: dict[int, list], received: dict[int, lis
                 for msg_tag, entries in messages.items()
                 for t, shape, dtype in entries}
     sent_by_tag, recv_by_tag = by_tag(sent), by_tag(received)
-    problems = []
+    problems: list[tuple[int, int, Any, type, str]] = []
     for t in sorted(sent_by_tag.keys() | recv_by_tag.keys()):
         s, r = sent_by_tag.get(t), recv_by_tag.get(t)
         if r is None:
@@ -600,7 +603,7 @@ class MessagePlan:
     def _raise_on_disagreement(self, mine: dict[int, Any],
                                theirs: dict[int, Any]) -> None:
         rank = self.rank
-        problems = []
+        problems: list[tuple[int, int, Any, type, str]] = []
         for p in sorted(theirs):
             if mine[p]["packed"] != theirs[p]["packed"]:
                 problems.append((rank, p, 0, DistributedExecutionError,
@@ -651,7 +654,9 @@ class MessagePlan:
 
     def host_buffers(self) -> list[np.ndarray]:
         """Host receive buffers whose views are handed to the parts."""
-        return [m.buffer for m in self.incoming if m.views is not None]
+        # (a message with views has its buffer)
+        return [cast(np.ndarray, m.buffer) for m in self.incoming
+                if m.views is not None]
 
     def reused_device_arrays(self) -> set[int]:
         """``id`` of the device arrays received values are unpacked into
@@ -665,7 +670,7 @@ class MessagePlan:
         """Output name -> the device array part *pid* should compute it
         into: the sub-buffers of its outgoing messages (see
         :class:`_PaddedMessage`; known after the first execution)."""
-        placed = {}
+        placed: dict[str, Any] = {}
         for msg in self.outgoing.get(pid, ()):
             if msg.padded is not None:
                 placed.update(zip(msg.names, msg.padded.arrays, strict=True))
@@ -694,8 +699,9 @@ class MessagePlan:
         if self.use_mpi:
             from mpi4py import MPI
             mpi_alive = MPI.Is_initialized() and not MPI.Is_finalized()
-        for msg in [*self.incoming,
-                    *(m for v in self.outgoing.values() for m in v)]:
+        messages: list[_Incoming | _Outgoing] = [
+            *self.incoming, *(m for v in self.outgoing.values() for m in v)]
+        for msg in messages:
             if msg.request is not None and mpi_alive:
                 try:
                     # allowed while active: MPI completes, then frees it
@@ -1072,9 +1078,9 @@ class Exchange:
                 for value in msg.device_values or ():
                     value.events.clear()    # all complete: do not pile up
             for msgs in self.plan.outgoing.values():
-                for msg in msgs:
-                    if msg.packer is not None:
-                        msg.packer.synchronize()
+                for out_msg in msgs:
+                    if out_msg.packer is not None:
+                        out_msg.packer.synchronize()
 
     # }}}
 
