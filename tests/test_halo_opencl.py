@@ -199,3 +199,31 @@ def test_merged_kernels_keep_their_own_index_macros(queue):
     out = cla.zeros(queue, 8, np.int32)
     prg.narrow(queue, (8,), (4,), out.data)
     np.testing.assert_array_equal(out.get(), 4)
+
+
+def test_repeated_exchanges_with_other_arrays_equal_numpy(queue, rng):
+    # the transformer re-sets only the kernel arguments that changed:
+    # alternate between array sets, and change data in place
+    specs = [_specs(lay, np.float32) for lay in _layouts()] * 2
+    tn = HaloDataTransformer.get(np, specs)
+    tc = HaloDataTransformer.get(queue, specs)
+    sets = [[_random(rng, s.specification.shape, np.float32) for s in specs]
+            for _ in range(2)]
+    dev = [[cla.to_device(queue, a) for a in group] for group in sets]
+    for turn in range(4):
+        which = turn % 2
+        if turn == 2:          # same arrays as turn 0, new contents
+            sets[0] = [a + 1 for a in sets[0]]
+            for d, a in zip(dev[0], sets[0], strict=True):
+                d.set(a)
+        tn.async_pack(sets[which])
+        tc.async_pack(dev[which])
+        np.testing.assert_array_equal(tc.get_pack_buffer().get(),
+                                      tn.get_pack_buffer())
+        # and unpack into the other set
+        tc.async_unpack(dev[1 - which])
+        tn.get_unpack_buffer()[...] = tc.get_unpack_buffer().get()
+        tn.async_unpack(sets[1 - which])
+        tc.synchronize()
+        for d, h in zip(dev[1 - which], sets[1 - which], strict=True):
+            np.testing.assert_array_equal(d.get(), h)

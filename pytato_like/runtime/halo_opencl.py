@@ -287,11 +287,15 @@ class HaloDataTransformerOpenCL(HaloDataTransformer):
                 m, name == "pack", self.queue.device.max_parameter_size))
                 is not None]
             variants = list(dict.fromkeys(la.variant for la in launches))
-            # segments of one kernel, SLOTS at a time
+            # segments of one kernel, SLOTS at a time; alike extents in
+            # one launch (its grid covers the largest)
             self._launches[name] = [
                 (v, same[first:first + v.slots])
                 for v in variants
-                for same in [[la for la in launches if la.variant == v]]
+                for same in [sorted(
+                    (la for la in launches if la.variant == v),
+                    key=lambda la: [int(e) for e in
+                                    la.shape_and_strides[:la.variant.ndim]])]
                 for first in range(0, len(same), v.slots)]
             self._grids[name] = [_grid(v, batch)
                                  for v, batch in self._launches[name]]
@@ -305,6 +309,7 @@ class HaloDataTransformerOpenCL(HaloDataTransformer):
         # arguments set, made on first launch: kernel arguments are
         # per-object state, so each batch of each transformer has its own
         self._kernels: dict[tuple[str, int], Any] = {}
+        self._last_args: dict[tuple[str, int], dict[int, Any]] = {}
 
     def _kernel(self, name: str, k: int) -> Any:
         kernel = self._kernels.get((name, k))
@@ -337,6 +342,17 @@ class HaloDataTransformerOpenCL(HaloDataTransformer):
         local = (WORK_GROUP_SIZE, 1, 1)
         for k, (variant, batch) in enumerate(self._launches[name]):
             kernel = self._kernel(name, k)
+            # arguments as last set: an exchange of the same arrays sets
+            # none (setting ~40 arguments costs more than the launch)
+            last = self._last_args.setdefault((name, k), {})
+
+            def set_arg(index: int, value: Any, kernel: Any = kernel,
+                        last: dict[int, Any] = last) -> None:
+                old = last.get(index)
+                if old is None or old is not value and old != value:
+                    kernel.set_arg(index, value)
+                    last[index] = value
+
             per = variant.slot_args
             wait_for = list(buffer_events)
             written = []
@@ -352,14 +368,14 @@ class HaloDataTransformerOpenCL(HaloDataTransformer):
                 args = ((buffer.base_data, q.base_data, b_off, q_off) if pack
                         else (q.base_data, buffer.base_data, q_off, b_off))
                 for j, value in enumerate(args):
-                    kernel.set_arg(b * per + j, value)
+                    set_arg(b * per + j, value)
                 wait_for += q.events
                 written.append(q)
             for b in range(len(batch), variant.slots):
                 # unused slot (extent 0): any valid buffer, never accessed
                 for j, value in enumerate((buffer.base_data, buffer.base_data,
                                            np.int64(0), np.int64(0))):
-                    kernel.set_arg(b * per + j, value)
+                    set_arg(b * per + j, value)
             evt = cl.enqueue_nd_range_kernel(self.queue, kernel,
                                              self._grids[name][k], local,
                                              wait_for=wait_for or None)
