@@ -774,7 +774,8 @@ class Exchange:
                 req = self.comm.Irecv([msg.buffer, MPI.BYTE], source=msg.src,
                                       tag=msg.tag)
             rec = self.recorder.message(
-                "recv", msg.src, tag=msg.tag, nbytes=msg.buffer.nbytes,
+                "recv", msg.src, tag=msg.tag,
+                nbytes=cast(np.ndarray, msg.buffer).nbytes,  # allocated
                 n_arrays=len(msg.names))
             self._recv_waiting.append((msg, req, rec))
             requests.append(req)
@@ -846,19 +847,20 @@ class Exchange:
         # statuses are filled in completion order, not by request index
         for i, status in zip(found, statuses, strict=False):
             msg = self._recv_waiting[i][0]
+            buffer = cast(np.ndarray, msg.buffer)  # a posted receive's
             count = status.Get_count(MPI.BYTE)
-            if count != msg.buffer.nbytes:
+            if count != buffer.nbytes:
                 raise SendRecvMismatchError(
                     f"rank {msg.src} sent a message of {count} bytes with "
                     f"tag {msg.tag} where rank {self.rank} receives "
-                    f"{msg.buffer.nbytes} bytes")
+                    f"{buffer.nbytes} bytes")
         arrived = [self._recv_waiting[i] for i in sorted(done)]
         self._recv_waiting = [w for i, w in enumerate(self._recv_waiting)
                               if i not in done]
         for msg, _, rec in arrived:
             rec.complete()
             self.n_messages_received += 1
-            self.bytes_received += int(msg.buffer.nbytes)
+            self.bytes_received += int(cast(np.ndarray, msg.buffer).nbytes)
             result.extend(self._unpack(msg))
         return result
 
@@ -871,19 +873,20 @@ class Exchange:
 
     def _unpack_values(self, msg: _Incoming) -> list[tuple[str, Any]]:
         plan = self.plan
+        buffer = cast(np.ndarray, msg.buffer)  # the message arrived in it
         if not plan.packed:
-            return [(msg.names[0], self._for_parts(msg.buffer))]
+            return [(msg.names[0], self._for_parts(buffer))]
         with self.recorder.record("unpack", f"unpack {msg.src}", peer=msg.src,
                                   tag=msg.tag, nbytes=msg.nbytes) as _:
             if msg.padded is not None:
                 # one copy into the arrays' sub-buffers; nothing to unpack
-                self._upload_events.append(msg.padded.from_host(msg.buffer))
+                self._upload_events.append(msg.padded.from_host(buffer))
                 values = msg.padded.arrays
             elif plan.pack_on_device:
                 import pyopencl as cl
                 import pyopencl.array as cla
                 queue, dev = plan.queue, msg.device_buffer
-                evt = cl.enqueue_copy(queue, dev.base_data, msg.buffer,
+                evt = cl.enqueue_copy(queue, dev.base_data, buffer,
                                       dst_offset=dev.offset, is_blocking=False)
                 dev.add_event(evt)
                 self._upload_events.append(evt)
@@ -895,9 +898,11 @@ class Exchange:
                         cla.empty(queue, shape, dtype, allocator=plan.allocator)
                         for shape, dtype in msg.entries]
                 values = msg.device_values
-                msg.unpacker.async_unpack(values)
+                # (device packing: the plan made the unpacker)
+                cast(HaloDataTransformer, msg.unpacker).async_unpack(values)
             else:
-                values = [self._for_parts(v) for v in msg.views]
+                views = cast("list[np.ndarray]", msg.views)  # host unpacking
+                values = [self._for_parts(v) for v in views]
         return list(zip(msg.names, values, strict=True))
 
     def _for_parts(self, value: Any) -> Any:
@@ -955,8 +960,9 @@ class Exchange:
             values = [to_host(v) for v in values]
         if msg.packer is None and msg.padded is None:
             plan._prepare_outgoing(msg, values)
+        buffer = cast(np.ndarray, msg.buffer)  # prepared above at the latest
         rec = self.recorder.record("pack", f"pack {msg.dest}", peer=msg.dest,
-                                   tag=msg.tag, nbytes=msg.buffer.nbytes,
+                                   tag=msg.tag, nbytes=buffer.nbytes,
                                    part_id=msg.pid).start()
         if msg.padded is not None:
             padded = msg.padded
@@ -973,15 +979,16 @@ class Exchange:
                             f"receives shape {array.shape} and dtype "
                             f"{array.dtype}")
                     padded.copy_in(i, value)
-            evt = padded.to_host(msg.buffer, None)
+            evt = padded.to_host(buffer, None)
             plan.queue.flush()
             self._device_copies.append((msg, evt, rec))
             return
-        msg.packer.async_pack(values)
+        # (prepared: a message without a padded buffer has a packer)
+        cast(HaloDataTransformer, msg.packer).async_pack(values)
         if plan.pack_on_device:
             import pyopencl as cl
             dev = msg.device_buffer
-            evt = cl.enqueue_copy(plan.queue, msg.buffer, dev.base_data,
+            evt = cl.enqueue_copy(plan.queue, buffer, dev.base_data,
                                   src_offset=dev.offset, is_blocking=False)
             # submit now: an unflushed queue may hold the copy back until
             # this rank next blocks, delaying the send
@@ -991,7 +998,7 @@ class Exchange:
             self._device_copies.append((msg, evt, rec))
         else:
             rec.complete()
-            self._start_send(msg, msg.request, msg.buffer)
+            self._start_send(msg, msg.request, buffer)
 
     def _start_ready_device_sends(self, block: bool) -> None:
         if not self._device_copies:
@@ -1005,7 +1012,9 @@ class Exchange:
         for msg, evt, rec in self._device_copies:
             if block or evt.command_execution_status == complete:
                 rec.complete()
-                self._start_send(msg, msg.request, msg.buffer)
+                # (copied into the prepared buffer)
+                self._start_send(msg, msg.request,
+                                 cast(np.ndarray, msg.buffer))
             else:
                 still.append((msg, evt, rec))
         self._device_copies = still
