@@ -116,7 +116,9 @@ class WalkMapper(Mapper[None, None, P]):
         depth = self._walk_depth
         if depth > MAX_REC_NESTING:
             # reached through a deep chain of overridden map_* methods
-            self._deferred.append((expr, args, kwargs))
+            # (inside the outermost walk, which owns the list)
+            deferred: Any = self._deferred
+            deferred.append((expr, args, kwargs))
             return
         # the outermost walk owns the list of deferred walks and runs them
         owner = self._deferred is None
