@@ -1025,7 +1025,7 @@ def merge_device_code(codes: list[str]) -> str:
 
 
 def build_plan(outputs: dict[str, Array], options: dict | None = None
-               ) -> tuple[ProgramPlan, list]:
+               ) -> tuple[ProgramPlan, list | None]:
     """The :class:`ProgramPlan` computing *outputs* (name -> array) and the
     loopy translation units of its distinct kernels."""
     builder = _Builder(outputs, dict(options or {}))
