@@ -1,6 +1,7 @@
 # pytato_like — build / test entry points.
 #   make demo   set everything up, run the distributed solver demo
-#   make test   set everything up, run the test suite, build the docs (-W)
+#   make test   set everything up, type-check (mypy), run the test suite,
+#               build the docs (-W)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -21,7 +22,7 @@ SPHINX := $(PYTHON) -m sphinx -W -b html doc doc/_build/html -q
 
 help:
 	@echo "make demo       set up and run the distributed solver demo (examples/demo.py)"
-	@echo "make test       set up, run the test suite, build the docs with -W"
+	@echo "make test       set up, type-check (mypy), run the test suite, build the docs with -W"
 	@echo "make docs       set up and build the docs (doc/_build/html)"
 	@echo "make bench      set up and run the benchmarks (python -m bench)"
 	@echo "make bootstrap  only set up (apt packages, .venv, pip install)"
@@ -38,8 +39,10 @@ check-env: bootstrap
 demo: bootstrap
 	$(PYTHON) examples/demo.py
 
-# pytest's exit status (including 5, "no tests collected") fails the target.
+# mypy (setup.cfg [mypy]) and pytest's exit status (including 5, "no tests
+# collected") fail the target.
 test: bootstrap
+	$(PYTHON) -m mypy pytato_like
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
 	$(SPHINX)
 	@echo "docs: built doc/_build/html (sphinx -W: no warnings)"
