@@ -162,9 +162,10 @@ class DistributedExecution:
         ``n_messages_sent``, ``n_messages_received``, ``bytes_sent``,
         ``bytes_received``, ``messages`` (the mode used), ``overhead_ns``
         (host time of the executor's own work by kind: ``enqueue`` -- calling
-        the part programs --, ``send`` -- packing and posting messages, of
-        which ``post`` is starting the MPI sends --, ``poll`` and
-        ``unpack``; see :attr:`~pytato_like.distributed.comm.Exchange.overhead_ns`).
+        the part programs; ``enqueue_cpu`` is the CPU time of that, without
+        the time a launch waited for a core --, ``send`` -- packing and
+        posting messages, of which ``post`` is starting the MPI sends --,
+        ``poll`` and ``unpack``; see :attr:`~pytato_like.distributed.comm.Exchange.overhead_ns`).
     """
 
     def __init__(self, plan: MessagePlan, recorder: TraceRecorder) -> None:
@@ -409,6 +410,7 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
             if accepts:
                 inputs.update(extra)
         t0 = time.perf_counter_ns()
+        c0 = time.thread_time_ns()
         with records.pop(pid):
             # outputs stay on the device (sent from there, fed to parts);
             # those sent are computed into their messages' buffers where
@@ -421,6 +423,7 @@ def _schedule(partition, prg_per_partition, queue, exchange, allocator,
             else:
                 _evt, outputs = prg(queue, **inputs)
         exchange.overhead_ns["enqueue"] += time.perf_counter_ns() - t0
+        exchange.overhead_ns["enqueue_cpu"] += time.thread_time_ns() - c0
         exchange.send_part_outputs(pid, outputs)
         for name, value in outputs.items():
             deliver(name, value)
