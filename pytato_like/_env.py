@@ -1,6 +1,8 @@
-"""Reading ``PYTATO_LIKE_*`` environment settings: a malformed value raises
+"""Reading ``PYTATO_LIKE_*`` environment settings (integers and on/off
+switches): a malformed value raises
 :class:`~pytato_like.diagnostic.ConfigurationError` naming the variable and
-the value, instead of a bare :class:`ValueError` from ``int()``."""
+the value, instead of a bare :class:`ValueError` from ``int()`` or a value
+silently read as "on"."""
 
 from __future__ import annotations
 
@@ -29,3 +31,30 @@ def env_int(name: str, default: int, *, minimum: int | None = 1,
         raise ConfigurationError(
             f"{name}={raw!r} is not an integer{bound}")
     return value
+
+
+_TRUE = frozenset({"1", "on", "yes", "true"})
+_FALSE = frozenset({"0", "off", "no", "false"})
+
+
+def env_flag(name: str, default: bool, *,
+             environ: Mapping[str, str] | None = None) -> bool:
+    """The switch in environment variable *name* (``1``/``on``/``yes``/
+    ``true`` or ``0``/``off``/``no``/``false``, any case), or *default* when
+    unset or empty.
+
+    :raises ~pytato_like.diagnostic.ConfigurationError: for any other value.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(name)
+    value = "" if raw is None else raw.strip().lower()
+    if not value:
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    from pytato_like.diagnostic import ConfigurationError
+    raise ConfigurationError(
+        f"{name}={raw!r} is not a switch (expected one of "
+        f"{sorted(_TRUE)} or {sorted(_FALSE)})")

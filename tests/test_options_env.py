@@ -1,6 +1,7 @@
 """Malformed settings raise typed errors naming the setting and the value:
-unknown keys in generate_loopy's options dict, and malformed integer
-PYTATO_LIKE_* environment variables read by the loopy schedule."""
+unknown keys in generate_loopy's options dict, malformed integer
+PYTATO_LIKE_* environment variables read by the loopy schedule, and on/off
+switches (PYTATO_LIKE_CACHE) that are neither on nor off."""
 
 from __future__ import annotations
 
@@ -108,5 +109,43 @@ def test_well_formed_schedule_variables_are_used(probe):
     for (name, _, value), (status, got) in zip(cases, results, strict=True):
         assert status == "ok", (name, got)
         assert got == int(value), (name, got)
+
+# }}}
+
+
+# {{{ on/off switches
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("1", True), ("on", True), (" Yes ", True), ("TRUE", True),
+    ("0", False), ("off", False), ("No", False), ("false", False),
+    ("", None), (None, None)])
+def test_env_flag_values(raw, expected):
+    from pytato_like._env import env_flag
+    environ = {} if raw is None else {"PYTATO_LIKE_X": raw}
+    for default in (True, False):
+        want = default if expected is None else expected
+        assert env_flag("PYTATO_LIKE_X", default, environ=environ) is want
+
+
+@pytest.mark.parametrize("raw", ["2", "maybe", "enabled", "-1"])
+def test_env_flag_malformed(raw):
+    from pytato_like._env import env_flag
+    with pytest.raises(ConfigurationError) as info:
+        env_flag("PYTATO_LIKE_X", True, environ={"PYTATO_LIKE_X": raw})
+    assert "PYTATO_LIKE_X" in str(info.value)
+    assert repr(raw) in str(info.value)
+
+
+def test_disk_cache_switch(monkeypatch):
+    from pytato_like.target.loopy import cache
+    monkeypatch.setenv("PYTATO_LIKE_CACHE", "off")
+    assert cache._disk_enabled() is False   # was read as "on" before
+    monkeypatch.setenv("PYTATO_LIKE_CACHE", "0")
+    assert cache._disk_enabled() is False
+    monkeypatch.setenv("PYTATO_LIKE_CACHE", "1")
+    assert cache._disk_enabled() is True
+    monkeypatch.setenv("PYTATO_LIKE_CACHE", "sometimes")
+    with pytest.raises(ConfigurationError, match="PYTATO_LIKE_CACHE='sometimes'"):
+        cache._disk_enabled()
 
 # }}}

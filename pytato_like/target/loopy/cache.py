@@ -150,7 +150,8 @@ def cache_size_limit() -> int:
 
 
 def _disk_enabled() -> bool:
-    return os.environ.get("PYTATO_LIKE_CACHE", "1") != "0"
+    from pytato_like._env import env_flag
+    return env_flag("PYTATO_LIKE_CACHE", True)
 
 
 # {{{ structural key
