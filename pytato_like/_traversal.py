@@ -14,7 +14,7 @@ structurally equal but distinct subgraphs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from pytato_like.array import (
@@ -23,32 +23,65 @@ from pytato_like.array import (
     children_of,
 )
 
+#: What :func:`depth_first` yields when it pauses.
+PAUSED: tuple[None, tuple] = (None, ())
+
+
+def depth_first(roots: Iterable[Any],
+                children: Callable[[Any], Sequence[Any]] = children_of,
+                enter: Callable[[Any], bool] | None = None,
+                once: bool = True, pause_after: int | None = None
+                ) -> Iterator[tuple[Any, Sequence[Any]]]:
+    """The one depth-first walk: ``(node, children(node))`` for every node
+    reachable from *roots*, each yielded after all its children were.
+
+    With *once* (the default) a node is entered once (by identity), else
+    once per path reaching it. *enter*, if given, is called when a node is
+    first reached, before its children; when it returns False the node's
+    children are not walked and the node is not yielded. Children are
+    walked last first (so a walk needing first-child-first order passes
+    reversed children). An explicit stack: any depth works.
+
+    With *pause_after*, :data:`PAUSED` is yielded once after that many
+    steps, so that a caller can continue the walk elsewhere (where the
+    interpreter's frame stack has room, see
+    :func:`~pytato_like.transform._graph.with_stack_headroom`).
+    """
+    visited: set[int] = set()
+    stack: list[tuple[Any, Sequence[Any] | None]] = [
+        (root, None) for root in reversed(list(roots))]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        if pause_after is not None:
+            pause_after -= 1
+            if pause_after < 0:
+                pause_after = None
+                yield PAUSED
+        node, kids = pop()
+        if kids is not None:
+            yield node, kids
+            continue
+        if once:
+            if id(node) in visited:
+                continue
+            visited.add(id(node))
+        if enter is not None and not enter(node):
+            continue
+        kids = children(node)
+        push((node, kids))
+        if once:
+            extend((c, None) for c in kids if id(c) not in visited)
+        else:
+            extend((c, None) for c in kids)
+
 
 def topological_order(roots: Iterable[Array],
-                      children: Callable[[Any], Iterable[Any]] = children_of
+                      children: Callable[[Any], Sequence[Any]] = children_of
                       ) -> list[Array]:
     """All nodes reachable from *roots* through *children* (by default every
     array a node refers to), each once, every node after all the nodes it
     refers to."""
-    order: list[Array] = []
-    visited: set[int] = set()
-    for root in roots:
-        if id(root) in visited:
-            continue
-        stack: list[tuple[Array, bool]] = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in visited:
-                continue
-            visited.add(id(node))
-            stack.append((node, True))
-            for child in children(node):
-                if id(child) not in visited:
-                    stack.append((child, False))
-    return order
+    return [node for node, _ in depth_first(roots, children)]
 
 
 def _blank_collecting(found: list[Array]) -> Callable[[Array], ArrayRef]:

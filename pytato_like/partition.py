@@ -31,6 +31,7 @@ from typing import Any, cast
 
 from pytools import UniqueNameGenerator
 
+from pytato_like._traversal import depth_first
 from pytato_like.array import (
     Array,
     DataWrapper,
@@ -38,7 +39,6 @@ from pytato_like.array import (
     NamedArray,
     Placeholder,
     SizeParam,
-    children_of,
     make_dict_of_named_arrays,
 )
 from pytato_like.diagnostic import PartitionInducedCycleError
@@ -213,24 +213,10 @@ class DagIndex:
         order: list[Array] = []
         kids: list[tuple[int, ...]] = []
         index: dict[int, int] = {}
-        expanded: set[int] = set()
-        for root in roots:
-            if id(root) in expanded:
-                continue
-            stack: list[tuple[Array, tuple | None]] = [(root, None)]
-            while stack:
-                node, children = stack.pop()
-                if children is not None:
-                    index[id(node)] = len(order)
-                    order.append(node)
-                    kids.append(tuple(index[id(c)] for c in children))
-                    continue
-                if id(node) in expanded:
-                    continue
-                expanded.add(id(node))
-                children = children_of(node)
-                stack.append((node, children))
-                stack.extend((c, None) for c in children if id(c) not in expanded)
+        for node, children in depth_first(roots):
+            index[id(node)] = len(order)
+            order.append(node)
+            kids.append(tuple(index[id(c)] for c in children))
         self.order, self.kids, self.index = order, kids, index
 
         n = len(order)

@@ -103,7 +103,9 @@ def stringify_dag(result: Array | AbstractResultWithNamedArrays) -> str:
     order = topological_order(roots)
     nusers: dict[int, int] = {}
     for node in order:
-        for child in set(map(id, children_of(node))):
+        # every reference counts: a node read twice by one user is defined
+        # once, or the text would grow exponentially with the depth
+        for child in map(id, children_of(node)):
             nusers[child] = nusers.get(child, 0) + 1
     for root in roots:
         nusers[id(root)] = nusers.get(id(root), 0) + 2  # roots print alone

@@ -87,6 +87,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from pytato_like._traversal import depth_first
 from pytato_like.array import AbstractResultWithNamedArrays, Array, NamedArray
 from pytato_like.diagnostic import (
     NotAnArrayError,
@@ -454,21 +455,15 @@ class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
     def _map_descendants_loop(self, root: Any, args: tuple, kwargs: dict) -> None:
         cache = self._results
         key_of = self.get_cache_key
-        seen = {id(root)}
-        stack: list[tuple[Any, bool]] = [
-            (child, False) for child in self._descendants_to_premap(root)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                self.rec(node, *args, **kwargs)
-                continue
-            if id(node) in seen or key_of(node, *args, **kwargs) in cache:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            for child in self._descendants_to_premap(node):
-                if id(child) not in seen:
-                    stack.append((child, False))
+
+        def uncached(node: Any) -> bool:
+            # the root (reachable again through a call's results) is
+            # mapped by the caller
+            return node is not root and key_of(node, *args, **kwargs) not in cache
+
+        for node, _ in depth_first(self._descendants_to_premap(root),
+                                   self._descendants_to_premap, uncached):
+            self.rec(node, *args, **kwargs)
 
 
 class _TransformMapperInit:

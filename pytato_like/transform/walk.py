@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytato_like._traversal import PAUSED, depth_first
 from pytato_like.transform._graph import walk_children, with_stack_headroom
 from pytato_like.transform.mapper import (
     MAX_REC_NESTING,
@@ -31,7 +32,6 @@ from pytato_like.transform.mapper import (
     with_default_map_methods,
 )
 
-
 _STEPS_BEFORE_HEADROOM = 1024
 
 # (mapper class, mapper method name of a node) -> name of the subclass's
@@ -39,11 +39,9 @@ _STEPS_BEFORE_HEADROOM = 1024
 _OVERRIDES: dict[tuple[type, str], str | None] = {}
 
 
-class _PostVisit:
-    __slots__ = ("node",)
-
-    def __init__(self, node: Any) -> None:
-        self.node = node
+def _first_child_first(node: Any) -> tuple:
+    # depth_first walks the last child first
+    return walk_children(node)[::-1]
 
 
 @with_default_map_methods
@@ -136,44 +134,38 @@ class WalkMapper(Mapper[None, None, P]):
                 self._deferred = None
 
     def _walk(self, root: Any, args: tuple, kwargs: dict) -> None:
-        stack: list[Any] = [root]
+        visit = self.visit
+
+        def enter(node: Any) -> bool:
+            if self._already_walked(node, args, kwargs):
+                return False
+            self._mark_walked(node, args, kwargs)
+            method = self._overriding_method(node)
+            if method is None:
+                return visit(node, *args, **kwargs)
+            self._walk_depth += 1
+            try:
+                method(node, *args, **kwargs)
+            finally:
+                self._walk_depth -= 1
+            return False
+
+        # once per path; first child first, as in a recursion
+        walk = depth_first((root,), _first_child_first, enter, once=False,
+                           pause_after=_STEPS_BEFORE_HEADROOM)
         # small walks run right here; long ones continue where the frame
         # stack has room (see _graph.with_stack_headroom)
-        if not self._walk_steps(stack, args, kwargs, _STEPS_BEFORE_HEADROOM):
-            with_stack_headroom(self._walk_steps, stack, args, kwargs, None)
+        if not self._post_visits(walk, args, kwargs):
+            with_stack_headroom(self._post_visits, walk, args, kwargs)
 
-    def _walk_steps(self, stack: list, args: tuple, kwargs: dict,
-                    budget: int | None) -> bool:
-        """Process *stack* (nodes and post-visit markers); with a *budget*,
-        stop after that many items and return False if unfinished."""
-        visit = self.visit
+    def _post_visits(self, walk: Any, args: tuple, kwargs: dict) -> bool:
+        """Run *walk*, calling :meth:`post_visit` on what it yields; False
+        when it paused (the rest is still to run)."""
         post_visit = self.post_visit
-        while stack:
-            if budget is not None:
-                budget -= 1
-                if budget < 0:
-                    return False
-            item = stack.pop()
-            if type(item) is _PostVisit:
-                post_visit(item.node, *args, **kwargs)
-                continue
-            if self._already_walked(item, args, kwargs):
-                continue
-            self._mark_walked(item, args, kwargs)
-            method = self._overriding_method(item)
-            if method is not None:
-                self._walk_depth += 1
-                try:
-                    method(item, *args, **kwargs)
-                finally:
-                    self._walk_depth -= 1
-                continue
-            if not visit(item, *args, **kwargs):
-                continue
-            stack.append(_PostVisit(item))
-            children = walk_children(item)
-            # reversed: the first child is walked first, as in a recursion
-            stack.extend(children[::-1])
+        for step in walk:
+            if step is PAUSED:
+                return False
+            post_visit(step[0], *args, **kwargs)
         return True
 
     # }}}
