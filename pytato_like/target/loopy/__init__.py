@@ -179,7 +179,9 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
         into the kernels, so nothing is left to filter.
     :arg axis_tag_t_to_not_propagate: likewise for axis tags (pytato copies
         them onto inames; ours are not).
-    :returns: a :class:`BoundPyOpenCLProgram`; ``prg(queue, **inputs)``
+    :returns: a :class:`BoundPyOpenCLProgram` (an
+        :class:`~pytato_like.target.loopy.outlined.OutlinedProgram` when the
+        DAG has calls kept outlined); ``prg(queue, **inputs)``
         gives ``(event, (out,))`` or ``(event, {name: out})``.
     """
     from pytato_like._traversal import topological_order
