@@ -1474,10 +1474,10 @@ def make_random_dag(seed: int, n_ops: int = 12, n_inputs: int = 3,
 
 def random_dags(max_ops: int = 12, max_inputs: int = 3, max_outputs: int = 3,
                 dtypes: Sequence[str] = DEFAULT_DTYPES,
-                negative_indices: bool = True):
+                negative_indices: bool = True, error_percent: int = 0):
     """A :mod:`hypothesis` strategy producing :class:`RandomDAG`\\ s. Every
     choice is drawn from hypothesis, so a failing program shrinks to a
-    short one."""
+    short one. *error_percent* as for :func:`make_random_dag`."""
     from hypothesis import strategies as st
 
     @st.composite
@@ -1486,7 +1486,7 @@ def random_dags(max_ops: int = 12, max_inputs: int = 3, max_outputs: int = 3,
         n_ops = c.integer(1, max_ops)
         n_inputs = c.integer(1, max_inputs)
         return _build_random_dag(c, n_ops, n_inputs, max_outputs, dtypes,
-                                 negative_indices)
+                                 negative_indices, error_percent)
     return strategy()
 
 # }}}

@@ -67,3 +67,26 @@ def test_generator_covers_the_hostile_features():
     wraps = [line for line in text.splitlines() if line.endswith("# wraps")]
     assert len(wraps) > 5
     assert any("uint" in line for line in wraps)
+
+
+def test_hypothesis_strategy_draws_raising_programs():
+    from hypothesis import HealthCheck, given, settings
+
+    from pytato_like.testing import random_dags
+    seen = collections.Counter()
+
+    @settings(max_examples=40, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow,
+                                     HealthCheck.data_too_large])
+    @given(random_dags(max_ops=6, error_percent=50))
+    def check(dag):
+        prg = pt.generate_numpy(dag.result)
+        with np.errstate(all="ignore"):
+            if dag.expected_error is None:
+                dag.check(prg(**dag.inputs))
+            else:
+                seen[dag.expected_error] += 1
+                dag.check_raises(lambda: prg(**dag.inputs))
+
+    check()
+    assert sum(seen.values()) > 0
