@@ -35,7 +35,16 @@ from pytato_like.scalar_expr import TypeCast, index_var, make_reduce, reduction_
 from pytato_like.utils import normalize_axes
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from pymbolic.typing import Expression
+
+    from pytato_like.dtype import DTypeLike
+
+    #: the axes to reduce: one, several, or None for all
+    AxisArg = int | Sequence[int] | None
+    #: reduction descriptors by axis (pytato's ``axis_to_reduction_descr``)
+    DescrArg = Mapping[int, ReductionDescriptor] | None
 
 
 class ReductionOperation:
@@ -247,8 +256,9 @@ def _bound_expr(dim: Any, bindings: dict[str, Array]) -> Any:
     return expr
 
 
-def sum(a: Any, axis=None, dtype=None, keepdims: bool = False,  # noqa: A001
-        initial: Any = 0, axis_to_reduction_descr=None, **kwargs) -> Array:
+def sum(a: Any, axis: AxisArg = None, dtype: DTypeLike | None = None,  # noqa: A001
+        keepdims: bool = False, initial: Any = 0,
+        axis_to_reduction_descr: DescrArg = None, **kwargs: Any) -> Array:
     """Sum over *axis* (all axes when None), with NumPy's accumulation
     dtype (e.g. int64 for small integers), plus *initial*.
     *axis_to_reduction_descr* maps reduced axes of *a* to the
@@ -258,16 +268,18 @@ def sum(a: Any, axis=None, dtype=None, keepdims: bool = False,  # noqa: A001
                    "sum", dtype, initial, axis_to_reduction_descr)
 
 
-def prod(a: Any, axis=None, dtype=None, keepdims: bool = False,
-         initial: Any = 1, axis_to_reduction_descr=None, **kwargs) -> Array:
+def prod(a: Any, axis: AxisArg = None, dtype: DTypeLike | None = None,
+         keepdims: bool = False, initial: Any = 1,
+         axis_to_reduction_descr: DescrArg = None, **kwargs: Any) -> Array:
     """Product over *axis*, times *initial*."""
     _check_kwargs(kwargs, "prod")
     return _reduce(ProductReductionOperation, a, _axis(axis, kwargs), keepdims,
                    "prod", dtype, initial, axis_to_reduction_descr)
 
 
-def amax(a: Any, axis=None, keepdims: bool = False, initial: Any = None,
-         axis_to_reduction_descr=None, **kwargs) -> Array:
+def amax(a: Any, axis: AxisArg = None, keepdims: bool = False,
+         initial: Any = None, axis_to_reduction_descr: DescrArg = None,
+         **kwargs: Any) -> Array:
     """Maximum over *axis* (NaN propagates, as in NumPy); with *initial*,
     also of *initial* (which makes empty axes allowed)."""
     _check_kwargs(kwargs, "amax")
@@ -275,29 +287,30 @@ def amax(a: Any, axis=None, keepdims: bool = False, initial: Any = None,
                    "amax", None, initial, axis_to_reduction_descr)
 
 
-def amin(a: Any, axis=None, keepdims: bool = False, initial: Any = None,
-         axis_to_reduction_descr=None, **kwargs) -> Array:
+def amin(a: Any, axis: AxisArg = None, keepdims: bool = False,
+         initial: Any = None, axis_to_reduction_descr: DescrArg = None,
+         **kwargs: Any) -> Array:
     """Minimum over *axis* (and *initial*, when given)."""
     _check_kwargs(kwargs, "amin")
     return _reduce(MinReductionOperation, a, _axis(axis, kwargs), keepdims,
                    "amin", None, initial, axis_to_reduction_descr)
 
 
-def any(a: Any, axis=None, keepdims: bool = False,  # noqa: A001
-        axis_to_reduction_descr=None) -> Array:
+def any(a: Any, axis: AxisArg = None, keepdims: bool = False,  # noqa: A001
+        axis_to_reduction_descr: DescrArg = None) -> Array:
     """Whether any element along *axis* is nonzero."""
     return _reduce(AnyReductionOperation, a, axis, keepdims, "any",
                    axis_to_reduction_descr=axis_to_reduction_descr)
 
 
-def all(a: Any, axis=None, keepdims: bool = False,  # noqa: A001
-        axis_to_reduction_descr=None) -> Array:
+def all(a: Any, axis: AxisArg = None, keepdims: bool = False,  # noqa: A001
+        axis_to_reduction_descr: DescrArg = None) -> Array:
     """Whether every element along *axis* is nonzero."""
     return _reduce(AllReductionOperation, a, axis, keepdims, "all",
                    axis_to_reduction_descr=axis_to_reduction_descr)
 
 
-def mean(a: Any, axis=None, keepdims: bool = False) -> Array:
+def mean(a: Any, axis: AxisArg = None, keepdims: bool = False) -> Array:
     """Arithmetic mean over *axis* (float64 for integer input)."""
     total = sum(a, axis=axis, keepdims=keepdims)
     axes = normalize_axes(axis, a.ndim)
