@@ -39,7 +39,7 @@ if sys.version_info >= (3, 11):
 else:  # requires-python is 3.10
     from typing_extensions import Never
 
-from pytato_like._traversal import topological_order
+from pytato_like._traversal import depth_first, topological_order
 from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
@@ -209,18 +209,21 @@ class ListOfInputsGatherer(CombineMapper[list, list]):
     def _inputs_in_preorder(root: Any) -> list:
         # a pre-order walk that skips revisits meets each input first where
         # the recursive combine of the children's lists puts it
-        seen: set[int] = set()
         result = []
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
+
+        def enter(node: Any) -> bool:
             if isinstance(node, InputArgumentBase):
                 result.append(node)
-            stack.extend(reversed(walk_children(node)))
+            return True
+
+        for _ in depth_first((root,), _first_child_first, enter):
+            pass
         return result
+
+
+def _first_child_first(node: Any) -> tuple:
+    # depth_first walks the last child first
+    return walk_children(node)[::-1]
 
 
 class SizeParamGatherer(_NodeCollector):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytato_like._traversal import topological_order
+from pytato_like._traversal import depth_first, topological_order
 from pytato_like.array import Array, DictOfNamedArrays
 from pytato_like.transform._graph import (
     gc_paused,
@@ -64,15 +64,15 @@ def tag_user_nodes(graph: Mapping[Any, set[Any]], tag: Any, starting_point: Any,
     *node_to_tags* (a new dict when None)."""
     if node_to_tags is None:
         node_to_tags = {}
-    seen: set[int] = set()
-    stack = [starting_point]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        node_to_tags.setdefault(node, set()).add(tag)
-        stack.extend(graph.get(node, ()))
+    tags = node_to_tags
+
+    def enter(node: Any) -> bool:
+        tags.setdefault(node, set()).add(tag)
+        return True
+
+    for _ in depth_first((starting_point,), lambda n: tuple(graph.get(n, ())),
+                         enter):
+        pass
     return node_to_tags
 
 
@@ -82,12 +82,5 @@ def rec_get_user_nodes(expr: Array | DictOfNamedArrays, node: Any) -> frozenset:
     collector = UsersCollector()
     collector(expr)
     users = collector.node_to_users
-    result: set[Any] = set()
-    stack = list(users.get(node, ()))
-    while stack:
-        user = stack.pop()
-        if user in result:
-            continue
-        result.add(user)
-        stack.extend(users.get(user, ()))
-    return frozenset(result)
+    return frozenset(user for user, _ in depth_first(
+        users.get(node, ()), lambda u: tuple(users.get(u, ()))))
