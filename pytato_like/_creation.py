@@ -21,7 +21,15 @@ from pytato_like.diagnostic import DTypeError, InvalidOrderError
 from pytato_like.scalar_expr import TypeCast, index_var
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pymbolic.typing import Number
+
+    from pytato_like.array import ShapeComponent
+    from pytato_like.dtype import DTypeLike
+
+    #: a shape: one length or a sequence of lengths (ints or size expressions)
+    ShapeArg = int | Sequence[ShapeComponent]
 
 
 def _check_order(order: Any, what: str) -> None:
@@ -31,7 +39,8 @@ def _check_order(order: Any, what: str) -> None:
                                 f"{order!r}")
 
 
-def full(shape, fill_value: Any, dtype=None, order: str = "C") -> Array:
+def full(shape: ShapeArg, fill_value: Any, dtype: DTypeLike | None = None,
+         order: str = "C") -> Array:
     """An array of *shape* filled with *fill_value*."""
     _check_order(order, "full")
     shape = normalize_shape(shape)
@@ -48,34 +57,38 @@ def full(shape, fill_value: Any, dtype=None, order: str = "C") -> Array:
     return IndexLambda(value, shape, dtype, {}, None, None, _NO_TAGS)
 
 
-def zeros(shape, dtype=np.float64, order: str = "C") -> Array:
+def zeros(shape: ShapeArg, dtype: DTypeLike = np.float64,
+          order: str = "C") -> Array:
     """An array of zeros."""
     _check_order(order, "zeros")
     return full(shape, 0, dtype)
 
 
-def ones(shape, dtype=np.float64, order: str = "C") -> Array:
+def ones(shape: ShapeArg, dtype: DTypeLike = np.float64,
+         order: str = "C") -> Array:
     """An array of ones."""
     _check_order(order, "ones")
     return full(shape, 1, dtype)
 
 
-def full_like(x: Array, fill_value: Any, dtype=None) -> Array:
+def full_like(x: Array, fill_value: Any, dtype: DTypeLike | None = None
+              ) -> Array:
     """An array shaped like *x* filled with *fill_value*."""
     return full(x.shape, fill_value, x.dtype if dtype is None else dtype)
 
 
-def zeros_like(x: Array, dtype=None) -> Array:
+def zeros_like(x: Array, dtype: DTypeLike | None = None) -> Array:
     """Zeros shaped like *x*."""
     return full_like(x, 0, dtype)
 
 
-def ones_like(x: Array, dtype=None) -> Array:
+def ones_like(x: Array, dtype: DTypeLike | None = None) -> Array:
     """Ones shaped like *x*."""
     return full_like(x, 1, dtype)
 
 
-def eye(N: int, M: int | None = None, k: int = 0, dtype=np.float64) -> Array:  # noqa: N803
+def eye(N: int, M: int | None = None, k: int = 0,  # noqa: N803
+        dtype: DTypeLike = np.float64) -> Array:
     """A 2-d array with ones on diagonal *k*."""
     M = N if M is None else M  # noqa: N806
     dtype = supported_dtype(dtype, "eye()")
@@ -86,7 +99,7 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype=np.float64) -> Array:  #
                        _NO_TAGS)
 
 
-def arange(*args: Any, dtype=None) -> Array:
+def arange(*args: Any, dtype: DTypeLike | None = None) -> Array:
     """Evenly spaced values, as :func:`numpy.arange`."""
     if not 1 <= len(args) <= 3:
         raise DTypeError(f"arange takes 1 to 3 positional arguments, got {len(args)}")
