@@ -3,7 +3,7 @@ expand_dims, squeeze, broadcast_to (NumPy semantics, lazy)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,16 @@ from pytato_like.utils import (
     normalize_axis,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from pytato_like.array import ShapeComponent
+
+    #: a shape: one length or a sequence of lengths (ints or size expressions)
+    ShapeArg = int | Sequence[ShapeComponent]
+    #: one axis or several
+    AxesArg = int | Sequence[int]
+
 
 def _require_array(a: Any, what: str) -> Array:
     a = as_operand(a)
@@ -41,7 +51,7 @@ def _require_array(a: Any, what: str) -> Array:
     return a
 
 
-def reshape(a: Any, newshape, order: str = "C") -> Array:
+def reshape(a: Any, newshape: ShapeArg, order: str = "C") -> Array:
     """*a* with shape *newshape* (one entry may be -1), read in *order*."""
     a = _require_array(a, "reshape")
     if (type(newshape) is tuple and order in ("C", "F")
@@ -87,7 +97,7 @@ def reshape(a: Any, newshape, order: str = "C") -> Array:
     return Reshape(a, newshape, order, None, _NO_TAGS)
 
 
-def transpose(a: Any, axes=None) -> Array:
+def transpose(a: Any, axes: Sequence[int] | None = None) -> Array:
     """*a* with its axes permuted (reversed when *axes* is None)."""
     a = _require_array(a, "transpose")
     if axes is None:
@@ -116,7 +126,7 @@ def _check_joinable(arrays, axis_to_skip, what):
                     f"axis {ax}")
 
 
-def concatenate(arrays, axis: int = 0) -> Array:
+def concatenate(arrays: Iterable[Any], axis: int = 0) -> Array:
     """*arrays* joined along existing axis *axis*."""
     arrays = [_require_array(a, "concatenate") for a in arrays]
     if not arrays:
@@ -130,7 +140,7 @@ def concatenate(arrays, axis: int = 0) -> Array:
     return Concatenate(tuple(arrays), axis, None, _NO_TAGS)
 
 
-def stack(arrays, axis: int = 0) -> Array:
+def stack(arrays: Iterable[Any], axis: int = 0) -> Array:
     """*arrays* (all of one shape) joined along a new axis *axis*."""
     arrays = [_require_array(a, "stack") for a in arrays]
     if not arrays:
@@ -146,7 +156,8 @@ def stack(arrays, axis: int = 0) -> Array:
     return Stack(tuple(arrays), axis, None, _NO_TAGS)
 
 
-def roll(a: Any, shift, axis=None) -> Array:
+def roll(a: Any, shift: int | Sequence[int], axis: AxesArg | None = None
+         ) -> Array:
     """Elements of *a* shifted cyclically by *shift* along *axis* (the
     flattened array when None), as :func:`numpy.roll`."""
     a = _require_array(a, "roll")
@@ -177,7 +188,7 @@ def roll(a: Any, shift, axis=None) -> Array:
     return result
 
 
-def expand_dims(a: Any, axis) -> Array:
+def expand_dims(a: Any, axis: AxesArg) -> Array:
     """*a* with unit axes inserted at the positions *axis*."""
     a = _require_array(a, "expand_dims")
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
@@ -190,7 +201,7 @@ def expand_dims(a: Any, axis) -> Array:
                    frozenset([ExpandedDimsReshape(tuple(positions))]))
 
 
-def squeeze(a: Any, axis=None) -> Array:
+def squeeze(a: Any, axis: AxesArg | None = None) -> Array:
     """*a* without its unit axes (only those in *axis* when given)."""
     a = _require_array(a, "squeeze")
     if axis is None:
@@ -209,7 +220,7 @@ def squeeze(a: Any, axis=None) -> Array:
     return Reshape(a, newshape, "C", None, _NO_TAGS)
 
 
-def broadcast_to(a: Any, shape) -> Array:
+def broadcast_to(a: Any, shape: ShapeArg) -> Array:
     """*a* broadcast to *shape*, as :func:`numpy.broadcast_to`."""
     a = _require_array(a, "broadcast_to")
     shape = normalize_shape(shape)
