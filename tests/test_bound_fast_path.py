@@ -67,7 +67,7 @@ def test_replay_of_host_inputs_gives_host_outputs(queue):
     x = pt.make_placeholder("x", (50, 3), np.float32)
     prg = pt.generate_loopy(2 * x + 1)
     rng = np.random.default_rng(1)
-    for call in range(3):
+    for _ in range(3):
         xv = rng.standard_normal((50, 3)).astype(np.float32)
         _, (got,) = prg(queue, x=xv)
         assert isinstance(got, np.ndarray)

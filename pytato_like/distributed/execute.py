@@ -165,7 +165,8 @@ class DistributedExecution:
         the part programs; ``enqueue_cpu`` is the CPU time of that, without
         the time a launch waited for a core --, ``send`` -- packing and
         posting messages, of which ``post`` is starting the MPI sends --,
-        ``poll`` and ``unpack``; see :attr:`~pytato_like.distributed.comm.Exchange.overhead_ns`).
+        ``poll`` and ``unpack``; see
+        :attr:`~pytato_like.distributed.comm.Exchange.overhead_ns`).
     """
 
     def __init__(self, plan: MessagePlan, recorder: TraceRecorder) -> None:

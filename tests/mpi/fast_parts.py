@@ -20,7 +20,8 @@ import distributed_heat as heat  # noqa: E402
 import pyopencl as cl  # noqa: E402
 
 import pytato_like as pt  # noqa: E402
-from pytato_like.distributed import abort_on_error, comm as comm_module  # noqa: E402
+from pytato_like.distributed import abort_on_error  # noqa: E402
+from pytato_like.distributed import comm as comm_module  # noqa: E402
 from pytato_like.distributed.execute import message_plan  # noqa: E402
 
 

@@ -215,8 +215,10 @@ class LaunchReplay:
         """Replay the recorded call with *kwargs* (of the recorded layout);
         returns what the program's call returns. Outputs named in *placed*
         are computed into those arrays where they are outputs of their own
-        (see :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`)."""
+        (see :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram\
+.call_placed`)."""
         import pyopencl.array as cla
+
         from pytato_like.target.loopy.bound import _to_device
         self.n_runs += 1
         bufs = list(self.constants)
