@@ -77,7 +77,16 @@ from pytato_like.diagnostic import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from typing_extensions import Self
+
+    from pytato_like.dtype import DTypeLike
+
+    #: a shape: one length or a sequence of lengths (ints or size expressions)
+    ShapeArg = int | Sequence[Any]
+    #: tags: one tag or several
+    TagsArg = Tag | Iterable[Tag]
 
 # {{{ field kinds
 
@@ -1495,8 +1504,9 @@ def supported_dtype(dtype: Any, what: str) -> np.dtype:
     return dtype
 
 
-def make_placeholder(name: str, shape, dtype=np.float64, axes=None,
-                     tags=frozenset()) -> Placeholder:
+def make_placeholder(name: str, shape: ShapeArg, dtype: DTypeLike = np.float64,
+                     axes: Sequence[Axis] | None = None,
+                     tags: TagsArg = frozenset()) -> Placeholder:
     """A named input of the given *shape* and *dtype*."""
     _check_name(name, "placeholder")
     return Placeholder(name, normalize_shape(shape),
@@ -1504,14 +1514,16 @@ def make_placeholder(name: str, shape, dtype=np.float64, axes=None,
                        axes=axes, tags=_check_tags(tags))
 
 
-def make_size_param(name: str, tags=frozenset()) -> SizeParam:
+def make_size_param(name: str, tags: TagsArg = frozenset()) -> SizeParam:
     """A named integer usable in shapes; its value is passed at run time."""
     _check_name(name, "size parameter")
     return SizeParam(name, tags=_check_tags(tags))
 
 
-def make_data_wrapper(data, name: str | None = None, shape=None, axes=None,
-                      tags=frozenset()) -> DataWrapper:
+def make_data_wrapper(data: Any, name: str | None = None,
+                      shape: ShapeArg | None = None,
+                      axes: Sequence[Axis] | None = None,
+                      tags: TagsArg = frozenset()) -> DataWrapper:
     """An input whose value *data* (NumPy or pyopencl array) is known now."""
     if name is not None:
         _check_name(name, "data wrapper")
@@ -1530,7 +1542,8 @@ def make_data_wrapper(data, name: str | None = None, shape=None, axes=None,
 
 
 def make_dict_of_named_arrays(data: Mapping[str, Array],
-                              tags=frozenset()) -> DictOfNamedArrays:
+                              tags: TagsArg = frozenset()
+                              ) -> DictOfNamedArrays:
     """Bundle named results into one :class:`DictOfNamedArrays`."""
     for name, ary in data.items():
         if not isinstance(ary, Array):
