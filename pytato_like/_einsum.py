@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,11 @@ from pytato_like.diagnostic import (
     ShapeMismatchError,
 )
 from pytato_like.utils import _is_one, are_shape_components_equal
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from pytools.tag import Tag
 
 
 def _parse_subscripts(subscripts: str, n_operands: int):
@@ -59,8 +64,10 @@ def _parse_subscripts(subscripts: str, n_operands: int):
     return in_specs, out_spec
 
 
-def einsum(subscripts: str, *operands: Any, tags=frozenset(),
-           index_to_redn_descr=None) -> Array:
+def einsum(subscripts: str, *operands: Any,
+           tags: Tag | Iterable[Tag] = frozenset(),
+           index_to_redn_descr: Mapping[str, ReductionDescriptor] | None = None
+           ) -> Array:
     """Einstein summation over *operands*, as :func:`numpy.einsum` (size-1
     axes broadcast, repeated indices take diagonals).
     *index_to_redn_descr* maps summed index letters to the

@@ -20,7 +20,7 @@ the data that is sent.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -210,7 +210,8 @@ def _tags(tags) -> frozenset[Tag]:
 
 def make_distributed_send(sent_data: Array, dest_rank: int,
                           comm_tag: CommTagType,
-                          send_tags=frozenset()) -> DistributedSend:
+                          send_tags: Tag | Iterable[Tag] = frozenset()
+                          ) -> DistributedSend:
     """A send of *sent_data* to *dest_rank* under *comm_tag*."""
     return DistributedSend(_check_array(sent_data, "sent data"),
                            _check_rank(dest_rank, "destination"),
@@ -219,7 +220,7 @@ def make_distributed_send(sent_data: Array, dest_rank: int,
 
 def make_distributed_send_ref_holder(send: DistributedSend,
                                      passthrough_data: Array,
-                                     tags=frozenset()
+                                     tags: Tag | Iterable[Tag] = frozenset()
                                      ) -> DistributedSendRefHolder:
     """An array equal to *passthrough_data* that keeps *send* in the DAG."""
     return DistributedSendRefHolder(
@@ -229,8 +230,8 @@ def make_distributed_send_ref_holder(send: DistributedSend,
 
 def staple_distributed_send(sent_data: Array, dest_rank: int,
                             comm_tag: CommTagType, stapled_to: Array, *,
-                            send_tags=frozenset(),
-                            ref_holder_tags=frozenset()
+                            send_tags: Tag | Iterable[Tag] = frozenset(),
+                            ref_holder_tags: Tag | Iterable[Tag] = frozenset()
                             ) -> DistributedSendRefHolder:
     """*stapled_to*, holding a send of *sent_data* to *dest_rank*: use the
     result in place of *stapled_to* and the send happens when the DAG runs."""
@@ -239,9 +240,12 @@ def staple_distributed_send(sent_data: Array, dest_rank: int,
         stapled_to, ref_holder_tags)
 
 
-def make_distributed_recv(src_rank: int, comm_tag: CommTagType, shape,
-                          dtype=np.float64, axes=None,
-                          tags=frozenset()) -> DistributedRecv:
+def make_distributed_recv(src_rank: int, comm_tag: CommTagType,
+                          shape: int | Sequence[Any],
+                          dtype: Any = np.float64,
+                          axes: Sequence[Any] | None = None,
+                          tags: Tag | Iterable[Tag] = frozenset()
+                          ) -> DistributedRecv:
     """An array of *shape* and *dtype* received from *src_rank* under
     *comm_tag*."""
     return DistributedRecv(_check_rank(src_rank, "source"),

@@ -31,6 +31,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pyopencl as cl
+
     from pytato_like.array import Array, DictOfNamedArrays
     from pytato_like.target.loopy.outlined import OutlinedProgram
 
@@ -158,7 +160,7 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
                    target: LoopyTarget | None = None,
                    options: Any = None, *,
                    function_name: str = "_pt_kernel",
-                   cl_device=None,
+                   cl_device: cl.Device | None = None,
                    array_tag_t_to_not_propagate: frozenset[type] = frozenset(),
                    axis_tag_t_to_not_propagate: frozenset[type] = frozenset(),
                    ) -> BoundPyOpenCLProgram | OutlinedProgram:
