@@ -87,6 +87,8 @@ if TYPE_CHECKING:
     ShapeArg = int | Sequence[Any]
     #: tags: one tag or several
     TagsArg = Tag | Iterable[Tag]
+    #: the axes to reduce or squeeze: one, several, or None for all
+    AxisArg = int | Sequence[int] | None
 
 # {{{ field kinds
 
@@ -668,24 +670,24 @@ class Array:
         from pytato_like.cmath import abs as _abs
         return _abs(self)
 
-    def __getitem__(self, key) -> Array:
+    def __getitem__(self, key: Any) -> Array:
         from pytato_like._indexing import getitem
         return getitem(self, key)
 
-    def reshape(self, *shape, order: str = "C") -> Array:
+    def reshape(self, *shape: Any, order: str = "C") -> Array:
         """Same data, new shape (``-1`` is inferred), as in NumPy."""
         from pytato_like._shape_ops import reshape
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, Array)):
             shape = shape[0]
         return reshape(self, shape, order=order)
 
-    def transpose(self, *axes) -> Array:
+    def transpose(self, *axes: Any) -> Array:
         from pytato_like._shape_ops import transpose
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = axes[0]
         return transpose(self, axes if axes else None)
 
-    def squeeze(self, axis=None) -> Array:
+    def squeeze(self, axis: AxisArg = None) -> Array:
         from pytato_like._shape_ops import squeeze
         return squeeze(self, axis)
 
@@ -694,56 +696,62 @@ class Array:
 
     flatten = ravel
 
-    def astype(self, dtype) -> Array:
+    def astype(self, dtype: DTypeLike) -> Array:
         """The array converted elementwise to *dtype*."""
         from pytato_like._frontend import astype
         return astype(self, dtype)
 
-    def sum(self, axis=None, keepdims: bool = False, **kwargs) -> Array:
+    def sum(self, axis: AxisArg = None, keepdims: bool = False,
+            **kwargs: Any) -> Array:
         from pytato_like.reductions import sum as _sum
         return _sum(self, axis=axis, keepdims=keepdims, **kwargs)
 
-    def prod(self, axis=None, keepdims: bool = False, **kwargs) -> Array:
+    def prod(self, axis: AxisArg = None, keepdims: bool = False,
+             **kwargs: Any) -> Array:
         from pytato_like.reductions import prod
         return prod(self, axis=axis, keepdims=keepdims, **kwargs)
 
-    def max(self, axis=None, keepdims: bool = False, **kwargs) -> Array:
+    def max(self, axis: AxisArg = None, keepdims: bool = False,
+            **kwargs: Any) -> Array:
         from pytato_like.reductions import amax
         return amax(self, axis=axis, keepdims=keepdims, **kwargs)
 
-    def min(self, axis=None, keepdims: bool = False, **kwargs) -> Array:
+    def min(self, axis: AxisArg = None, keepdims: bool = False,
+            **kwargs: Any) -> Array:
         from pytato_like.reductions import amin
         return amin(self, axis=axis, keepdims=keepdims, **kwargs)
 
-    def argmax(self, axis=None, keepdims: bool = False) -> Array:
+    def argmax(self, axis: int | None = None, keepdims: bool = False
+               ) -> Array:
         from pytato_like._argreduce import argmax
         return argmax(self, axis=axis, keepdims=keepdims)
 
-    def argmin(self, axis=None, keepdims: bool = False) -> Array:
+    def argmin(self, axis: int | None = None, keepdims: bool = False
+               ) -> Array:
         from pytato_like._argreduce import argmin
         return argmin(self, axis=axis, keepdims=keepdims)
 
-    def any(self, axis=None, keepdims: bool = False) -> Array:
+    def any(self, axis: AxisArg = None, keepdims: bool = False) -> Array:
         from pytato_like.reductions import any as _any
         return _any(self, axis=axis, keepdims=keepdims)
 
-    def all(self, axis=None, keepdims: bool = False) -> Array:
+    def all(self, axis: AxisArg = None, keepdims: bool = False) -> Array:
         from pytato_like.reductions import all as _all
         return _all(self, axis=axis, keepdims=keepdims)
 
-    def mean(self, axis=None, keepdims: bool = False) -> Array:
+    def mean(self, axis: AxisArg = None, keepdims: bool = False) -> Array:
         from pytato_like.reductions import mean
         return mean(self, axis=axis, keepdims=keepdims)
 
-    def dot(self, other) -> Array:
+    def dot(self, other: Any) -> Array:
         from pytato_like._einsum import dot
         return dot(self, other)
 
-    def __matmul__(self, other) -> Array:
+    def __matmul__(self, other: Any) -> Array:
         from pytato_like._einsum import matmul
         return matmul(self, other)
 
-    def __rmatmul__(self, other) -> Array:
+    def __rmatmul__(self, other: Any) -> Array:
         from pytato_like._einsum import matmul
         return matmul(other, self)
 
