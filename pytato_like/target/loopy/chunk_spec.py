@@ -1,0 +1,442 @@
+"""Per-chunk kernel spec of loopy code generation.
+
+:class:`ChunkSpecBuilder` turns one chunk (the instructions of one loop
+group of one level, see :mod:`~pytato_like.target.loopy.chunks`) into the
+ingredients of one loopy kernel -- domains, instructions, arguments,
+temporaries -- and a key naming its structure:
+
+- **canonical names**: arrays, sizes and private variables get local
+  names ``_pt_a<n>``, ``_pt_s<n>``, ``_pt_p<n>`` in order of first use
+  (arrays named by a naming tag keep their name), loop groups
+  ``_pt_g<n>``, reductions ``_pt_red<n>``; structurally equal chunks
+  (the steps of a time loop, the same computation in another program)
+  thus have equal specs and share one kernel;
+- **sizes as arguments**: a chunk whose schedule does not depend on its
+  constant sizes takes them as kernel arguments, so the steps of a
+  shrinking (or growing) loop are one kernel too;
+- one phase per ``(level, loop group)``, separated by global barriers
+  (each phase becomes a device kernel of its own).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from typing import TYPE_CHECKING, Any
+
+import loopy as lp
+import numpy as np
+import pymbolic.primitives as prim
+from loopy.symbolic import IdentityMapper
+
+from pytato_like.target.loopy.chunks import dim_key
+from pytato_like.target.loopy.codegen import storage_dtype
+
+if TYPE_CHECKING:
+    from pytato_like.target.loopy.codegen import BufferSpec
+    from pytato_like.target.loopy.instructions import Instruction
+    from pytato_like.target.loopy.naming import ProgramNames
+
+_CANONICAL_RE = re.compile(r"_pt_[asp][0-9]+")
+INT32_MAX = 2**31 - 1
+
+
+class _ChunkScope:
+    """What one chunk has seen so far: its local names, its loop groups
+    (``(level, shape) -> _pt_g<n>`` and their extents), the sizes and
+    arrays it uses and the constant sizes it takes as arguments."""
+
+    def __init__(self, names: ProgramNames, canonical: bool) -> None:
+        self.names = names
+        self.canonical = canonical
+        self.rename: dict[str, str] = {}
+        self._counters = {"a": 0, "s": 0, "p": 0}
+        self.groups: dict[tuple, str] = {}
+        self.group_extents: dict[str, tuple] = {}
+        self.sizes_used: set[str] = set()
+        self.arrays_used: set[str] = set()
+        #: program size name -> constant value, for sizes as arguments
+        self.const_sizes: dict[str, int] = {}
+        self.n_reductions = 0
+
+    def local(self, name: str, kind: str) -> str:
+        """The local name of program name *name* of *kind* (``"a"`` array,
+        ``"s"`` size, ``"p"`` private), numbered in order of first use."""
+        rename = self.rename
+        if name not in rename:
+            if name in self.names.user_named and not _CANONICAL_RE.fullmatch(name):
+                # named by the user (Named, PrefixNamed): kept readable
+                rename[name] = name
+            elif self.canonical:
+                rename[name] = f"_pt_{kind}{self._counters[kind]}"
+                self._counters[kind] += 1
+            else:
+                rename[name] = name
+        return rename[name]
+
+    def group_of(self, insn: Instruction) -> str:
+        """The loop group of *insn*: one per level and shape."""
+        key = (insn.level, tuple(dim_key(d) for d in insn.shape))
+        g = self.groups.get(key)
+        if g is None:
+            g = f"_pt_g{len(self.groups)}"
+            self.groups[key] = g
+            self.group_extents[g] = tuple(self.names.dim_expr(d) for d in insn.shape)
+            for e in self.group_extents[g]:
+                if isinstance(e, prim.Variable):
+                    self.sizes_used.add(e.name)
+        return g
+
+    def const_size(self, value: int) -> str:
+        """The program size name standing for the constant *value* (one per
+        value), noted as used by the chunk."""
+        name = self.names.const_size(value)
+        self.sizes_used.add(name)
+        self.const_sizes[name] = value
+        self.local(name, "s")  # numbered in order of first use: deterministic
+        return name
+
+    def dim(self, d: int | str) -> Any:
+        """A buffer shape component (int or size name) in the kernel."""
+        if isinstance(d, str):
+            self.sizes_used.add(d)
+            return prim.Variable(self.local(d, "s"))
+        if self.const_sizes and d > 1:
+            return prim.Variable(self.local(self.const_size(d), "s"))
+        return d
+
+    def isl(self, e: Any) -> str:
+        """The extent or bound *e* in ISL syntax, with local size names."""
+        if isinstance(e, prim.Variable):
+            n = e.name
+            if self.names.is_size(n):
+                return self.local(n, "s")
+            return n
+        return str(e)
+
+
+class _ChunkRewriter(IdentityMapper):
+    """Rewrites an instruction's expression for its chunk: group inames
+    for its canonical inames, chunk-unique reduction inames, private
+    variables for elementwise reads of private arrays, local names for
+    arrays and sizes."""
+
+    def __init__(self, scope: _ChunkScope, specs: ChunkSpecBuilder,
+                 insn: Instruction, inames: tuple[str, ...]) -> None:
+        super().__init__()
+        self.scope = scope
+        self.specs = specs
+        self.insn = insn
+        self.subst = dict(zip(insn.canon, inames, strict=True))
+        self.red: dict[str, str] = {}
+        for name, _, _ in insn.reduction_inames:
+            self.red[name] = f"_pt_red{scope.n_reductions}"
+            scope.n_reductions += 1
+
+    def map_variable(self, expr, *args):
+        name = expr.name
+        if name in self.subst:
+            return prim.Variable(self.subst[name])
+        if name in self.red:
+            return prim.Variable(self.red[name])
+        if self.scope.names.is_size(name):
+            self.scope.sizes_used.add(name)
+            return prim.Variable(self.scope.local(name, "s"))
+        return expr
+
+    def map_reduction(self, expr, *args):
+        return lp.Reduction(expr.operation,
+                            tuple(self.red.get(i, i) for i in expr.inames),
+                            self.rec(expr.expr, *args),
+                            allow_simultaneous=expr.allow_simultaneous)
+
+    def map_subscript(self, expr, *args):
+        scope, specs, insn = self.scope, self.specs, self.insn
+        name = expr.aggregate.name
+        nid = specs.name_to_node.get(name)
+        if nid is not None:
+            dep = specs.insn_of.get(nid)
+            priv = specs.private_of.get(nid)
+            if (priv is not None and dep is not None
+                    and dep.chunk == insn.chunk
+                    and dep.level == insn.level
+                    and (expr.index == tuple(prim.Variable(v) for v in insn.canon)
+                         or (not insn.canon and not dep.shape))
+                    and len(dep.shape) == len(insn.shape)):
+                return prim.Variable(scope.local(priv, "p"))
+            scope.arrays_used.add(name)
+        return prim.Subscript(prim.Variable(scope.local(name, "a")),
+                              tuple(self.rec(i, *args) for i in expr.index))
+
+
+@dataclasses.dataclass
+class _ChunkBody:
+    """The loopy instructions of a chunk while they are made."""
+
+    lp_insns: list = dataclasses.field(default_factory=list)
+    #: ``(reduction iname, lower bound, upper bound)``
+    domains: list = dataclasses.field(default_factory=list)
+    temps: dict = dataclasses.field(default_factory=dict)
+    #: ``(level, group) -> ids of the instructions of that phase``
+    phase_insn_ids: dict = dataclasses.field(default_factory=dict)
+    #: ``id(array) -> id of the instruction writing it``
+    writer_id: dict = dataclasses.field(default_factory=dict)
+    reduction_groups: set = dataclasses.field(default_factory=set)
+    n_insn: int = 0
+
+    def next_id(self) -> str:
+        iid = f"_pt_insn{self.n_insn}"
+        self.n_insn += 1
+        return iid
+
+
+def _is_empty(insn: Instruction) -> bool:
+    return any(isinstance(d, int) and d == 0 for d in insn.shape)
+
+
+def _barriers(phases: list[tuple], phase_insn_ids: dict) -> list:
+    """The global barrier after each phase but the last: it waits for the
+    instructions of its phase and for the barrier before it."""
+    barriers = []
+    for pos, phase in enumerate(phases[:-1]):
+        deps = set(phase_insn_ids.get(phase, ()))
+        if pos:
+            deps.add(f"_pt_barrier{pos - 1}")
+        barriers.append(lp.BarrierInstruction(
+            id=f"_pt_barrier{pos}", synchronization_kind="global",
+            mem_kind="global", depends_on=frozenset(deps)))
+    return barriers
+
+
+def _sizes_as_arguments(enabled: bool, group_extents: dict, reduction_groups: set,
+                        temps: dict, global_temps: bool) -> bool:
+    """Whether a chunk takes its constant sizes as arguments: only when
+    that cannot change its code beyond the sizes -- no reduction (the
+    register-blocked and small-operator schedules need constant
+    extents), no global temporary (allocated from its shape), every
+    extent constant, and every last axis at least a work-group long
+    (a shorter one is scheduled by its extent)."""
+    from pytato_like.target.loopy.schedule import WORK_GROUP_SIZE
+    if not enabled:
+        return False
+    if reduction_groups or not group_extents or global_temps:
+        return False
+    if any(t.address_space != lp.AddressSpace.PRIVATE for t in temps.values()):
+        return False
+    for extents in group_extents.values():
+        if not all(isinstance(e, int) for e in extents):
+            return False
+        if extents and extents[-1] < WORK_GROUP_SIZE:
+            return False
+    return True
+
+
+def _domain_strings(scope: _ChunkScope, args: list, domains: list) -> list[str]:
+    """The ISL domains of the loop groups and reductions of a chunk."""
+    dom_strs = []
+    params = ",".join(sorted(a.name for a in args if isinstance(a, lp.ValueArg)))
+    for g, extents in scope.group_extents.items():
+        if not extents:
+            continue
+        inames = [f"{g}_{i}" for i in range(len(extents))]
+        conds = " and ".join(f"0 <= {i} < {scope.isl(e)}"
+                             for i, e in zip(inames, extents, strict=True))
+        dom_strs.append(f"[{params}] -> {{[{','.join(inames)}]: {conds}}}")
+    for name, lo, hi in domains:
+        dom_strs.append(f"[{params}] -> {{[{name}]: {scope.isl(lo)} <= "
+                        f"{name} < {scope.isl(hi)}}}")
+    return dom_strs
+
+
+class ChunkSpecBuilder:
+    """Makes the spec of every chunk of one program (:meth:`spec`) and
+    collects what the program needs from them: the buffers some chunk
+    takes as a kernel argument (:attr:`global_args`).
+
+    *buffers* are the program's buffers, *insn_of* its instructions by
+    ``id(array)`` and *private_of* the private variable names by
+    ``id(array)`` (:func:`~pytato_like.target.loopy.chunks.assign_storage`).
+    """
+
+    def __init__(self, names: ProgramNames, buffers: dict[str, BufferSpec],
+                 insn_of: dict[int, Instruction], private_of: dict[int, str],
+                 options: dict) -> None:
+        self.names = names
+        self.buffers = buffers
+        self.insn_of = insn_of
+        self.private_of = private_of
+        self.sizes_as_arguments = bool(options.get("sizes_as_arguments", True))
+        self.name_to_node = {v: n for n, v in names.array_name.items()}
+        #: buffers taken as kernel arguments by some chunk
+        self.global_args: set[str] = set()
+        # structure -> key, see _key
+        self._spec_keys: dict[tuple, str] = {}
+
+    def spec(self, chunk: list[Instruction], k: int, written_in: dict[str, int],
+             read_in: dict[str, set[int]], canonical: bool = True) -> dict:
+        """The loopy ingredients of chunk number *k*, with canonical names
+        when *canonical* (so structurally equal chunks compare equal).
+
+        Keys: ``key`` (structure hash), ``domains``, ``insns``, ``args``,
+        ``temps``, ``bindings`` (local argument name -> program buffer or
+        size name), ``helpers``, ``groups`` (loop group -> extents),
+        ``reduction_groups``, ``const_sizes`` (local size name -> value)
+        and ``name`` (set by the kernel generator).
+        """
+        scope = _ChunkScope(self.names, canonical)
+        # one phase per (level, loop group): loopy needs all instructions
+        # of a device kernel to use the same hardware axes, and global
+        # barriers between phases make each phase its own device kernel
+        phases = sorted({(insn.level, scope.group_of(insn)) for insn in chunk
+                         if not _is_empty(insn)},
+                        key=lambda lg: (lg[0], int(lg[1][len("_pt_g"):])))
+        barrier_of = {phases[pos + 1]: f"_pt_barrier{pos}"
+                      for pos in range(len(phases) - 1)}
+        body = _ChunkBody()
+        for insn in chunk:
+            if not _is_empty(insn):  # an empty array: nothing to write
+                self._emit(scope, body, insn, barrier_of)
+        body.lp_insns.extend(_barriers(phases, body.phase_insn_ids))
+
+        # sizes as arguments: a chunk whose schedule does not depend on its
+        # sizes gets them as kernel arguments, so that the steps of a
+        # shrinking (or growing) loop are one kernel
+        global_temps = any(
+            self.buffers[n].kind == "temporary" and written_in.get(n) == k
+            and not read_in.get(n, set()) - {k} for n in scope.arrays_used)
+        if _sizes_as_arguments(self.sizes_as_arguments, scope.group_extents,
+                               body.reduction_groups, body.temps, global_temps):
+            for g, extents in scope.group_extents.items():
+                scope.group_extents[g] = tuple(
+                    prim.Variable(scope.const_size(e)) if isinstance(e, int) else e
+                    for e in extents)
+
+        args, bindings, wide = self._arguments(scope, k, written_in, read_in,
+                                               body.temps)
+        dom_strs = _domain_strings(scope, args, body.domains)
+        helpers: set = set()
+        for insn in chunk:
+            helpers |= insn.helpers
+        key = self._key(wide, dom_strs, body.lp_insns, args, body.temps, helpers)
+        return {"key": key, "domains": dom_strs, "insns": body.lp_insns,
+                "args": args, "temps": list(body.temps.values()),
+                "bindings": bindings, "helpers": helpers,
+                "groups": scope.group_extents,
+                "reduction_groups": body.reduction_groups,
+                "const_sizes": {scope.local(n, "s"): v
+                                for n, v in scope.const_sizes.items()},
+                "name": None}  # set by the kernel generator
+
+    def _emit(self, scope: _ChunkScope, body: _ChunkBody, insn: Instruction,
+              barrier_of: dict[tuple, str]) -> None:
+        """Add the loopy assignments of *insn* to *body*: one to its
+        private variable (if any), one per target buffer."""
+        g = scope.group_of(insn)
+        if insn.reduction_inames:
+            body.reduction_groups.add(g)
+        inames = tuple(f"{g}_{i}" for i in range(len(insn.shape)))
+        rw = _ChunkRewriter(scope, self, insn, inames)
+        expr = rw(insn.expr)
+        for name, lo, hi in insn.reduction_inames:
+            lo_e = rw(lo) if not isinstance(lo, int) else lo
+            hi_e = rw(hi) if not isinstance(hi, int) else hi
+            body.domains.append((rw.red[name], lo_e, hi_e))
+        deps = set()
+        for nid, _ in insn.refs:
+            if nid in body.writer_id:
+                deps.add(body.writer_id[nid])
+        phase = (insn.level, g)
+        if phase in barrier_of:
+            deps.add(barrier_of[phase])
+        within = frozenset(inames)
+        idx = tuple(prim.Variable(v) for v in inames) or (0,)
+        dtype = storage_dtype(insn.node.dtype) if insn.node is not None \
+            else np.dtype(np.int64)
+        ids = []
+        if insn.private is not None:
+            pname = scope.local(insn.private, "p")
+            body.temps[pname] = lp.TemporaryVariable(
+                pname, dtype, shape=(), address_space=lp.AddressSpace.PRIVATE)
+            iid = body.next_id()
+            body.lp_insns.append(lp.Assignment(
+                prim.Variable(pname), expr, id=iid,
+                depends_on=frozenset(deps), within_inames=within))
+            ids.append(iid)
+            expr = prim.Variable(pname)
+            deps = {iid}
+            body.writer_id[id(insn.node)] = iid
+        for t in insn.targets:
+            iid = body.next_id()
+            scope.arrays_used.add(t)
+            body.lp_insns.append(lp.Assignment(
+                prim.Subscript(prim.Variable(scope.local(t, "a")), idx), expr,
+                id=iid, depends_on=frozenset(deps), within_inames=within))
+            ids.append(iid)
+            if insn.node is not None and insn.private is None:
+                body.writer_id.setdefault(id(insn.node), iid)
+        body.phase_insn_ids.setdefault(phase, []).extend(ids)
+
+    def _arguments(self, scope: _ChunkScope, k: int, written_in: dict[str, int],
+                   read_in: dict[str, set[int]], temps: dict
+                   ) -> tuple[list, dict[str, str], bool]:
+        """The kernel arguments of chunk *k*, their bindings to program
+        names, and whether its sizes need 64 bits. Arrays crossing the
+        chunk boundary and program inputs and outputs are arguments;
+        other arrays become kernel temporaries (added to *temps*)."""
+        args: list = []
+        bindings: dict[str, str] = {}
+        for name in sorted(scope.arrays_used, key=lambda n: scope.rename.get(n, n)):
+            spec = self.buffers[name]
+            shape = tuple(scope.dim(d) for d in spec.shape) or (1,)
+            lname = scope.local(name, "a")
+            crosses = spec.kind != "temporary" or (
+                written_in.get(name) != k or read_in.get(name, set()) - {k})
+            if crosses:
+                self.global_args.add(name)
+                args.append(lp.GlobalArg(lname, storage_dtype(spec.dtype),
+                                         shape=shape))
+                bindings[lname] = name
+            else:
+                temps[lname] = lp.TemporaryVariable(
+                    lname, storage_dtype(spec.dtype), shape=shape,
+                    address_space=lp.AddressSpace.GLOBAL)
+        # 64-bit indices if a size passed as argument needs them; else
+        # such sizes are 32-bit like the indices they bound (a 64-bit bound
+        # made a cache-resident 1-D stencil ~15% slower on PoCL)
+        const_sizes = scope.const_sizes
+        wide = any(v > INT32_MAX for v in const_sizes.values())
+        for name in sorted(scope.sizes_used, key=lambda n: scope.local(n, "s")):
+            lname = scope.local(name, "s")
+            args.append(lp.ValueArg(lname, np.int32 if name in const_sizes
+                                    and not wide else np.int64))
+            bindings[lname] = name
+        return args, bindings, wide
+
+    def _key(self, wide: bool, dom_strs: list[str], lp_insns: list, args: list,
+             temps: dict, helpers: set) -> str:
+        """The persistent key of a chunk: a hash of its rendering as text.
+        Rendering is the slow part, so chunks equal to an earlier one (the
+        steps of a time loop) find their key by (hashed) structural
+        equality."""
+        structure = (wide, tuple(dom_strs),
+                     tuple((type(i).__name__, i.id, getattr(i, "assignee", None),
+                            getattr(i, "expression", None), i.depends_on,
+                            i.within_inames) for i in lp_insns),
+                     tuple((a.name, a.dtype, getattr(a, "shape", None))
+                           for a in args),
+                     tuple((t.name, t.dtype, t.shape, t.address_space)
+                           for t in temps.values()),
+                     tuple(sorted(helpers)))
+        key = self._spec_keys.get(structure)
+        if key is None:
+            text = "\n".join([f"wide={wide}", *dom_strs,
+                              *(str(i) for i in lp_insns),
+                              *(f"{a.name}:{a.dtype}:{getattr(a, 'shape', '')}"
+                                for a in args),
+                              *(f"{t.name}:{t.dtype}:{t.shape}:{t.address_space}"
+                                for t in temps.values()),
+                              *sorted(helpers)])
+            key = hashlib.sha256(text.encode()).hexdigest()
+            self._spec_keys[structure] = key
+        return key
