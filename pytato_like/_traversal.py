@@ -48,9 +48,11 @@ def depth_first(roots: Iterable[Any],
     :func:`~pytato_like.transform._graph.with_stack_headroom`).
     """
     visited: set[int] = set()
+    seen = visited.__contains__
+    mark = visited.add
     stack: list[tuple[Any, Sequence[Any] | None]] = [
         (root, None) for root in reversed(list(roots))]
-    pop, push, extend = stack.pop, stack.append, stack.extend
+    pop, push = stack.pop, stack.append
     while stack:
         if pause_after is not None:
             pause_after -= 1
@@ -62,17 +64,16 @@ def depth_first(roots: Iterable[Any],
             yield node, kids
             continue
         if once:
-            if id(node) in visited:
+            if seen(id(node)):
                 continue
-            visited.add(id(node))
+            mark(id(node))
         if enter is not None and not enter(node):
             continue
         kids = children(node)
         push((node, kids))
-        if once:
-            extend((c, None) for c in kids if id(c) not in visited)
-        else:
-            extend((c, None) for c in kids)
+        for child in kids:
+            if not (once and seen(id(child))):
+                push((child, None))
 
 
 def topological_order(roots: Iterable[Array],
@@ -82,13 +83,6 @@ def topological_order(roots: Iterable[Array],
     array a node refers to), each once, every node after all the nodes it
     refers to."""
     return [node for node, _ in depth_first(roots, children)]
-
-
-def _blank_collecting(found: list[Array]) -> Callable[[Array], ArrayRef]:
-    def blank(ary: Array) -> ArrayRef:
-        found.append(ary)
-        return _BLANK
-    return blank
 
 
 def structurally_equal(a: Array, b: Array) -> bool:
@@ -123,20 +117,8 @@ def structurally_equal_many(xs: list[Array], ys: list[Array]) -> bool:
             stack.append((na.expr, nb.expr))
             continue
         for name, kind in a._fields:
-            va = getattr(a, name)
-            vb = getattr(b, name)
-            if not kind.holds_arrays:
-                if kind.canonical(va, None) != kind.canonical(vb, None):
-                    return False
-                continue
-            # same layout with the arrays blanked out, then the arrays
-            # pairwise (bindings by name)
-            arrays_a: list[Array] = []
-            arrays_b: list[Array] = []
-            if (kind.canonical(va, _blank_collecting(arrays_a))
-                    != kind.canonical(vb, _blank_collecting(arrays_b))):
+            if not kind.pair(getattr(a, name), getattr(b, name), stack):
                 return False
-            stack.extend(zip(arrays_a, arrays_b))
     return True
 
 
@@ -163,14 +145,6 @@ class ArrayRef:
 
     def __reduce__(self):
         return (ArrayRef, (self.i,))
-
-
-# what equality puts in place of every array before comparing layouts
-_BLANK = ArrayRef(-1)
-
-
-def _is_ref(value: Any) -> bool:
-    return type(value) is ArrayRef
 
 
 def flatten_dags(roots: list[Array]) -> tuple[list[tuple], list[int]]:
@@ -203,7 +177,7 @@ def unflatten_dags(records: list[tuple], root_positions: list[int]) -> list[Arra
         else:
             def deref(r: ArrayRef) -> Array:
                 return built[r.i]
-            kwargs = {name: kind.map(value, deref, _is_ref)
+            kwargs = {name: kind.map(value, deref, ArrayRef)
                       for (name, kind), value in zip(cls._fields, fields,
                                                      strict=True)}
             node = cls(**kwargs, axes=axes, tags=tags)

@@ -98,10 +98,6 @@ if TYPE_CHECKING:
 # stringifying and description all go through their four methods. A kind
 # is a str (its name), so tables may still compare kinds with ``is``.
 
-def _is_array(value: Any) -> bool:
-    return isinstance(value, Array)
-
-
 class FieldKind(str):
     """How arrays sit inside a field value (the base: none do).
 
@@ -122,17 +118,23 @@ class FieldKind(str):
         """The arrays in *value*, in order (bindings in insertion order)."""
         return ()
 
-    def map(self, value: Any, fn, is_array=_is_array) -> Any:
+    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
         """*value* with every array *a* inside replaced by ``fn(a)``; the
-        same object when nothing changed. *is_array* says which entries of
-        a mixed tuple are arrays (another test when mapping stand-ins)."""
+        same object when nothing changed. *array_type* says which entries
+        of a mixed tuple are arrays (by default :class:`Array`; another
+        type when mapping stand-ins)."""
         return value
 
     def canonical(self, value: Any, fn) -> Any:
-        """What equality compares: *value* with every array *a* replaced by
-        ``fn(a)``, bindings as a tuple sorted by name, a value compared by
-        identity as its ``id``."""
+        """*value* with every array *a* replaced by ``fn(a)``, bindings as a
+        tuple sorted by name, a value compared by identity as its ``id``:
+        equal for equal values when *fn* is (keys are built from it)."""
         return id(value) if self.by_identity else value
+
+    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+        """Whether field values *a* and *b* are equal but for their arrays;
+        if so, their arrays, position by position, are added to *pairs*."""
+        return a is b if self.by_identity else a == b
 
     def slots(self, value: Any) -> tuple:
         """``(slot, array)`` for each array in *value*: the slot is None for
@@ -152,11 +154,15 @@ class _ArrayKind(FieldKind):
     def arrays(self, value: Any) -> tuple:
         return (value,)
 
-    def map(self, value: Any, fn, is_array=_is_array) -> Any:
+    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
         return fn(value)
 
     def canonical(self, value: Any, fn) -> Any:
         return fn(value)
+
+    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+        pairs.append((a, b))
+        return True
 
     def slots(self, value: Any) -> tuple:
         return ((None, value),)
@@ -169,12 +175,18 @@ class _ArrayTupleKind(FieldKind):
     def arrays(self, value: Any) -> tuple:
         return value
 
-    def map(self, value: Any, fn, is_array=_is_array) -> Any:
+    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
         new = tuple(fn(a) for a in value)
         return value if all(map(operator.is_, new, value)) else new
 
     def canonical(self, value: Any, fn) -> Any:
         return tuple(fn(a) for a in value)
+
+    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+        if len(a) != len(b):
+            return False
+        pairs.extend(zip(a, b))
+        return True
 
     def slots(self, value: Any) -> tuple:
         return tuple(enumerate(value))
@@ -187,15 +199,23 @@ class _BindingsKind(FieldKind):
     def arrays(self, value: Any) -> tuple:
         return tuple(value.values())
 
-    def map(self, value: Any, fn, is_array=_is_array) -> Any:
-        new = {k: fn(a) for k, a in value.items()}
-        if all(new[k] is a for k, a in value.items()):
-            return value
-        return constantdict(new)
+    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
+        new = {}
+        changed = False
+        for k, a in value.items():
+            new_a = new[k] = fn(a)
+            changed = changed or new_a is not a
+        return constantdict(new) if changed else value
 
     def canonical(self, value: Any, fn) -> Any:
         # constantdict equality ignores insertion order; so does this
         return tuple((k, fn(value[k])) for k in sorted(value))
+
+    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+        if a.keys() != b.keys():
+            return False
+        pairs.extend((a[k], b[k]) for k in a)
+        return True
 
     def slots(self, value: Any) -> tuple:
         return tuple(value.items())
@@ -207,21 +227,37 @@ class _MixedKind(FieldKind):
     __slots__ = ()
     holds_arrays = True
 
-    def arrays(self, value: Any) -> tuple:
-        return tuple(v for v in value if type(v) is not int and _is_array(v))
+    def arrays(self, value: Any) -> tuple | list:
+        return [v for v in value if type(v) is not int and isinstance(v, Array)]
 
-    def map(self, value: Any, fn, is_array=_is_array) -> Any:
+    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
+        t = Array if array_type is None else array_type
         # mostly ints and slices: look before building a new tuple
-        if not any(map(is_array, value)):
+        for v in value:
+            if isinstance(v, t):
+                break
+        else:
             return value
-        new = tuple(fn(v) if is_array(v) else v for v in value)
+        new = tuple(fn(v) if isinstance(v, t) else v for v in value)
         return value if all(map(operator.is_, new, value)) else new
 
     def canonical(self, value: Any, fn) -> Any:
-        return tuple(fn(v) if _is_array(v) else v for v in value)
+        return tuple(fn(v) if isinstance(v, Array) else v for v in value)
+
+    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+        if len(a) != len(b):
+            return False
+        for va, vb in zip(a, b):
+            if isinstance(va, Array):
+                if not isinstance(vb, Array):
+                    return False
+                pairs.append((va, vb))
+            elif isinstance(vb, Array) or va != vb:
+                return False
+        return True
 
     def slots(self, value: Any) -> tuple:
-        return tuple((i, v) for i, v in enumerate(value) if _is_array(v))
+        return tuple((i, v) for i, v in enumerate(value) if isinstance(v, Array))
 
 
 VALUE = FieldKind("value")              # no arrays inside (str, dtype, ...)
@@ -829,24 +865,51 @@ def _make_hash_getter(cls: type[Array]) -> Callable[[Any], Any]:
 
 
 _CHILD_FIELDS: dict[type, tuple[tuple[str, FieldKind], ...]] = {}
-_DATA_FIELDS: dict[type, tuple[tuple[str, FieldKind], ...]] = {}
+# (class, include_shape) -> function returning the children of a node
+_CHILD_GETTERS: dict[tuple[type, bool], Any] = {}
 
 
 def _child_fields(cls: type[Array]) -> tuple[tuple[str, FieldKind], ...]:
     fields = tuple((name, kind) for name, kind in cls._fields
                    if kind.holds_arrays)
     _CHILD_FIELDS[cls] = fields
-    _DATA_FIELDS[cls] = tuple(f for f in fields if f[1] is not SHAPE)
     return fields
 
 
-def array_fields(cls: type[Array]) -> tuple[tuple[str, FieldKind], ...]:
+def array_fields(cls: type) -> tuple[tuple[str, FieldKind], ...]:
     """``(name, kind)`` of the fields of node class *cls* that can hold
     arrays (computed once per class: walks ask per node)."""
     fields = _CHILD_FIELDS.get(cls)
     if fields is None:
         fields = _child_fields(cls)
     return fields
+
+
+def _make_children_getter(cls: type, include_shape: bool):
+    """The children function of node class *cls*, built once: walks call
+    it per node, so single-array fields are read with one attrgetter."""
+    fields = tuple((name, kind) for name, kind in array_fields(cls)
+                   if include_shape or kind is not SHAPE)
+    names = tuple(name for name, _ in fields)
+    getter: Callable[[Any], Any]
+    if all(kind is ARRAY for _, kind in fields) and len(names) > 1:
+        getter = operator.attrgetter(*names)
+    elif all(kind is ARRAY for _, kind in fields) and names:
+        one = operator.attrgetter(names[0])
+
+        def getter(expr):
+            return (one(expr),)
+    else:
+        readers = tuple((operator.attrgetter(name), kind.arrays)
+                        for name, kind in fields)
+
+        def getter(expr):
+            result: list[Array] = []
+            for read, arrays in readers:
+                result += arrays(read(expr))
+            return tuple(result)
+    _CHILD_GETTERS[cls, include_shape] = getter
+    return getter
 
 
 def children_of(expr: Array, include_shape: bool = True) -> tuple[Array, ...]:
@@ -856,18 +919,10 @@ def children_of(expr: Array, include_shape: bool = True) -> tuple[Array, ...]:
     cls = type(expr)
     if cls is NamedArray:
         return (cast(NamedArray, expr).expr,)
-    fields = _CHILD_FIELDS.get(cls)
-    if fields is None:
-        fields = _child_fields(cls)
-    if not include_shape:
-        fields = _DATA_FIELDS[cls]
-    if len(fields) == 1:  # the common case: no list to build
-        name, kind = fields[0]
-        return tuple(kind.arrays(getattr(expr, name)))
-    result: list[Array] = []
-    for name, kind in fields:
-        result.extend(kind.arrays(getattr(expr, name)))
-    return tuple(result)
+    getter = _CHILD_GETTERS.get((cls, include_shape))
+    if getter is None:
+        getter = _make_children_getter(cls, include_shape)
+    return getter(expr)
 
 
 def _check_tags(tags) -> frozenset[Tag]:
