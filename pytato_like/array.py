@@ -114,7 +114,7 @@ class FieldKind(str):
     holds_arrays = False
     by_identity = False
 
-    def arrays(self, value: Any) -> tuple:
+    def arrays(self, value: Any) -> Sequence[Any]:
         """The arrays in *value*, in order (bindings in insertion order)."""
         return ()
 
@@ -227,7 +227,7 @@ class _MixedKind(FieldKind):
     __slots__ = ()
     holds_arrays = True
 
-    def arrays(self, value: Any) -> tuple | list:
+    def arrays(self, value: Any) -> list[Any]:
         return [v for v in value if type(v) is not int and isinstance(v, Array)]
 
     def map(self, value: Any, fn, array_type: type | None = None) -> Any:
