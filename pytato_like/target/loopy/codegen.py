@@ -1,34 +1,46 @@
 """From an array DAG to loopy kernels: the code generation pipeline.
 
+This module owns the plan a compiled program runs (:class:`ProgramPlan`,
+with its kernels, launches and buffers), :func:`build_plan`, which runs
+the stages below one after the other, and :func:`merge_device_code`. Each
+stage lives in a module of its own:
+
 1. **Materialisation** -- :func:`~pytato_like.transform.materialize_cost.decide_storage`
    says which arrays are stored; all others are inlined into their users.
-2. **Lowering** -- every stored array becomes one loopy assignment of its
-   value (:class:`~pytato_like.target.loopy.lowering.NodeLowerer`) over the
-   inames of its *loop group*.
-3. **Loop groups** -- stored arrays of one shape whose users read them
-   elementwise at the same index share one set of inames (one fused,
-   parallel loop). An array read at another index (a stencil, a
-   transpose, a reduction) goes to the next *level*: a level waits for
-   the previous one to finish, so levels run as separate kernels. A
-   stored array read only inside its own group lives in a private
-   variable (a register); others are global arrays.
-4. **Chunks** -- instructions are ordered by level and cut into chunks of
-   one loop group of one level (one device kernel), at most
-   ``max_instructions_per_kernel`` instructions each. Each chunk is
-   written with canonical local names and, where its schedule does not
-   depend on them, its constant sizes as kernel arguments; chunks of
-   identical structure (every step of a time loop, also one whose arrays
-   shrink, the pieces of a long elementwise chain, the same computation
-   in another program) share one kernel, generated
-   once (process and disk kernel cache,
-   :mod:`pytato_like.target.loopy.cache`) and launched
-   several times.
-5. **Scheduling** -- :mod:`~pytato_like.target.loopy.schedule` maps group
-   inames to work-groups and work-items.
-6. **Code generation** -- loopy emits OpenCL C and a Python launcher per
-   distinct chunk; :func:`merge_device_code` joins the kernels of a
-   program into one OpenCL text (one build); :mod:`~pytato_like.target.loopy.bound`
-   runs them.
+2. **Naming** -- :mod:`~pytato_like.target.loopy.naming`: buffer names of
+   inputs, outputs and stored temporaries, size names for symbolic shape
+   components.
+3. **Lowering** -- :mod:`~pytato_like.target.loopy.instructions`: every
+   stored array becomes one instruction assigning its value
+   (:class:`~pytato_like.target.loopy.lowering.NodeLowerer`) over
+   canonical inames.
+4. **Loop groups and levels** -- :mod:`~pytato_like.target.loopy.chunks`:
+   stored arrays of one shape whose users read them elementwise at the
+   same index share one set of inames (one fused, parallel loop). An
+   array read at another index (a stencil, a transpose, a reduction) goes
+   to the next *level*: a level waits for the previous one to finish, so
+   levels run as separate kernels. A stored array read only inside its
+   own group lives in a private variable (a register); others are global
+   arrays.
+5. **Chunks** -- :mod:`~pytato_like.target.loopy.chunks`: instructions are
+   ordered by level and cut into chunks of one loop group of one level
+   (one device kernel), at most ``max_instructions_per_kernel``
+   instructions each.
+6. **Chunk specs** -- :mod:`~pytato_like.target.loopy.chunk_spec`: each
+   chunk is written with canonical local names and, where its schedule
+   does not depend on them, its constant sizes as kernel arguments;
+   chunks of identical structure (every step of a time loop, also one
+   whose arrays shrink, the pieces of a long elementwise chain, the same
+   computation in another program) share one kernel.
+7. **Kernels** -- :mod:`~pytato_like.target.loopy.kernels`: one loopy
+   kernel per distinct chunk, scheduled by
+   :mod:`~pytato_like.target.loopy.schedule` (group inames to work-groups
+   and work-items); loopy emits OpenCL C and a Python launcher for it,
+   generated once (process and disk kernel cache,
+   :mod:`pytato_like.target.loopy.cache`) and launched several times.
+   :func:`merge_device_code` joins the kernels of a program into one
+   OpenCL text (one build); :mod:`~pytato_like.target.loopy.bound` runs
+   them.
 
 .. autoclass:: ProgramPlan
 .. autofunction:: build_plan
