@@ -780,11 +780,6 @@ class _DAGBuilder:
         to = self.c.choice(self.dtypes + [np.dtype(np.int16), np.dtype(np.float32)])
         rng = a.int_range() if a.kind in "iub" else (0, 0)
         note = ""
-        if to.kind == "c" and a.kind != "c":
-            # loopy prints a product with a real-to-complex cast inside
-            # real()/imag()/truth tests as a plain C * (does not compile;
-            # fuzz seed 7887, doc/numerics.rst): not drawn until fixed
-            return None
         if to.kind in "iub":
             if a.kind == "c" or not a.exact:
                 return None  # truncation could round differently

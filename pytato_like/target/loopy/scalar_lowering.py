@@ -36,6 +36,7 @@ _FUNCTION_NAMES = {
 
 
 from pytato_like.target.loopy.codegen import storage_dtype  # noqa: E402
+from pytato_like.target.loopy.functions import COMPLEX_VALUES  # noqa: E402
 
 
 def _real_dtype(dtype: np.dtype) -> np.dtype:
@@ -197,12 +198,18 @@ class ScalarLowerer:
                 raise UnknownIndexLambdaExpr(
                     f"the loopy target cannot lower {type(e).__name__} "
                     f"in an index lambda of shape {self.node.shape}")
-            return method(e)
-        if isinstance(e, (np.generic, int, float, complex, bool)):
-            return _const(e), _const_dtype(e)
-        raise UnknownIndexLambdaExpr(
-            f"cannot lower {e!r} of type {type(e).__name__} in an index "
-            f"lambda of shape {self.node.shape}")
+            result = method(e)
+        elif isinstance(e, (np.generic, int, float, complex, bool)):
+            result = _const(e), _const_dtype(e)
+        else:
+            raise UnknownIndexLambdaExpr(
+                f"cannot lower {e!r} of type {type(e).__name__} in an index "
+                f"lambda of shape {self.node.shape}")
+        if result[1].kind == "c":
+            # loopy prints complex arithmetic only in a kernel with a
+            # complex variable: see functions.with_complex_arithmetic
+            self.nodes.helpers_used.add(COMPLEX_VALUES)
+        return result
 
     def recs(self, children):
         return [self.rec(c) for c in children]
