@@ -117,3 +117,71 @@ def test_min_reduction_of_a_float_to_int32_cast(queue):
     _, got = pt.generate_loopy(lazy)(queue, x=xv)
     np.testing.assert_array_equal(got["min"], iv.min(axis=2))
     np.testing.assert_array_equal(got["max"], iv.max(axis=0))
+
+
+#: consumers of a complex value that give a real (or boolean) one
+_COMPLEX_TO_REAL = {
+    "real": (pt.real, np.real),
+    "imag": (pt.imag, np.imag),
+    "abs": (pt.abs, np.abs),
+    "not": (pt.logical_not, np.logical_not),
+    "all": (pt.all, np.all),
+    "where": (lambda c: pt.where(c, 1.5, -2.0), lambda c: np.where(c, 1.5, -2.0)),
+    "to_real": (lambda c: c.astype(c.dtype.type(0).real.dtype),
+                lambda c: c.real.astype(c.dtype.type(0).real.dtype)),
+    "to_float32": (lambda c: c.astype(np.float32),
+                   lambda c: c.real.astype(np.float32)),
+}
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")
+@pytest.mark.parametrize("consumer", sorted(_COMPLEX_TO_REAL))
+@pytest.mark.parametrize("src", [np.float32, np.float64])
+def test_complex_arithmetic_on_converted_real_values(queue, src, consumer):
+    # seeds 7887, 8845, 9745: loopy prints complex + * - as cfloat_add,
+    # cfloat_mul, ... only in a kernel with a complex argument or temporary;
+    # complex values computed from real ones and consumed as real ones
+    # (no complex variable anywhere) were printed as C operators on
+    # cfloat_t and did not compile
+    cplx = np.result_type(src, np.complex64)
+    xv = np.array([0.0, 1.5, -2.0, 3.25, -0.0, 7.0], src)
+    x = pt.make_placeholder("x", xv.shape, src)
+    forms = {
+        "neg": (lambda a: -a.astype(cplx), lambda a: -a.astype(cplx)),
+        "scaled": (lambda a: 2 * a.astype(cplx), lambda a: 2 * a.astype(cplx)),
+        "shifted": (lambda a: a.astype(cplx) * (1 - 2j) + (a - 1.5),
+                    lambda a: a.astype(cplx) * (1 - 2j) + (a - 1.5)),
+        "created": (lambda a: pt.zeros_like(a, dtype=cplx) + 1 - a,
+                    lambda a: np.zeros_like(a, dtype=cplx) + 1 - a),
+    }
+    lazy_op, np_op = _COMPLEX_TO_REAL[consumer]
+    for form, (lazy_form, np_form) in forms.items():
+        expected = np.asarray(np_op(np_form(xv)))
+        # one program per form: no other output may bring a complex variable
+        _, (got,) = pt.generate_loopy(lazy_op(lazy_form(x)))(queue, x=xv)
+        host = pt.generate_numpy(lazy_op(lazy_form(x)))(x=xv)
+        for value in (got, host):
+            assert value.dtype == expected.dtype, form
+            np.testing.assert_allclose(value, expected, err_msg=form,
+                                       rtol=4 * np.finfo(src).eps)
+
+
+@pytest.mark.parametrize("seed", [7887, 8845, 9745])
+def test_fuzz_seeds_with_intermediate_complex_values(queue, seed):
+    # the fuzz seeds of the bug above; each output compiled alone, so that
+    # a complex output cannot enable complex arithmetic for the others
+    from pytato_like._traversal import topological_order
+    from pytato_like.testing import assert_results_close, make_random_dag
+    with np.errstate(all="ignore"):
+        dag = make_random_dag(seed, n_ops=12, error_percent=3)
+    assert dag.expected_error is None
+    assert "complex" in dag.program_text()
+    assert any(dag.expected[name].dtype.kind != "c" for name in dag.outputs)
+    for name, ary in dag.outputs.items():
+        reads = {n.name for n in topological_order([ary])
+                 if isinstance(n, pt.Placeholder)}
+        _, (got,) = pt.generate_loopy(ary)(
+            queue, **{k: v for k, v in dag.inputs.items() if k in reads})
+        rtol, atol = dag.tolerances[name]
+        assert_results_close(got, dag.expected[name], rtol=rtol, atol=atol,
+                             err_msg=f"{name} of\n{dag.program_text()}")
