@@ -22,6 +22,10 @@ helper            NumPy behaviour reproduced
 ``pt_catan``
 ``pt_clog10``     complex ``log10`` (``log`` scaled by ``log10(e)``)
 ================  ==========================================================
+
+:func:`with_complex_arithmetic` (applied by :func:`register_helpers` when
+the lowering reports complex values) makes loopy print complex arithmetic
+in a kernel whose complex values are all intermediate.
 """
 
 from __future__ import annotations
