@@ -2,8 +2,9 @@
 
 Every executor of a partition -- serial
 (:func:`~pytato_like.partition.execute_partition`), on several devices
-(:func:`~pytato_like.runtime.placement.execute_partition_on_devices`) --
-is :func:`run_parts` with its own :class:`PartHooks`. The scheduler owns
+(:func:`~pytato_like.runtime.placement.execute_partition_on_devices`),
+over MPI (:func:`~pytato_like.distributed.execute.execute_distributed_partition`)
+-- is :func:`run_parts` with its own :class:`PartHooks`. The scheduler owns
 the order; the hooks own everything that moves data between parts.
 
 The order: a part is *ready* when every part in its
@@ -13,8 +14,9 @@ has arrived. Of the ready parts, the one first in
 :attr:`~pytato_like.partition.GraphPartition.toposorted_part_ids` runs
 next, so without awaited names the parts run exactly in that order. When
 no part is ready the scheduler asks the hooks for arrivals, blocking
-(:meth:`PartHooks.arrivals`). One pass over the parts with counters and a
-heap: no recursion, any number of parts.
+(:meth:`PartHooks.arrivals`); after every part it picks up arrivals
+without blocking. One pass over the parts with counters and a heap: no
+recursion, any number of parts.
 
 Running a part: its inputs are the values (user inputs, outputs of earlier
 parts, arrivals) named by
@@ -27,14 +29,13 @@ outputs feed other parts, so they stay where they were computed. Its
 outputs join the values by name and go to :meth:`PartHooks.part_done`
 (e.g. to be sent).
 
-What the MPI executor needs to run on it (a :class:`PartHooks` subclass):
-``awaited_names`` -- the part's received names;
-``arrivals``/``n_pending`` -- the exchange's arrived messages and the
-number still expected; ``part_done`` -- start the sends of the part's
-outputs; ``forwarded_outputs`` -- parts that only pass received values on;
-``part_ready``/``part_running`` -- trace records; ``call_options`` -- its
-allocator; ``call_program`` -- computing sent outputs into their message
-buffers; ``blocked`` -- its error naming the rank.
+The MPI executor's hooks: ``awaited_names`` -- the part's received
+names; ``arrivals``/``n_pending`` -- the exchange's arrived messages and
+the number still expected; ``part_done`` -- start the sends of the part's
+outputs; ``forwarded_outputs`` -- parts that only pass received values
+on; ``part_ready``/``part_running`` -- trace records; ``call_options`` --
+its allocator; ``call_program`` -- computing sent outputs into their
+message buffers; ``blocked`` -- its error naming the rank.
 
 .. autofunction:: run_parts
 .. autoclass:: PartHooks
@@ -78,7 +79,10 @@ class PartHooks:
 
     def arrivals(self, block: bool) -> Iterable[tuple[str, Any]]:
         """``(name, value)`` of values arrived since the last call; with
-        *block*, wait until at least one has arrived."""
+        *block*, wait until at least one has arrived. Called without
+        *block* after every part (the hooks may progress their own work
+        then, e.g. start sends whose data is ready), with *block* only
+        when no part is ready and :meth:`n_pending` is not zero."""
         return ()
 
     def part_ready(self, pid: Hashable) -> None:
@@ -184,52 +188,58 @@ def run_parts(partition: Any, prg_per_partition: Mapping[Hashable, Any],
             waiting_names[pid].discard(name)
             release(pid)
 
+    # the loop runs once per part: hooks bound once, no helper calls
+    n_parts = len(order)
+    heappop = heapq.heappop
+    forwarded_outputs = hooks.forwarded_outputs
+    prepare_inputs = hooks.prepare_inputs
+    call_options = hooks.call_options
+    queue_for = hooks.queue_for
+    part_running = hooks.part_running
+    call_program = hooks.call_program
+    part_done = hooks.part_done
+    arrivals = hooks.arrivals
     n_done = 0
-    while n_done < len(order):
+    while n_done < n_parts:
         if not ready:
             if not hooks.n_pending():
                 hooks.blocked({pid: sorted(waiting_names.get(pid, ()))
                                for pid, n in waiting.items() if n})
-            for name, value in hooks.arrivals(block=True):
+            for name, value in arrivals(block=True):
                 deliver(name, value)
             continue
-        _, pid = heapq.heappop(ready)
+        _, pid = heappop(ready)
         part = parts[pid]
-        outputs, event = _run_part(pid, part, prg_per_partition, values, hooks)
-        hooks.part_done(pid, outputs, event)
+        outputs = forwarded_outputs(pid, part, values)
+        if outputs is not None:
+            event = None
+            with part_running(pid):
+                pass
+        else:
+            inputs = {name: values[name] for name in part.all_input_names()
+                      if name in values}
+            wait_for = prepare_inputs(pid, inputs)
+            prg = prg_per_partition[pid]
+            options = call_options(pid, prg)
+            options["out_host"] = False
+            if wait_for:
+                options["wait_for"] = wait_for
+            # an input named like an option is the input (the contract's
+            # rule)
+            options.update(inputs)
+            queue = queue_for(pid)
+            with part_running(pid):
+                event, outputs = call_program(pid, prg, queue, options)
+        part_done(pid, outputs, event)
         for name, value in outputs.items():
             deliver(name, value)
         for q in dependents[pid]:
             release(q)
         n_done += 1
-        if hooks.n_pending():
-            for name, value in hooks.arrivals(block=False):
-                deliver(name, value)
+        # also a chance for the hooks to progress their own work (e.g.
+        # start sends whose data is ready); cheap when there is none
+        for name, value in arrivals(block=False):
+            deliver(name, value)
     return values, n_done
-
-
-def _run_part(pid: Hashable, part: Any,
-              prg_per_partition: Mapping[Hashable, Any],
-              values: Mapping[str, Any], hooks: PartHooks
-              ) -> tuple[Mapping[str, Any], Any]:
-    """``(outputs, event)`` of part *pid*."""
-    outputs = hooks.forwarded_outputs(pid, part, values)
-    if outputs is not None:
-        with hooks.part_running(pid):
-            return outputs, None
-    inputs = {name: values[name] for name in part.all_input_names()
-              if name in values}
-    wait_for = hooks.prepare_inputs(pid, inputs)
-    prg = prg_per_partition[pid]
-    options = hooks.call_options(pid, prg)
-    options["out_host"] = False
-    if wait_for:
-        options["wait_for"] = wait_for
-    # an input named like an option is the input (the contract's rule)
-    options.update(inputs)
-    queue = hooks.queue_for(pid)
-    with hooks.part_running(pid):
-        event, outputs = hooks.call_program(pid, prg, queue, options)
-    return outputs, event
 
 # vim: foldmethod=marker

@@ -562,10 +562,9 @@ def test_device_part_programs_get_the_pool_allocator():
         def __init__(self, prg):
             self.prg = prg
 
-        def __call__(self, queue, allocator=None, **inputs):
+        def __call__(self, queue, /, *, allocator=None, **kwargs):
             seen.append(allocator)
-            return self.prg(queue, allocator=allocator, out_host=False,
-                            **inputs)
+            return self.prg(queue, allocator=allocator, **kwargs)
 
     prgs = {pid: Recording(p) for pid, p in
             generate_code_for_partition(partition, target="loopy").items()}

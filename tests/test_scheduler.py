@@ -152,6 +152,20 @@ def test_a_part_waiting_for_an_arrival_lets_ready_parts_run_first():
     np.testing.assert_allclose(values["e"], 2 * np.ones(3))
 
 
+def test_arrivals_are_polled_after_every_part_even_with_nothing_pending():
+    # the MPI executor's exchange starts ready sends in the non-blocking
+    # call: it must come after every part, the last one included
+    partition, prgs = _received_partition()
+    hooks = _Arrivals(np.zeros(3))
+    run_parts(partition, prgs, hooks, {"x": np.ones(3)})
+    log = hooks.log
+    for pid in ("early", "late"):
+        i = log.index(("done", pid))
+        assert log[i + 1] == ("arrivals", False), log
+    # "late" ran after its value arrived, with nothing pending any more
+    assert log.index(("arrivals", True)) < log.index(("done", "late"))
+
+
 def test_nothing_pending_and_nothing_ready_is_an_error_naming_the_part():
     partition, prgs = _received_partition()
     hooks = _Arrivals(None)

@@ -78,7 +78,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -375,10 +375,10 @@ class MessagePlan:
         self.broken = False
         self.n_executions = 0
         self._freed = False
-        # id(part program) -> (program, accepts allocator=), see execute
-        self.accepts_allocator: dict[int, tuple[Any, bool]] = {}
-        # parts that only pass received values on, see execute
+        # parts that only pass received values on, and the names each part
+        # waits for besides other parts' outputs (made by execute, once)
         self.forwarding_parts: dict[Hashable, dict[str, str]] | None = None
+        self.awaited_names: dict[Hashable, tuple[str, ...]] | None = None
         # message headers compared with every peer (first execution)
         self.headers_checked = not is_mpi(comm)
         self.registry = ReceiveBufferRegistry(np)
@@ -919,7 +919,8 @@ class Exchange:
 
     # {{{ sending
 
-    def send_part_outputs(self, pid: Hashable, outputs: dict[str, Any]) -> None:
+    def send_part_outputs(self, pid: Hashable, outputs: Mapping[str, Any]
+                          ) -> None:
         """Start the messages of part *pid*, which has just computed
         *outputs*."""
         t0 = time.perf_counter_ns()
@@ -928,7 +929,7 @@ class Exchange:
         finally:
             self.overhead_ns["send"] += time.perf_counter_ns() - t0
 
-    def _send_part_outputs(self, pid: Hashable, outputs: dict[str, Any]
+    def _send_part_outputs(self, pid: Hashable, outputs: Mapping[str, Any]
                            ) -> None:
         plan = self.plan
         for name, send in plan.local_sends.get(pid, ()):

@@ -1,11 +1,14 @@
 """Running a distributed partition: parts as soon as their inputs are there.
 
 :func:`execute_distributed_partition` starts every receive first, then
-loops: run the runnable part that comes first in
-:attr:`~pytato_like.partition.GraphPartition.toposorted_part_ids` (its
-inputs computed or received), pack and start its messages at once (one per
-destination rank), pick up arrived messages without blocking; block
-only when no part can run (a polled wait, see
+runs this rank's parts through the part scheduler
+(:func:`~pytato_like.scheduler.run_parts`, with the hooks of
+``_MPIHooks``): the runnable part that comes first in
+:attr:`~pytato_like.partition.GraphPartition.toposorted_part_ids` runs
+next (its inputs computed or received), its messages are packed and
+started at once (one per destination rank), arrived messages are picked
+up without blocking after every part; the scheduler blocks only when no
+part can run (a polled wait, see
 :func:`~pytato_like.distributed.safety.poll_until`). So communication
 overlaps with all computation that does not need it: a part that does
 not need this step's messages (the interior of a halo exchange) is
@@ -25,12 +28,15 @@ execution of a partition and reused by the next ones (see
 :func:`message_plan`); executions of one partition run one after the other,
 in the order they were started.
 
-Part programs follow the bound-program convention ``prg(queue, **inputs)
--> (event, outputs)``: loopy/OpenCL programs (results are pyopencl arrays on
-*queue*; those accepting ``allocator=`` get the device memory pool of
-:mod:`~pytato_like.runtime.pool`, which also holds the communication
-buffers) or :class:`~pytato_like.partition.NumpyPartProgram` (NumPy arrays,
-*queue* may be ``None``).
+Part programs follow the program contract
+(:class:`~pytato_like.target.program.BoundProgram`): each is called as
+``prg(queue, allocator=..., out_host=False, **inputs) -> (event,
+outputs)``, with the device memory pool of :mod:`~pytato_like.runtime.pool`
+(which also holds the communication buffers) as allocator. Unless every
+part program is a host program of the contract
+(:class:`~pytato_like.target.program.HostBoundProgram`, e.g.
+:class:`~pytato_like.partition.NumpyPartProgram`; *queue* may then be
+``None``), the parts compute on *queue*'s device.
 
 Asynchronous use: ``execute_distributed_partition(..., wait=False)`` (or
 :func:`execute_distributed_partition_async`) returns a
@@ -52,13 +58,11 @@ If a part raises, the other ranks are told (see
 
 from __future__ import annotations
 
-import heapq
-import inspect
 import threading
 import time
 import weakref
 from collections.abc import Hashable, Mapping
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import numpy as np
 
@@ -77,8 +81,10 @@ from pytato_like.distributed.safety import (
 from pytato_like.distributed.threads import configure_device_threads
 from pytato_like.runtime.handles import Handle
 from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
+from pytato_like.scheduler import PartHooks, run_parts
 from pytato_like.target import BoundProgram
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
+from pytato_like.target.program import HostBoundProgram
 
 # before any OpenCL context exists: one device thread pool per rank must
 # not oversubscribe the node (see distributed.threads)
@@ -106,10 +112,10 @@ def _free_all_plans() -> None:
 
 
 def _on_device(prg_per_partition: Mapping[Hashable, Any], queue: Any) -> bool:
-    """Whether the part programs compute on *queue*'s device."""
-    from pytato_like.partition import NumpyPartProgram
+    """Whether the part programs compute on *queue*'s device (not all of
+    them are host programs of the contract)."""
     return queue is not None and not all(
-        isinstance(p, NumpyPartProgram) for p in prg_per_partition.values())
+        isinstance(p, HostBoundProgram) for p in prg_per_partition.values())
 
 
 def message_plan(partition: DistributedGraphPartition, comm: Any,
@@ -245,15 +251,6 @@ class DistributedExecution:
 
 # {{{ running
 
-def _accepts_allocator(prg: Any) -> bool:
-    try:
-        params = inspect.signature(prg).parameters
-    except (TypeError, ValueError):
-        return False
-    p = params.get("allocator")
-    return p is not None and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-
-
 def _run(partition: DistributedGraphPartition,
          prg_per_partition: Mapping[Hashable, BoundProgram], queue: Any,
          plan: MessagePlan, ticket: int, allocator: Any,
@@ -329,108 +326,117 @@ def _forwarding_parts(partition: DistributedGraphPartition
     return forwarding
 
 
-def _schedule(partition, prg_per_partition, queue, exchange, allocator,
-              input_args, recorder) -> tuple[int, dict[str, Any]]:
+def _awaited_names(partition: DistributedGraphPartition
+                   ) -> dict[Hashable, tuple[str, ...]]:
+    """Per part, the names it reads that no part of this rank computes
+    (received values and user inputs): the scheduler waits for those
+    that are not inputs to arrive."""
+    local = {name for part in partition.parts.values()
+             for name in part.output_names}
+    return {pid: tuple(n for n in part.partition_input_names
+                       if n not in local)
+            for pid, part in partition.parts.items()}
+
+
+class _MPIHooks(PartHooks):
+    """This rank's part of the schedule (see
+    :func:`~pytato_like.scheduler.run_parts`): received values are awaited
+    names, a part's outputs are sent as soon as it has run, and sent
+    outputs are computed into their messages' buffers."""
+
+    def __init__(self, partition: DistributedGraphPartition, queue: Any,
+                 exchange: Exchange, allocator: Any,
+                 recorder: TraceRecorder) -> None:
+        super().__init__(queue)
+        plan = exchange.plan
+        if plan.forwarding_parts is None:
+            plan.forwarding_parts = _forwarding_parts(partition)
+            plan.awaited_names = _awaited_names(partition)
+        self.plan = plan
+        self.exchange = exchange
+        self.forwarding = plan.forwarding_parts
+        self.awaited = cast("dict[Hashable, tuple[str, ...]]",
+                            plan.awaited_names)
+        self.options = {} if allocator is None else {"allocator": allocator}
+        self.recorder = recorder
+        self.records: dict[Hashable, TraceRecord] = {}
+        self.overhead_ns = exchange.overhead_ns
+
+    def awaited_names(self, pid: Hashable, part: Any) -> tuple[str, ...]:
+        return self.awaited[pid]
+
+    def n_pending(self) -> int:
+        return self.exchange.n_pending
+
+    def arrivals(self, block: bool) -> Any:
+        return self.exchange.arrivals(block)
+
+    def part_ready(self, pid: Hashable) -> None:
+        self.records[pid] = self.recorder.part(pid)     # posted: runnable now
+
+    def part_running(self, pid: Hashable) -> Any:
+        return self.records.pop(pid)
+
+    def forwarded_outputs(self, pid: Hashable, part: Any,
+                          values: Mapping[str, Any]) -> dict[str, Any] | None:
+        names = self.forwarding.get(pid)
+        if names is None:
+            return None
+        return {out: values[name] for out, name in names.items()}
+
+    def call_options(self, pid: Hashable, prg: Any) -> dict[str, Any]:
+        return dict(self.options)
+
+    def call_program(self, pid: Hashable, prg: Any, queue: Any,
+                     kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        t0 = time.perf_counter_ns()
+        c0 = time.thread_time_ns()
+        # outputs stay on the device (sent from there, fed to parts); those
+        # sent are computed into their messages' buffers where the program
+        # can (no packing then): loopy's placed call, a target-specific
+        # entry point beside the contract
+        placed = (self.plan.placed_outputs(pid)
+                  if isinstance(prg, BoundPyOpenCLProgram) else None)
+        if placed:
+            result = prg.call_placed(queue, placed, **kwargs)
+        else:
+            result = prg(queue, **kwargs)
+        overhead = self.overhead_ns
+        overhead["enqueue"] += time.perf_counter_ns() - t0
+        overhead["enqueue_cpu"] += time.thread_time_ns() - c0
+        return cast("tuple[Any, Any]", result)
+
+    def part_done(self, pid: Hashable, outputs: Mapping[str, Any],
+                  event: Any) -> None:
+        self.exchange.send_part_outputs(pid, outputs)
+
+    def blocked(self, waiting: dict[Hashable, list[str]]) -> NoReturn:
+        missing = {pid: names for pid, names in waiting.items() if names}
+        if not missing:
+            super().blocked(waiting)     # a cycle among this rank's parts
+        raise DistributedPartitionError(
+            f"rank {self.exchange.rank}: parts {sorted(missing, key=repr)} "
+            f"wait for inputs nothing provides: {missing}")
+
+
+def _schedule(partition: DistributedGraphPartition,
+              prg_per_partition: Mapping[Hashable, BoundProgram], queue: Any,
+              exchange: Exchange, allocator: Any,
+              input_args: Mapping[str, Any], recorder: TraceRecorder
+              ) -> tuple[int, dict[str, Any]]:
     """Run every part; the number run and every value by name."""
-    context: dict[str, Any] = dict(input_args or {})
+    values: dict[str, Any] = dict(input_args or {})
     if exchange.on_device:
         # once, while the queue is empty: a part program converting a host
         # input itself would block until the kernels before it finished
         import pyopencl.array as cla
-        for name, value in context.items():
+        for name, value in values.items():
             if isinstance(value, np.ndarray):
-                context[name] = cla.to_device(
+                values[name] = cla.to_device(
                     queue, np.ascontiguousarray(value), allocator=allocator)
-    position = {pid: i for i, pid in enumerate(partition.toposorted_part_ids)}
-    missing: dict[Hashable, set[str]] = {}
-    readers: dict[str, list[Hashable]] = {}
-    ready: list[tuple[int, Hashable]] = []
-    records: dict[Hashable, TraceRecord] = {}
-
-    def make_ready(pid: Hashable) -> None:
-        records[pid] = recorder.part(pid)       # posted: runnable now
-        heapq.heappush(ready, (position[pid], pid))
-
-    for pid in partition.toposorted_part_ids:
-        part = partition.parts[pid]
-        missing[pid] = {n for n in part.partition_input_names if n not in context}
-        for name in missing[pid]:
-            readers.setdefault(name, []).append(pid)
-        if not missing[pid]:
-            make_ready(pid)
-
-    def deliver(name: str, value: Any) -> None:
-        context[name] = value
-        for pid in readers.pop(name, ()):
-            missing[pid].discard(name)
-            if not missing[pid]:
-                make_ready(pid)
-
-    def receive(block: bool) -> None:
-        for name, value in exchange.arrivals(block):
-            deliver(name, value)
-
-    extra = {} if allocator is None else {"allocator": allocator}
-    # kept by the plan across executions (with the program, so its id is
-    # not reused): inspecting a signature costs more than a kernel launch
-    takes_allocator = exchange.plan.accepts_allocator
-    plan = exchange.plan
-    if plan.forwarding_parts is None:
-        plan.forwarding_parts = _forwarding_parts(partition)
-    forwarding = plan.forwarding_parts
-    n_done = 0
-    while n_done < len(partition.parts):
-        if not ready:
-            if not exchange.n_pending:
-                waiting = {pid: sorted(m) for pid, m in missing.items() if m}
-                raise DistributedPartitionError(
-                    f"rank {exchange.rank}: parts {sorted(waiting, key=repr)} "
-                    f"wait for inputs nothing provides: {waiting}")
-            receive(block=True)
-            continue
-        _, pid = heapq.heappop(ready)
-        part = partition.parts[pid]
-        if pid in forwarding:
-            with records.pop(pid):
-                outputs = {out: context[name]
-                           for out, name in forwarding[pid].items()}
-            exchange.send_part_outputs(pid, outputs)
-            for name, value in outputs.items():
-                deliver(name, value)
-            n_done += 1
-            receive(block=False)
-            continue
-        prg = prg_per_partition[pid]
-        inputs = {name: context[name] for name in part.all_input_names()
-                  if name in context}
-        if extra:
-            known = takes_allocator.get(id(prg))
-            if known is None or known[0] is not prg:
-                known = takes_allocator[id(prg)] = (prg, _accepts_allocator(prg))
-            accepts = known[1]
-            if accepts:
-                inputs.update(extra)
-        t0 = time.perf_counter_ns()
-        c0 = time.thread_time_ns()
-        with records.pop(pid):
-            # outputs stay on the device (sent from there, fed to parts);
-            # those sent are computed into their messages' buffers where
-            # the program can (no packing then)
-            if isinstance(prg, BoundPyOpenCLProgram):
-                placed = plan.placed_outputs(pid)
-                _evt, outputs = (prg.call_placed(queue, placed, out_host=False,
-                                                 **inputs) if placed
-                                 else prg(queue, out_host=False, **inputs))
-            else:
-                _evt, outputs = prg(queue, **inputs)
-        exchange.overhead_ns["enqueue"] += time.perf_counter_ns() - t0
-        exchange.overhead_ns["enqueue_cpu"] += time.thread_time_ns() - c0
-        exchange.send_part_outputs(pid, outputs)
-        for name, value in outputs.items():
-            deliver(name, value)
-        n_done += 1
-        receive(block=False)
-    return n_done, context
+    hooks = _MPIHooks(partition, queue, exchange, allocator, recorder)
+    values, n_done = run_parts(partition, prg_per_partition, hooks, values)
+    return n_done, values
 
 
 def _threads_allowed(comm: Any) -> bool:

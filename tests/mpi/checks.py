@@ -57,14 +57,6 @@ def get_queue():
     return _QUEUE[0]
 
 
-def _device_outputs(prg):
-    """Keywords keeping a loopy part program's outputs on the device, as
-    the executor does for unwrapped programs (pytato's rule would return
-    NumPy-fed parts' outputs on the host)."""
-    from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
-    return {"out_host": False} if isinstance(prg, BoundPyOpenCLProgram) else {}
-
-
 def to_numpy(result):
     return {k: v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray)
             else np.asarray(v) for k, v in result.items()}
@@ -374,7 +366,7 @@ def case_forwarding():
     def counting(pid, prg):
         def call(queue, **inputs):
             calls[pid] = calls.get(pid, 0) + 1
-            return prg(queue, **_device_outputs(prg), **inputs)
+            return prg(queue, **inputs)     # the executor's options pass through
         return call
 
     partition = find_distributed_partition(comm, {"y": held + 1, "r": r})
@@ -415,7 +407,7 @@ def _failing_on_rank1(prg):
     def call(queue, **inputs):
         if rank == 1:
             raise RuntimeError("injected failure in a part on rank 1")
-        return prg(queue, **_device_outputs(prg), **inputs)
+        return prg(queue, **inputs)     # the executor's options pass through
     return call
 
 
