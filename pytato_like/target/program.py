@@ -102,11 +102,14 @@ def split_call_options(input_names: Collection[str], kwargs: dict[str, Any]
     program inputs and the contract's :data:`CALL_OPTIONS`. A keyword
     naming an input of the program (*input_names*) is that input even if
     it is spelled like an option."""
-    if not any(name in kwargs for name in CALL_OPTIONS):
-        return kwargs, {}
-    inputs = dict(kwargs)
-    options = {name: inputs.pop(name) for name in CALL_OPTIONS
-               if name in inputs and name not in input_names}
+    # once per program call (every part of every execution): no generator,
+    # no copy unless an option is present
+    inputs, options = kwargs, {}
+    for name in CALL_OPTIONS:
+        if name in kwargs and name not in input_names:
+            if inputs is kwargs:
+                inputs = dict(kwargs)
+            options[name] = inputs.pop(name)
     return inputs, options
 
 
