@@ -28,9 +28,10 @@ extensions = [
 # objects.inv from a local file; a project whose inventory is not on disk is
 # left out rather than fetched. Debian ships pyopencl's and mpi4py's
 # inventories (python-pyopencl-doc, python-mpi4py-doc, installed by
-# scripts/bootstrap.sh). NumPy and loopy have no such package here (Debian has
-# no python-numpy-doc any more and no loopy docs); drop an objects.inv into
-# doc/_inventories/<name>.inv to enable them.
+# scripts/bootstrap.sh). NumPy's and loopy's are committed in
+# doc/_inventories/, written by scripts/make_inventories.py (loopy's built
+# from the documentation sources of its sdist, NumPy's from the installed
+# package by NumPy's URL scheme); rerun it when either is upgraded.
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _INVENTORY_CANDIDATES = {

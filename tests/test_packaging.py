@@ -49,3 +49,25 @@ def test_cache_size_malformed_raises(monkeypatch):
     monkeypatch.setenv("PYTATO_LIKE_CACHE_SIZE", "lots")
     with pytest.raises(ConfigurationError, match="PYTATO_LIKE_CACHE_SIZE"):
         cache.cache_size_limit()
+
+
+def test_docs_link_numpy_loopy_pyopencl_mpi4py_offline():
+    """The doc build (run with -W by make test) links to all four projects,
+    each through an inventory read from disk, holding the objects our docs
+    name."""
+    import runpy
+
+    from sphinx.util.inventory import InventoryFile
+
+    conf = runpy.run_path(str(ROOT / "doc" / "conf.py"))
+    mapping = conf["intersphinx_mapping"]
+    assert set(mapping) >= {"numpy", "loopy", "pyopencl", "mpi4py"}
+    expected = {"numpy": "numpy.ndarray", "loopy": "loopy.TranslationUnit",
+                "pyopencl": "pyopencl.CommandQueue", "mpi4py": "mpi4py.MPI.Comm"}
+    for name, (url, inventory) in mapping.items():
+        assert url.startswith("https://")
+        assert pathlib.Path(inventory).is_file(), inventory
+        with open(inventory, "rb") as f:
+            inv = InventoryFile.load(f, url, lambda base, uri: base + uri)
+        if name in expected:
+            assert any(expected[name] in objs for objs in inv.values()), name
