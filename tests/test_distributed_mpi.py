@@ -332,3 +332,16 @@ def test_partition_drawing_shows_the_profile_of_a_two_rank_trace(tmp_path):
         # the ranks' clocks were aligned: microseconds on an idle machine,
         # up to a millisecond on a loaded one)
         assert in_flight and all(abs(float(t)) < 1e3 for t in in_flight)
+
+
+def test_repeated_executions_take_the_fast_paths_and_match_numpy():
+    """The fast paths of repeated executions (tests/mpi/fast_parts.py): the
+    heat solver run four times with changing inputs equals serial NumPy
+    every time, part programs replay their recorded launches, messages
+    travel as sub-buffers of one device buffer (no pack or unpack kernels)
+    and sent values are computed in place from the second execution on."""
+    pytest.importorskip("pyopencl")
+    proc = launch(2, ROOT / "tests" / "mpi" / "fast_parts.py")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rank in range(2):
+        assert f"OK fast_parts rank {rank}" in proc.stdout, proc.stdout

@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed_fast_path.py under ``mpiexec -n 2``: the
+"""Run by tests/test_distributed_mpi.py (fast-paths test) under ``mpiexec -n 2``: the
 heat solver of examples/distributed_heat.py executed several times with
 changing inputs, checked against serial NumPy, and the fast paths checked
 to be taken: part programs replayed, messages as sub-buffers of one device
