@@ -1133,10 +1133,8 @@ class _DAGBuilder:
                 lo = 0
             data = np.asarray(self.data_rng.integers(lo, dim, shape)).astype(dtype)
             return self.new_input(shape, dtype, data, prefix="idx")
-        # (not uint64: loopy types a uint64 index moved by an int offset,
-        # as into a concatenation, float64 and refuses it; doc/numerics)
         base = self.pick(lambda v: v.kind in "iu" and 0 < len(v.shape) <= 2
-                         and v.eager.size <= 12 and v.dtype != np.uint64)
+                         and v.eager.size <= 12)
         if base is None:
             return np.asarray(self.data_rng.integers(lo, dim, shape))
         return self.build(f"{{}} % {dim}", lambda xp, x: x % dim, (base,),
@@ -1303,7 +1301,7 @@ class _DAGBuilder:
         axis = self.c.integer(0, ndim - 1)
         dim = a.shape[axis]
         idx_t = np.dtype(self.c.choice(["int64", "int32", "int8", "uint8",
-                                        "uint32", "int16"]))  # uint64: see index_array
+                                        "uint32", "uint64", "int16"]))
         shape = self.c.choice([(1,), (3,), (2, 2)])
         if idx_t.kind == "u":
             bad = dim + self.c.integer(0, 3)

@@ -218,6 +218,13 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
                                   function_name=function_name, cl_device=cl_device)
         return generate_outlined_program(outputs, order, single, inputs,
                                          compile_dag, target)
+    # uint64 gather indices are read as int64, as NumPy reads them (before
+    # the checks, which then see the values NumPy checks)
+    from pytato_like.transform.signed_indices import store_unsigned_indices
+    signed = store_unsigned_indices(outputs, order)
+    if signed is not outputs:
+        outputs = signed
+        order = topological_order(list(outputs.values()))
     checks: list = []
     if options.get("runtime_checks", True):
         # out-of-range gathers and negative integer powers raise as in NumPy
