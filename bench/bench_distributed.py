@@ -10,7 +10,8 @@ reports (steady times are medians of repeated runs after a first one that
 compiles kernels):
 
 * the steady time of one distributed execution on 2 ranks (the slower
-  rank's time, every run started after a barrier);
+  rank's time, every run started after a barrier; each rank's fields
+  already on its device, as a solver keeps them between calls);
 * a serial NumPy run of the whole domain (``np.roll`` stencil), and
   pytato_like in one process on the whole domain (the same steps as one
   loopy program, inputs already on the device, all cores), both measured
@@ -81,6 +82,7 @@ def one_process_s(n_total: int, n_steps: int) -> float:
 def _measure(comm, n_local: int, n_steps: int, halo: int,
              trace_path: str | None) -> dict:
     import pyopencl as cl
+    import pyopencl.array as cla
     from mpi4py import MPI
 
     import pytato_like as pt
@@ -99,6 +101,9 @@ def _measure(comm, n_local: int, n_steps: int, halo: int,
     prgs = pt.generate_code_for_partition(partition, target="loopy")
     setup = time.perf_counter() - t0
     queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    # on the device already, as for the one-process figure
+    inputs = {name: cla.to_device(queue, value)
+              for name, value in inputs.items()}
 
     def run():
         comm.Barrier()
