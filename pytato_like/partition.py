@@ -502,13 +502,29 @@ def _loopy_available() -> bool:
 
 
 def generate_code_for_partition(partition: GraphPartition,
-                                target: str | None = None
+                                target: str | None = None, *,
+                                lazy: bool | None = None
                                 ) -> dict[Hashable, BoundProgram]:
     """A bound program per part, computing the part's outputs.
 
     *target* is ``"loopy"`` (OpenCL, the default when
     :func:`pytato_like.generate_loopy` is available) or ``"numpy"`` (the
-    reference executor; call the programs with ``queue=None``)."""
+    reference executor; call the programs with ``queue=None``).
+
+    *lazy* (loopy target only; NumPy part programs cost nothing to make):
+    if true, each part's code is generated when first needed -- at its
+    first call, or, under
+    :func:`~pytato_like.execute_distributed_partition`, while the rank
+    waits for messages in its first execution, so code generation
+    overlaps with the first communication -- by a
+    :class:`~pytato_like.target.loopy.lazy.LazyPartProgram`; code
+    generation errors are then raised by the execution. If false, every
+    part's code is generated here, before returning. The default
+    (``None``) is lazy for a
+    :class:`~pytato_like.distributed.DistributedGraphPartition` and
+    eager otherwise. Either way the kernels of all parts generated before
+    a first launch (eagerly, or during a wait) are built by one OpenCL
+    build."""
     if target is None:
         target = "loopy" if _loopy_available() else "numpy"
     make: Callable[[Any], Any]
@@ -525,8 +541,22 @@ def generate_code_for_partition(partition: GraphPartition,
     else:
         raise ValueError(f"unknown part program target {target!r}; "
                          "expected 'loopy' or 'numpy'")
+    if lazy is None:
+        from pytato_like.distributed.partition import DistributedGraphPartition
+        lazy = isinstance(partition, DistributedGraphPartition)
     from pytato_like.target.loopy.report import compile_context
     programs: dict[Hashable, BoundProgram] = {}
+    if lazy and target == "loopy":
+        import threading
+
+        from pytato_like.target.loopy.lazy import LazyPartProgram
+        lock = threading.RLock()
+        for pid, part in partition.parts.items():
+            programs[pid] = LazyPartProgram(
+                pid, make_dict_of_named_arrays({
+                    name: partition.name_to_output[name]
+                    for name in sorted(part.output_names)}), make, lock)
+        return programs
     for pid, part in partition.parts.items():
         # progress and report lines of this compile name the part (and,
         # under MPI, the rank)

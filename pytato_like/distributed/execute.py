@@ -84,6 +84,7 @@ from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
 from pytato_like.scheduler import PartHooks, run_parts
 from pytato_like.target import BoundProgram
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
+from pytato_like.target.loopy.lazy import codegen_while_waiting
 from pytato_like.target.program import HostBoundProgram
 
 # before any OpenCL context exists: one device thread pool per rank must
@@ -346,8 +347,15 @@ class _MPIHooks(PartHooks):
 
     def __init__(self, partition: DistributedGraphPartition, queue: Any,
                  exchange: Exchange, allocator: Any,
-                 recorder: TraceRecorder) -> None:
+                 recorder: TraceRecorder,
+                 prg_per_partition: Mapping[Hashable, Any] | None = None
+                 ) -> None:
         super().__init__(queue)
+        # parts whose code is not generated yet (lazy part programs) are
+        # generated while this rank waits for messages (see arrivals)
+        self.codegen = codegen_while_waiting(
+            prg_per_partition or {}, partition.toposorted_part_ids, queue,
+            recorder)
         plan = exchange.plan
         if plan.forwarding_parts is None:
             plan.forwarding_parts = _forwarding_parts(partition)
@@ -368,7 +376,16 @@ class _MPIHooks(PartHooks):
     def n_pending(self) -> int:
         return self.exchange.n_pending
 
+    def table_cache(self) -> dict:
+        return self.plan.scheduler_tables
+
     def arrivals(self, block: bool) -> Any:
+        if block:
+            # code generation overlaps with the wait, a part at a time
+            for _ in self.codegen:
+                got = self.exchange.arrivals(False)
+                if got:
+                    return got
         return self.exchange.arrivals(block)
 
     def part_ready(self, pid: Hashable) -> None:
@@ -434,7 +451,8 @@ def _schedule(partition: DistributedGraphPartition,
             if isinstance(value, np.ndarray):
                 values[name] = cla.to_device(
                     queue, np.ascontiguousarray(value), allocator=allocator)
-    hooks = _MPIHooks(partition, queue, exchange, allocator, recorder)
+    hooks = _MPIHooks(partition, queue, exchange, allocator, recorder,
+                      prg_per_partition)
     values, n_done = run_parts(partition, prg_per_partition, hooks, values)
     return n_done, values
 

@@ -42,6 +42,7 @@ pytato_like.cache info|clear`` shows or empties it (:mod:`pytato_like.cache`).
 .. autofunction:: cache_info
 .. autofunction:: clear_disk_cache
 .. autofunction:: kernel_program
+.. autofunction:: build_pending
 .. autodata:: CODEGEN_CALLS
 .. autodata:: OPENCL_BUILDS
 """
@@ -486,6 +487,18 @@ def kernel_program(ctx, source):
         _KERNEL_PROGRAMS[(ctx, key)] = prg
         _PENDING.pop(key, None)
     return prg
+
+
+def build_pending(ctx) -> None:
+    """Build every kernel noted and not built yet for *ctx* now (one
+    OpenCL build, as :func:`kernel_program` would at the next launch):
+    the distributed executor does it while it waits for messages."""
+    for key, source in list(_PENDING.items()):
+        if (ctx, key) not in _KERNEL_PROGRAMS:
+            kernel_program(ctx, source)
+        # (kernels whose names clashed wait for a later build)
+        if (ctx, key) in _KERNEL_PROGRAMS:
+            _PENDING.pop(key, None)
 
 # }}}
 

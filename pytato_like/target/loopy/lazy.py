@@ -1,0 +1,136 @@
+"""Part programs whose code is generated when first needed.
+
+:func:`~pytato_like.partition.generate_code_for_partition` with
+``lazy=True`` (the default for a distributed partition) returns a
+:class:`LazyPartProgram` per part instead of generating every part's code
+before the first execution. A lazy program generates its code (DAG ->
+loopy -> device code, :func:`~pytato_like.generate_loopy`) the first time
+it is called or any of its attributes is read, and then *becomes* the
+generated program: its class and attributes are replaced by those of the
+:class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram` (or
+:class:`~pytato_like.target.loopy.outlined.OutlinedProgram`) made, so
+every later use costs nothing extra and ``type(prg)`` says what it is.
+Before that it already is a
+:class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram` for
+``isinstance`` (the distributed executor calls such programs through
+:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`).
+
+The distributed executor generates the code of the parts not generated
+yet while it waits for messages (:func:`codegen_while_waiting`): one part
+at a time in the order the parts run, looking for arrived messages after
+each, then one OpenCL build of every kernel generated and not built yet
+(:func:`~pytato_like.target.loopy.cache.build_pending`), so the parts
+generated during the wait share one ``clBuildProgram``.
+
+Code generation errors are raised by the call (or attribute read) that
+generates, inside the execution: under MPI the executor's failure path
+tells the other ranks. A program whose generation failed stays lazy (a
+later call tries again and raises again).
+
+.. autoclass:: LazyPartProgram
+    :members: generate
+.. autofunction:: codegen_while_waiting
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any
+
+from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
+
+__all__ = ["LazyPartProgram", "codegen_while_waiting"]
+
+logger = logging.getLogger("pytato_like.codegen")
+
+
+class LazyPartProgram(BoundPyOpenCLProgram):
+    """The program of part *pid*, computing *outputs* (a
+    :class:`~pytato_like.DictOfNamedArrays`) once ``make(outputs)`` has
+    generated it. Programs of one partition share *lock* (generation
+    from two threads happens once)."""
+
+    # (BoundPyOpenCLProgram.__init__ is not called: there is no plan yet)
+    def __init__(self, pid: Hashable, outputs: Any,
+                 make: Callable[[Any], Any], lock: Any) -> None:
+        self.pid = pid
+        self._lazy_outputs = outputs
+        self._lazy_make = make
+        self._lazy_lock = lock
+
+    def generate(self) -> None:
+        """Generate the code now (nothing if another thread just did) and
+        become the generated program."""
+        from pytato_like.target.loopy.report import compile_context
+        with self._lazy_lock:
+            if type(self) is not LazyPartProgram:
+                return      # generated while this thread waited for the lock
+            logger.debug("generating the code of part %r", self.pid)
+            # progress and report lines name the part (and the rank)
+            with compile_context(part=self.pid):
+                real = self._lazy_make(self._lazy_outputs)
+            state = dict(real.__dict__)
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            # the layouts are alike (plain classes with a __dict__)
+            self.__class__ = type(real)  # type: ignore[assignment]
+
+    def __getattr__(self, name: str) -> Any:
+        # only for attributes the lazy program lacks: the generated one's
+        if name.startswith("__") or name.startswith("_lazy"):
+            raise AttributeError(name)
+        self.generate()
+        return getattr(self, name)
+
+    def __call__(self, queue: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.generate()
+        return self(queue, *args, **kwargs)
+
+    def call_placed(self, queue: Any, placed: dict[str, Any], /,
+                    **kwargs: Any) -> Any:
+        self.generate()
+        if isinstance(self, BoundPyOpenCLProgram):
+            return self.call_placed(queue, placed, **kwargs)
+        # (an outlined program computes into its own arrays; the caller
+        # compares identities)
+        return self(queue, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<LazyPartProgram of part {self.pid!r}: not generated yet>"
+
+
+def codegen_while_waiting(programs: Mapping[Hashable, Any],
+                          order: Sequence[Hashable], queue: Any = None,
+                          recorder: Any = None) -> Iterator[Hashable]:
+    """Generate the lazy programs among *programs* that are not generated
+    yet, one part at a time in *order*, yielding each part id after its
+    generation (the caller looks for arrived messages between parts and may
+    stop); after the last, build every kernel not built yet for *queue*'s
+    context in one OpenCL build. With a
+    :class:`~pytato_like.runtime.trace.TraceRecorder` *recorder*, each
+    generation is a ``"codegen"`` record and the build a ``"build"``
+    record. Generation errors propagate."""
+    generated_any = False
+    for pid in order:
+        prg = programs.get(pid)
+        if type(prg) is not LazyPartProgram:
+            continue
+        if recorder is None:
+            prg.generate()
+        else:
+            with recorder.record("codegen", f"codegen part {pid}", part_id=pid):
+                prg.generate()
+        generated_any = True
+        yield pid
+    if generated_any and queue is not None:
+        from pytato_like.target.loopy import cache
+        if recorder is None:
+            cache.build_pending(queue.context)
+        else:
+            with recorder.record("build", "OpenCL build"):
+                cache.build_pending(queue.context)
+
+
+# vim: foldmethod=marker
