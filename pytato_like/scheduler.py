@@ -73,6 +73,12 @@ class PartHooks:
         ready only once they have arrived."""
         return ()
 
+    def table_cache(self) -> dict | None:
+        """A dict that outlives this run (e.g. kept with a reused message
+        plan) where the scheduler may keep what it derives from the
+        partition, or ``None`` to derive it again."""
+        return None
+
     def n_pending(self) -> int:
         """How many awaited values have not arrived yet."""
         return 0
@@ -136,6 +142,54 @@ class PartHooks:
             "needed_pids form a cycle")
 
 
+class _Tables:
+    """What the scheduler derives from a partition and the awaited names,
+    the same for every run: made once per (partition, hooks' table cache,
+    input names) and reused (a repeated execution pays only for its
+    counters)."""
+
+    __slots__ = ("order", "position", "dependents", "n_needed", "awaited",
+                 "input_names")
+
+    def __init__(self, partition: Any, hooks: PartHooks,
+                 provided: frozenset[str]) -> None:
+        parts = partition.parts
+        self.order = order = list(partition.toposorted_part_ids)
+        self.position = {pid: i for i, pid in enumerate(order)}
+        self.dependents: dict[Hashable, list[Hashable]] = {
+            pid: [] for pid in order}
+        self.n_needed: dict[Hashable, int] = {}
+        #: per part, the awaited names not among the provided values
+        self.awaited: dict[Hashable, tuple[str, ...]] = {}
+        #: per part, every name it reads (filtered by what is there)
+        self.input_names: dict[Hashable, tuple[str, ...]] = {}
+        for pid in order:
+            part = parts[pid]
+            for q in part.needed_pids:
+                if q not in self.dependents:
+                    raise MissingInputError(
+                        f"part {pid!r} needs part {q!r}, which the "
+                        "partition does not have")
+                self.dependents[q].append(pid)
+            self.n_needed[pid] = len(part.needed_pids)
+            self.awaited[pid] = tuple(sorted(
+                {n for n in hooks.awaited_names(pid, part)
+                 if n not in provided}))
+            self.input_names[pid] = tuple(sorted(part.all_input_names()))
+
+
+def _tables(partition: Any, hooks: PartHooks, provided: frozenset[str]
+            ) -> _Tables:
+    cache = hooks.table_cache()
+    if cache is None:
+        return _Tables(partition, hooks, provided)
+    key = (id(partition), provided)
+    tables = cache.get(key)
+    if tables is None:
+        tables = cache[key] = _Tables(partition, hooks, provided)
+    return tables
+
+
 def run_parts(partition: Any, prg_per_partition: Mapping[Hashable, Any],
               hooks: PartHooks, input_args: Mapping[str, Any] | None = None
               ) -> tuple[dict[str, Any], int]:
@@ -145,35 +199,24 @@ def run_parts(partition: Any, prg_per_partition: Mapping[Hashable, Any],
     docs). Returns every value by name (the inputs, every part output,
     every arrival) and the number of parts run."""
     parts = partition.parts
-    order = list(partition.toposorted_part_ids)
-    position = {pid: i for i, pid in enumerate(order)}
     values: dict[str, Any] = dict(input_args or {})
-
-    # waiting[pid]: parts and awaited names part pid still waits for
-    waiting = {pid: 0 for pid in order}
-    waiting_names: dict[Hashable, set[str]] = {}
-    dependents: dict[Hashable, list[Hashable]] = {pid: [] for pid in order}
-    readers: dict[str, list[Hashable]] = {}
+    tables = _tables(partition, hooks, frozenset(values))
+    order, position = tables.order, tables.position
+    dependents = tables.dependents
     ready: list[tuple[int, Hashable]] = []
 
     def make_ready(pid: Hashable) -> None:
         hooks.part_ready(pid)
         heapq.heappush(ready, (position[pid], pid))
 
+    # waiting[pid]: how many parts and awaited names part pid waits for
+    waiting = {}
+    readers: dict[str, list[Hashable]] = {}
     for pid in order:
-        part = parts[pid]
-        for q in part.needed_pids:
-            if q not in dependents:
-                raise MissingInputError(
-                    f"part {pid!r} needs part {q!r}, which the partition "
-                    "does not have")
-            dependents[q].append(pid)
-        names = {n for n in hooks.awaited_names(pid, part) if n not in values}
+        names = tables.awaited[pid]
         for name in names:
             readers.setdefault(name, []).append(pid)
-        if names:
-            waiting_names[pid] = names
-        waiting[pid] = len(part.needed_pids) + len(names)
+        waiting[pid] = tables.n_needed[pid] + len(names)
         if not waiting[pid]:
             make_ready(pid)
 
@@ -184,9 +227,14 @@ def run_parts(partition: Any, prg_per_partition: Mapping[Hashable, Any],
 
     def deliver(name: str, value: Any) -> None:
         values[name] = value
-        for pid in readers.pop(name, ()):
-            waiting_names[pid].discard(name)
-            release(pid)
+        pids = readers.pop(name, None)
+        if pids:
+            for pid in pids:
+                release(pid)
+
+    def still_awaited() -> dict[Hashable, list[str]]:
+        return {pid: [n for n in tables.awaited[pid] if n not in values]
+                for pid, n in waiting.items() if n}
 
     # the loop runs once per part: hooks bound once, no helper calls
     n_parts = len(order)
@@ -199,12 +247,12 @@ def run_parts(partition: Any, prg_per_partition: Mapping[Hashable, Any],
     call_program = hooks.call_program
     part_done = hooks.part_done
     arrivals = hooks.arrivals
+    input_names = tables.input_names
     n_done = 0
     while n_done < n_parts:
         if not ready:
             if not hooks.n_pending():
-                hooks.blocked({pid: sorted(waiting_names.get(pid, ()))
-                               for pid, n in waiting.items() if n})
+                hooks.blocked(still_awaited())
             for name, value in arrivals(block=True):
                 deliver(name, value)
             continue
@@ -216,7 +264,7 @@ def run_parts(partition: Any, prg_per_partition: Mapping[Hashable, Any],
             with part_running(pid):
                 pass
         else:
-            inputs = {name: values[name] for name in part.all_input_names()
+            inputs = {name: values[name] for name in input_names[pid]
                       if name in values}
             wait_for = prepare_inputs(pid, inputs)
             prg = prg_per_partition[pid]

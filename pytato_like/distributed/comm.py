@@ -379,6 +379,9 @@ class MessagePlan:
         # waits for besides other parts' outputs (made by execute, once)
         self.forwarding_parts: dict[Hashable, dict[str, str]] | None = None
         self.awaited_names: dict[Hashable, tuple[str, ...]] | None = None
+        #: what the part scheduler derives from the partition (see
+        #: :meth:`~pytato_like.scheduler.PartHooks.table_cache`)
+        self.scheduler_tables: dict = {}
         # message headers compared with every peer (first execution)
         self.headers_checked = not is_mpi(comm)
         self.registry = ReceiveBufferRegistry(np)
@@ -721,6 +724,19 @@ class MessagePlan:
         self.registry.clear()
 
 
+_MPI_MODULE: Any = None
+
+
+def _mpi() -> Any:
+    """mpi4py's ``MPI`` (imported on first use: host-only programs run
+    without it; a function-level import costs a microsecond per call)."""
+    global _MPI_MODULE
+    if _MPI_MODULE is None:
+        from mpi4py import MPI
+        _MPI_MODULE = MPI
+    return _MPI_MODULE
+
+
 class Exchange:
     """The communication of one execution of a :class:`MessagePlan`."""
 
@@ -734,6 +750,9 @@ class Exchange:
         self._pending_local = set(plan.local_recv)
         # incoming messages not arrived yet: (message, request, record)
         self._recv_waiting: list[tuple[_Incoming, Any, Any]] = []
+        # their requests and statuses, in the same order (for Testsome)
+        self._recv_requests: list[Any] = []
+        self._recv_statuses: list[Any] = []
         self._sends_active: list[tuple[Any, Any, Any]] = []   # (req, record, keep)
         self._device_copies: list[tuple[_Outgoing, Any, Any]] = []
         self._upload_events: list[Any] = []
@@ -779,6 +798,8 @@ class Exchange:
                 n_arrays=len(msg.names))
             self._recv_waiting.append((msg, req, rec))
             requests.append(req)
+        self._recv_requests = list(requests)
+        self._recv_statuses = [MPI.Status() for _ in requests]
         if plan.packed:
             MPI.Prequest.Startall(requests)
 
@@ -819,19 +840,10 @@ class Exchange:
         if block:
             # never wait for a peer while our own data to it waits for us
             self._start_ready_device_sends(block=True)
-        from mpi4py import MPI
-        requests = [req for _, req, _ in self._recv_waiting]
-        statuses = [MPI.Status() for _ in requests]
         found: list[int] = []
 
         def test() -> bool:
-            try:
-                found.extend(MPI.Request.Testsome(requests, statuses) or ())
-            except MPI.Exception as exc:
-                raise SendRecvMismatchError(
-                    f"rank {self.rank} received a message larger than the "
-                    f"receive it was meant for ({exc}); the sender and the "
-                    "receiver disagree on shapes or dtypes") from exc
+            found.extend(self._test_receives())
             return bool(found)
 
         if block:
@@ -841,11 +853,14 @@ class Exchange:
                            "waits for messages "
                            + ", ".join(f"(rank {m.src}, tag {m.tag})"
                                        for m, _, _ in self._recv_waiting))
-        elif not test():
-            return result
+        else:
+            found = self._test_receives()
+            if not found:
+                return result
         done = set(found)
         # statuses are filled in completion order, not by request index
-        for i, status in zip(found, statuses, strict=False):
+        from mpi4py import MPI
+        for i, status in zip(found, self._recv_statuses, strict=False):
             msg = self._recv_waiting[i][0]
             buffer = cast(np.ndarray, msg.buffer)  # a posted receive's
             count = status.Get_count(MPI.BYTE)
@@ -857,12 +872,27 @@ class Exchange:
         arrived = [self._recv_waiting[i] for i in sorted(done)]
         self._recv_waiting = [w for i, w in enumerate(self._recv_waiting)
                               if i not in done]
+        self._recv_requests = [req for _, req, _ in self._recv_waiting]
+        self._recv_statuses = self._recv_statuses[:len(self._recv_requests)]
         for msg, _, rec in arrived:
             rec.complete()
             self.n_messages_received += 1
             self.bytes_received += int(cast(np.ndarray, msg.buffer).nbytes)
             result.extend(self._unpack(msg))
         return result
+
+    def _test_receives(self) -> list[int]:
+        """Indices (into the waiting receives) of those completed now;
+        their statuses fill :attr:`_recv_statuses` in that order."""
+        MPI = _mpi()
+        try:
+            return MPI.Request.Testsome(self._recv_requests,
+                                        self._recv_statuses) or []
+        except MPI.Exception as exc:
+            raise SendRecvMismatchError(
+                f"rank {self.rank} received a message larger than the "
+                f"receive it was meant for ({exc}); the sender and the "
+                "receiver disagree on shapes or dtypes") from exc
 
     def _unpack(self, msg: _Incoming) -> list[tuple[str, Any]]:
         t0 = time.perf_counter_ns()
@@ -1022,7 +1052,7 @@ class Exchange:
 
     def _start_send(self, msg: _Outgoing, request: Any, data: np.ndarray
                     ) -> None:
-        from mpi4py import MPI
+        MPI = _mpi()
         t0 = time.perf_counter_ns()
         rec = self.recorder.message("send", msg.dest, tag=msg.tag,
                                     nbytes=data.nbytes, part_id=msg.pid,
@@ -1040,7 +1070,7 @@ class Exchange:
     def _poll_sends(self) -> None:
         if not self._sends_active:
             return
-        from mpi4py import MPI
+        MPI = _mpi()
         indices = MPI.Request.Testsome([r for r, _, _ in self._sends_active])
         if not indices:
             return
