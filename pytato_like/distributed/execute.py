@@ -351,11 +351,6 @@ class _MPIHooks(PartHooks):
                  prg_per_partition: Mapping[Hashable, Any] | None = None
                  ) -> None:
         super().__init__(queue)
-        # parts whose code is not generated yet (lazy part programs) are
-        # generated while this rank waits for messages (see arrivals)
-        self.codegen = codegen_while_waiting(
-            prg_per_partition or {}, partition.toposorted_part_ids, queue,
-            recorder)
         plan = exchange.plan
         if plan.forwarding_parts is None:
             plan.forwarding_parts = _forwarding_parts(partition)
@@ -366,6 +361,11 @@ class _MPIHooks(PartHooks):
         self.awaited = cast("dict[Hashable, tuple[str, ...]]",
                             plan.awaited_names)
         self.options = {} if allocator is None else {"allocator": allocator}
+        # parts whose code is not generated yet (lazy part programs) are
+        # generated while this rank waits for messages (see arrivals)
+        self.codegen = codegen_while_waiting(
+            prg_per_partition or {}, partition, self.awaited, self.forwarding,
+            queue, recorder)
         self.recorder = recorder
         self.records: dict[Hashable, TraceRecord] = {}
         self.overhead_ns = exchange.overhead_ns
