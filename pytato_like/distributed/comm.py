@@ -981,6 +981,19 @@ class Exchange:
 
     def _send_packed(self, msg: _Outgoing, values: list[Any]) -> None:
         plan = self.plan
+        padded = msg.padded
+        if padded is not None and all(
+                v is a for v, a in zip(values, padded.arrays, strict=True)):
+            # the common case from the second execution on: the part
+            # program computed every array into the message's buffer
+            rec = self.recorder.record(
+                "pack", f"pack {msg.dest}", peer=msg.dest, tag=msg.tag,
+                nbytes=cast(np.ndarray, msg.buffer).nbytes,
+                part_id=msg.pid).start()
+            evt = padded.to_host(cast(np.ndarray, msg.buffer), None)
+            plan.queue.flush()
+            self._device_copies.append((msg, evt, rec))
+            return
         if plan.pack_on_device:
             import pyopencl.array as cla
             values = [v if is_device_array(v) and v.flags.c_contiguous

@@ -67,6 +67,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import sys
 import threading
 import time
@@ -86,7 +87,14 @@ logger = logging.getLogger("pytato_like")
 #: flight before it raises :class:`~pytato_like.diagnostic.RankDepartedError`
 DEPARTURE_GRACE_S = 2.0
 #: longest sleep between two polls of a wait
-MAX_BACKOFF_S = 250e-6
+MAX_BACKOFF_S = 100e-6
+#: polls a wait makes, giving the core away (``sched_yield``) between
+#: them, before it starts sleeping
+YIELDING_POLLS = 8
+#: the timer slack (ns) of a waiting thread: Linux lets a sleep overrun by
+#: this much (50 us by default, which made every short sleep of a wait
+#: last 60-100 us)
+WAIT_TIMER_SLACK_NS = 1000
 #: seconds the exit hook waits for an execution whose handle was dropped
 DROPPED_EXECUTION_TIMEOUT_S = 20.0
 _NOTICE_BYTES = 4096
@@ -249,6 +257,37 @@ def notice_board(comm: Any) -> NoticeBoard:
     return board
 
 
+_slack = threading.local()
+
+
+def _tighten_timer_slack() -> None:
+    """Let this thread's short sleeps end on time (Linux ``prctl``; once
+    per thread; elsewhere nothing)."""
+    if getattr(_slack, "done", False):
+        return
+    _slack.done = True
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_timerslack = 29
+        libc.prctl(pr_set_timerslack, WAIT_TIMER_SLACK_NS, 0, 0, 0)
+    except (OSError, AttributeError) as exc:   # pragma: no cover
+        logger.debug("could not set the timer slack: %s", exc)
+
+
+def _yield_core() -> None:
+    """Give the core to another runnable thread (the device's workers),
+    returning at once if there is none; ``time.sleep(0)`` would sleep for
+    the timer slack instead."""
+    sched_yield = getattr(os, "sched_yield", None)
+    if sched_yield is not None:
+        sched_yield()
+    else:   # pragma: no cover
+        time.sleep(0)
+
+
 def poll_until(test: Callable[[], bool], comm: Any, peers: Callable[[], Any]
                = tuple, what: str = "", cancelled: Callable[[], bool] | None
                = None) -> None:
@@ -258,6 +297,7 @@ def poll_until(test: Callable[[], bool], comm: Any, peers: Callable[[], Any]
     :data:`MAX_BACKOFF_S`. ``cancelled()`` true ends the wait with
     :class:`~pytato_like.diagnostic.DistributedExecutionError`."""
     board = notice_board(comm) if is_mpi(comm) else None
+    _tighten_timer_slack()
     delay = 0.0
     n = 0
     while not test():
@@ -272,10 +312,11 @@ def poll_until(test: Callable[[], bool], comm: Any, peers: Callable[[], Any]
                 raise
         if cancelled is not None and cancelled():
             raise DistributedExecutionError(
-                f"rank {comm.Get_rank()}: wait cancelled ({what})")
+                f"rank {0 if comm is None else comm.Get_rank()}: wait "
+                f"cancelled ({what})")
         n += 1
-        if n < 8:
-            time.sleep(0)
+        if n <= YIELDING_POLLS:
+            _yield_core()
         else:
             delay = min(MAX_BACKOFF_S, max(delay * 2, 10e-6))
             time.sleep(delay)
