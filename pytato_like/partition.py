@@ -512,19 +512,20 @@ def generate_code_for_partition(partition: GraphPartition,
     reference executor; call the programs with ``queue=None``).
 
     *lazy* (loopy target only; NumPy part programs cost nothing to make):
-    if true, each part's code is generated when first needed -- at its
-    first call, or, under
-    :func:`~pytato_like.execute_distributed_partition`, while the rank
-    waits for messages in its first execution, so code generation
-    overlaps with the first communication -- by a
-    :class:`~pytato_like.target.loopy.lazy.LazyPartProgram`; code
-    generation errors are then raised by the execution. If false, every
-    part's code is generated here, before returning. The default
-    (``None``) is lazy for a
+    if true, each part's program is a
+    :class:`~pytato_like.target.loopy.lazy.LazyPartProgram`, whose code is
+    generated when first needed: at its first call or attribute read, or
+    by :func:`~pytato_like.execute_distributed_partition` in the first
+    execution -- while the rank waits for its first messages if every
+    part of the rank waits for one (code generation and the OpenCL build
+    overlap with the communication), else at the start, before the first
+    launch. Code generation errors are then raised by the execution (and
+    reported to the other ranks). If false, every part's code is
+    generated here. The default (``None``) is lazy for a
     :class:`~pytato_like.distributed.DistributedGraphPartition` and
-    eager otherwise. Either way the kernels of all parts generated before
-    a first launch (eagerly, or during a wait) are built by one OpenCL
-    build."""
+    eager otherwise. Either way the kernels of the parts generated
+    together are built by one OpenCL build (see the code generation
+    page, "Code generation during the first communication")."""
     if target is None:
         target = "loopy" if _loopy_available() else "numpy"
     make: Callable[[Any], Any]

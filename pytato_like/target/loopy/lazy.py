@@ -15,12 +15,16 @@ Before that it already is a
 ``isinstance`` (the distributed executor calls such programs through
 :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`).
 
-The distributed executor generates the code of the parts not generated
-yet while it waits for messages (:func:`codegen_while_waiting`): one part
-at a time in the order the parts run, looking for arrived messages after
-each, then one OpenCL build of every kernel generated and not built yet
-(:func:`~pytato_like.target.loopy.cache.build_pending`), so the parts
-generated during the wait share one ``clBuildProgram``.
+The distributed executor generates them in its first execution
+(:func:`codegen_while_waiting`): all at once before the first launch if a
+part of the rank can run before any message arrives (their kernels then
+share the first OpenCL build), else while the rank waits for its first
+messages -- one part at a time in the order the parts run, looking for
+arrived messages after each, then one OpenCL build of every kernel
+generated and not built yet
+(:func:`~pytato_like.target.loopy.cache.build_pending`). doc/codegen.rst
+("Code generation during the first communication") has the measurements
+behind this rule.
 
 Code generation errors are raised by the call (or attribute read) that
 generates, inside the execution: under MPI the executor's failure path
@@ -30,6 +34,7 @@ later call tries again and raises again).
 .. autoclass:: LazyPartProgram
     :members: generate
 .. autofunction:: codegen_while_waiting
+.. autodata:: GENERATE_REST_WHILE_WAITING
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ class LazyPartProgram(BoundPyOpenCLProgram):
             self.__dict__.clear()
             self.__dict__.update(state)
             # the layouts are alike (plain classes with a __dict__)
-            self.__class__ = type(real)  # type: ignore[assignment]
+            self.__class__ = type(real)
 
     def __getattr__(self, name: str) -> Any:
         # only for attributes the lazy program lacks: the generated one's
