@@ -203,7 +203,7 @@ SCRIPT = Path(__file__).resolve().parent / "mpi" / "codegen_overlap.py"
 def test_mpi_ping_pong(case):
     # see tests/mpi/codegen_overlap.py for what each rank checks
     from test_distributed_mpi import launch
-    proc = launch(2, SCRIPT, case)
+    proc = launch(2, SCRIPT, case, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for rank in range(2):
         assert f"OK {case} rank {rank}" in proc.stdout, proc.stdout + proc.stderr

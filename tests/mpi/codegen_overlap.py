@@ -5,8 +5,11 @@ The computation is a ping-pong: rank 0 computes ``y`` from its input and
 sends it; rank 1 computes ``z`` from ``y`` and sends it back; rank 0
 computes ``u`` from ``z`` and sends it; rank 1's result needs ``u``. So
 every part of rank 1 waits for a message, while rank 0's first part runs
-at once. Rank 0 sleeps before executing, so that rank 1 certainly waits
-(no assertion is on a time).
+at once. In the ``lazy`` case rank 0 generates its code (inside the
+execution, after the first execution's header exchange) only once rank 1
+has built its kernels (rank 1 tells it on a second communicator from
+inside the build), so rank 1 certainly generates and builds while it
+waits for ``y`` (no time is involved).
 
 Cases (each rank prints ``OK <case> rank <r>`` when its checks pass):
 
@@ -28,7 +31,6 @@ Cases (each rank prints ``OK <case> rank <r>`` when its checks pass):
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 import pyopencl as cl
@@ -97,8 +99,23 @@ def main(case: str) -> int:
         def failing(outputs):
             raise diagnostic.DTypeError(f"injected failure of part {second}")
         prgs[second]._lazy_make = failing
-    if rank == 0:
-        time.sleep(2.0)     # rank 1 waits for y meanwhile
+    side = comm.Dup()
+    if case == "lazy":
+        if rank == 1:
+            build_pending = cache.build_pending
+
+            def build_and_tell(ctx):
+                build_pending(ctx)
+                side.send("built", dest=0)
+            cache.build_pending = build_and_tell
+        else:
+            first = prgs[partition.toposorted_part_ids[0]]
+            make = first._lazy_make
+
+            def make_when_told(outputs):
+                assert side.recv(source=1) == "built"
+                return make(outputs)
+            first._lazy_make = make_when_told
     recorder = TraceRecorder(rank)
     try:
         result = execute_distributed_partition(
