@@ -86,6 +86,26 @@ def test_attribute_read_generates_and_labels_the_part(caplog, monkeypatch):
     assert any(f"[part {pid}]" in line for line in lines), lines
 
 
+def test_copy_and_bind_of_a_lazy_program(queue):
+    partition, want = three_parts(7.5)
+    prgs = generate_code_for_partition(partition, lazy=True)
+    pid = partition.toposorted_part_ids[0]
+    copied = prgs[pid].copy()
+    assert type(copied) is BoundPyOpenCLProgram
+    assert type(prgs[pid]) is BoundPyOpenCLProgram
+    _, out = copied(queue, x=XV, out_host=True)
+    np.testing.assert_allclose(out["a"], want["a"], rtol=1e-13)
+    other = partition.toposorted_part_ids[2]
+    assert type(prgs[other]) is LazyPartProgram
+    executable = prgs[other].bind_to_context(queue.context)
+    got = execute_partition(partition, prgs, queue, {"x": XV})
+    np.testing.assert_allclose(got["c"].get(), want["c"], rtol=1e-13)
+    inputs = {name: got[name] for name in partition.parts[other].all_input_names()
+              if name != "x"}
+    _, out = executable(queue, x=XV, out_host=True, **inputs)
+    np.testing.assert_allclose(out["c"], want["c"], rtol=1e-13)
+
+
 def test_defaults_and_eager_mode():
     from pytato_like.distributed import (
         find_distributed_partition,

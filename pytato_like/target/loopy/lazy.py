@@ -108,6 +108,11 @@ class LazyPartProgram(BoundPyOpenCLProgram):
         # compares identities)
         return self(queue, **kwargs)
 
+    def copy(self, **kwargs: Any) -> Any:
+        # (the inherited copy would copy the lazy state)
+        self.generate()
+        return self.copy(**kwargs)
+
     def __repr__(self) -> str:
         return f"<LazyPartProgram of part {self.pid!r}: not generated yet>"
 
