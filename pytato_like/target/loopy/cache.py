@@ -43,6 +43,7 @@ pytato_like.cache info|clear`` shows or empties it (:mod:`pytato_like.cache`).
 .. autofunction:: clear_disk_cache
 .. autofunction:: kernel_program
 .. autofunction:: build_pending
+.. autofunction:: pending_kernels
 .. autodata:: CODEGEN_CALLS
 .. autodata:: OPENCL_BUILDS
 """
@@ -487,6 +488,11 @@ def kernel_program(ctx, source):
         _KERNEL_PROGRAMS[(ctx, key)] = prg
         _PENDING.pop(key, None)
     return prg
+
+
+def pending_kernels() -> int:
+    """How many noted kernels wait for an OpenCL build."""
+    return len(_PENDING)
 
 
 def build_pending(ctx) -> None:

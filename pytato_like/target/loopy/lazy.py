@@ -179,8 +179,8 @@ def _while_waiting(programs: Mapping[Hashable, Any], order: list[Hashable],
         _generate(prg, recorder)
         generated_any = True
         yield pid
-    if generated_any and queue is not None:
-        from pytato_like.target.loopy import cache
+    from pytato_like.target.loopy import cache
+    if generated_any and queue is not None and cache.pending_kernels():
         if recorder is None:
             cache.build_pending(queue.context)
         else:
