@@ -15,7 +15,12 @@ temporaries -- and a key naming its structure:
   constant sizes takes them as kernel arguments, so the steps of a
   shrinking (or growing) loop are one kernel too;
 - one phase per ``(level, loop group)``, separated by global barriers
-  (each phase becomes a device kernel of its own).
+  (each phase becomes a device kernel of its own);
+- **pieces** of an array written piece by piece (a stored concatenation,
+  :func:`~pytato_like.target.loopy.instructions.stored_pieces`) write at
+  their placement: a concatenation's offset is a constant, or a size
+  argument where the chunk takes its sizes as arguments, so that pieces
+  at other offsets (another rank's part, another step) share the kernel.
 """
 
 from __future__ import annotations
@@ -183,12 +188,34 @@ class _ChunkBody:
     #: ``id(array) -> id of the instruction writing it``
     writer_id: dict = dataclasses.field(default_factory=dict)
     reduction_groups: set = dataclasses.field(default_factory=set)
+    #: ``(position in lp_insns, group inames, placement)`` of the
+    #: assignments of pieces at a constant offset (see :meth:`place`)
+    placed: list = dataclasses.field(default_factory=list)
+    #: ``id(array) -> ids of the assignments of its last piece`` so far
+    piece_ids: dict = dataclasses.field(default_factory=dict)
+    #: whether some piece's offset plus extent passes 2^31 - 1 (the
+    #: kernel needs 64-bit indices)
+    wide_offsets: bool = False
     n_insn: int = 0
 
     def next_id(self) -> str:
         iid = f"_pt_insn{self.n_insn}"
         self.n_insn += 1
         return iid
+
+    def place(self, scope: _ChunkScope, as_arguments: bool) -> None:
+        """Write the constant offsets of the pieces' assignments: as size
+        arguments when *as_arguments* (offsets above 1, as buffer
+        dimensions), else as constants."""
+        for pos, inames, placement in self.placed:
+            offset = placement.offset
+            if as_arguments and offset > 1:
+                offset = prim.Variable(scope.local(scope.const_size(offset), "s"))
+            insn = self.lp_insns[pos]
+            idx = placement.index(tuple(prim.Variable(v) for v in inames),
+                                  offset)
+            self.lp_insns[pos] = insn.copy(
+                assignee=prim.Subscript(insn.assignee.aggregate, idx))
 
 
 def _is_empty(insn: Instruction) -> bool:
@@ -305,15 +332,18 @@ class ChunkSpecBuilder:
         global_temps = any(
             self.buffers[n].kind == "temporary" and written_in.get(n) == k
             and not read_in.get(n, set()) - {k} for n in scope.arrays_used)
-        if _sizes_as_arguments(self.sizes_as_arguments, scope.group_extents,
-                               body.reduction_groups, body.temps, global_temps):
+        as_arguments = _sizes_as_arguments(
+            self.sizes_as_arguments, scope.group_extents,
+            body.reduction_groups, body.temps, global_temps)
+        if as_arguments:
             for g, extents in scope.group_extents.items():
                 scope.group_extents[g] = tuple(
                     prim.Variable(scope.const_size(e)) if isinstance(e, int) else e
                     for e in extents)
+        body.place(scope, as_arguments)
 
         args, bindings, wide = self._arguments(scope, k, written_in, read_in,
-                                               body.temps)
+                                               body.temps, body.wide_offsets)
         dom_strs = _domain_strings(scope, args, body.domains)
         helpers: set = set()
         for insn in chunk:
@@ -324,6 +354,7 @@ class ChunkSpecBuilder:
                 "bindings": bindings, "helpers": helpers,
                 "groups": scope.group_extents,
                 "reduction_groups": body.reduction_groups,
+                "wide_offsets": body.wide_offsets,
                 "const_sizes": {scope.local(n, "s"): v
                                 for n, v in scope.const_sizes.items()},
                 "name": None}  # set by the kernel generator
@@ -351,6 +382,26 @@ class ChunkSpecBuilder:
             deps.add(barrier_of[phase])
         within = frozenset(inames)
         idx = tuple(prim.Variable(v) for v in inames) or (0,)
+        placement = insn.placement
+        if placement is not None:
+            # after the assignments of the previous piece of the array in
+            # this chunk: loopy wants the writers of one variable ordered;
+            # the pieces write disjoint elements, no barrier between them
+            previous = body.piece_ids.get(id(insn.node), ())
+            deps.update(previous)
+            no_sync = frozenset((iid, "any") for iid in previous)
+            offset = placement.offset
+            if isinstance(offset, int):
+                extent = insn.shape[placement.axis] if placement.position is None \
+                    else 0
+                if isinstance(extent, int) and offset + extent > INT32_MAX:
+                    body.wide_offsets = True
+            else:
+                offset = rw(self.names.dim_expr(offset))
+            idx = placement.index(tuple(prim.Variable(v) for v in inames),
+                                  offset) or (0,)
+        else:
+            no_sync = frozenset()
         dtype = storage_dtype(insn.node.dtype) if insn.node is not None \
             else np.dtype(np.int64)
         ids = []
@@ -369,16 +420,23 @@ class ChunkSpecBuilder:
         for t in insn.targets:
             iid = body.next_id()
             scope.arrays_used.add(t)
+            if placement is not None and placement.position is None \
+                    and isinstance(placement.offset, int):
+                body.placed.append((len(body.lp_insns), inames, placement))
             body.lp_insns.append(lp.Assignment(
                 prim.Subscript(prim.Variable(scope.local(t, "a")), idx), expr,
-                id=iid, depends_on=frozenset(deps), within_inames=within))
+                id=iid, depends_on=frozenset(deps), within_inames=within,
+                no_sync_with=no_sync))
             ids.append(iid)
             if insn.node is not None and insn.private is None:
                 body.writer_id.setdefault(id(insn.node), iid)
+        if placement is not None:
+            body.piece_ids[id(insn.node)] = ids
         body.phase_insn_ids.setdefault(phase, []).extend(ids)
 
     def _arguments(self, scope: _ChunkScope, k: int, written_in: dict[str, int],
-                   read_in: dict[str, set[int]], temps: dict
+                   read_in: dict[str, set[int]], temps: dict,
+                   wide_offsets: bool = False
                    ) -> tuple[list, dict[str, str], bool]:
         """The kernel arguments of chunk *k*, their bindings to program
         names, and whether its sizes need 64 bits. Arrays crossing the
@@ -405,7 +463,7 @@ class ChunkSpecBuilder:
         # such sizes are 32-bit like the indices they bound (a 64-bit bound
         # made a cache-resident 1-D stencil ~15% slower on PoCL)
         const_sizes = scope.const_sizes
-        wide = any(v > INT32_MAX for v in const_sizes.values())
+        wide = wide_offsets or any(v > INT32_MAX for v in const_sizes.values())
         for name in sorted(scope.sizes_used, key=lambda n: scope.local(n, "s")):
             lname = scope.local(name, "s")
             args.append(lp.ValueArg(lname, np.int32 if name in const_sizes

@@ -6,7 +6,9 @@ every stored array, this module decides
 - the *level* of each instruction (:func:`assign_levels`): one more than
   the level of a stored array it reads at another index or shape than its
   own (a stencil, a transpose, a reduction), so a level waits for the
-  previous one;
+  previous one; readers of an array written piece by piece (see
+  :func:`~pytato_like.target.loopy.instructions.stored_pieces`) wait for
+  all its pieces, one level above the highest;
 - the *chunks* (:func:`assign_chunks`): instructions ordered by level and
   loop group, cut into runs of one loop group of one level (one device
   kernel) of at most ``max_instructions_per_kernel`` instructions;
@@ -61,6 +63,11 @@ def assign_levels(insns: list[Instruction], insn_of: dict[int, Instruction],
             dep = insn_of.get(nid)
             if dep is None:
                 continue
+            if dep.pieces:
+                # written by loops of other shapes: read from memory after
+                # all of them
+                level = max(level, *(p.level + 1 for p in dep.pieces))
+                continue
             level = max(level, dep.level
                         + (0 if _is_identity(insn, stored[nid], idx) else 1))
         insn.level = level
@@ -84,8 +91,9 @@ def assign_chunks(insns: list[Instruction], insn_of: dict[int, Instruction],
     # this order is topological; symbolic shapes equal but not
     # identical could break that: keep the original order then
     position = {id(insn): i for i, insn in enumerate(ordered)}
-    if all(position[id(insn_of[nid])] < position[id(insn)]
-           for insn in ordered for nid, _ in insn.refs if nid in insn_of):
+    if all(position[id(writer)] < position[id(insn)]
+           for insn in ordered for nid, _ in insn.refs if nid in insn_of
+           for writer in insn_of[nid].writers()):
         insns[:] = ordered
     chunk, count, previous = -1, 0, None
     for insn in insns:
@@ -100,7 +108,8 @@ def assign_storage(insns: list[Instruction], insn_of: dict[int, Instruction],
                    stored: dict[int, Array],
                    buffers: dict[str, BufferSpec]) -> dict[int, str]:
     """Give a private variable ``_pt_p<n>`` to every array read
-    elementwise from the same loop group of the same chunk; a temporary
+    elementwise from the same loop group of the same chunk (never to one
+    written piece by piece); a temporary
     read nowhere else loses its buffer (removed from *buffers* and from
     the instruction's targets). Returns ``id(array) -> private name``."""
     needs_global: dict[int, bool] = {}
@@ -110,7 +119,7 @@ def assign_storage(insns: list[Instruction], insn_of: dict[int, Instruction],
             dep = insn_of.get(nid)
             if dep is None:
                 continue
-            if (_is_identity(insn, stored[nid], idx)
+            if (_is_identity(insn, stored[nid], idx) and not dep.pieces
                     and dep.level == insn.level and dep.chunk == insn.chunk
                     and _same_shape(dep.shape, insn.shape)):
                 needs_private[nid] = True

@@ -6,20 +6,112 @@ canonical inames ``_pt_c<i>``, with the stored arrays it reads) and
 (and every output that is an input, as a copy) with
 :class:`~pytato_like.target.loopy.lowering.NodeLowerer`. Levels, chunks
 and private storage are filled in later (:mod:`~pytato_like.target.loopy.chunks`).
+
+A stored :class:`~pytato_like.array.Concatenate` or
+:class:`~pytato_like.array.Stack` is written *piece by piece*
+(:func:`stored_pieces`): one instruction per piece, over the piece's own
+shape, writing the piece's value (no select on the position along the
+axis) at its :class:`Placement` in the whole array. A select whose
+branches load several values keeps devices from vectorising the loop
+(PoCL: 40x slower for a stencil); the pieces are plain loops, and pieces
+of one shape share one kernel.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Any
 
 import pymbolic.primitives as prim
 
-from pytato_like.array import Array, InputArgumentBase, NamedArray, SizeParam
+from pytato_like._env import env_int
+from pytato_like.array import (
+    Array,
+    Concatenate,
+    InputArgumentBase,
+    NamedArray,
+    SizeParam,
+    Stack,
+)
 
 if TYPE_CHECKING:
     from pytato_like.target.loopy.codegen import BufferSpec
     from pytato_like.target.loopy.naming import ProgramNames
+
+
+#: fewest elements of a stored concatenation or stack written piece by
+#: piece; a smaller one stays one instruction with selects (one kernel
+#: launch instead of one per piece shape: launches cost more than the
+#: selects at that size)
+PIECES_MIN_SIZE = env_int("PYTATO_LIKE_PIECES_MIN_SIZE", 4096, minimum=0)
+#: most pieces written separately; beyond, one instruction with selects
+PIECES_MAX = env_int("PYTATO_LIKE_PIECES_MAX", 16)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Placement:
+    """Where a piece of a piecewise stored array goes in the whole array:
+    its index along :attr:`axis` plus :attr:`offset` (a piece of a
+    concatenation; an int or a shape expression), or :attr:`position`
+    inserted as axis :attr:`axis` (an array of a stack)."""
+
+    axis: int
+    offset: Any = 0
+    position: int | None = None
+
+    def index(self, idx: tuple, offset: Any) -> tuple:
+        """The index in the whole array of the piece's index *idx*, with
+        *offset* the offset as an expression."""
+        if self.position is not None:
+            return (*idx[:self.axis], self.position, *idx[self.axis:])
+        if isinstance(offset, int) and offset == 0:
+            return idx
+        return (*idx[:self.axis], prim.Sum((idx[self.axis], offset)),
+                *idx[self.axis + 1:])
+
+
+def stored_pieces(node: Array, inlined: Any
+                  ) -> list[tuple[Array, Placement]] | None:
+    """The pieces of the stored array *node* and where each goes, when
+    *node* is to be written piece by piece: a concatenation or stack (of
+    at least :data:`PIECES_MIN_SIZE` elements, or of a symbolic size) of
+    at most :data:`PIECES_MAX` non-empty pieces. A piece that is an
+    inlined concatenation along the same axis and of the same dtype
+    (``inlined(array)`` true) is split in turn. Empty pieces are left
+    out. None when *node* is written as one instruction."""
+    if not isinstance(node, (Concatenate, Stack)):
+        return None
+    if any(isinstance(d, int) and d == 0 for d in node.shape):
+        return None  # nothing to write
+    if (all(isinstance(d, int) for d in node.shape)
+            and math.prod(node.shape) < PIECES_MIN_SIZE):
+        return None
+    axis = node.axis
+    pieces: list[tuple[Array, Placement]] = []
+    if isinstance(node, Stack):
+        pieces = [(a, Placement(axis, position=k))
+                  for k, a in enumerate(node.arrays)]
+    else:
+        offset: Any = 0
+        todo = list(reversed(node.arrays))  # a stack: no recursion
+        while todo:
+            ary = todo.pop()
+            if (isinstance(ary, Concatenate) and ary.axis == axis
+                    and ary.dtype == node.dtype and inlined(ary)):
+                todo.extend(reversed(ary.arrays))
+                continue
+            d = ary.shape[axis]
+            if isinstance(d, int) and d == 0:
+                continue
+            pieces.append((ary, Placement(axis, offset)))
+            if len(pieces) > PIECES_MAX:
+                return None
+            offset = d if isinstance(offset, int) and offset == 0 \
+                else offset + d
+    if not pieces or len(pieces) > PIECES_MAX:
+        return None
+    return pieces
 
 
 @dataclasses.dataclass
@@ -45,6 +137,16 @@ class Instruction:
     chunk: int = 0
     #: name of the private variable holding the value, if any
     private: str | None = None
+    #: for a piece of a piecewise stored array (:func:`stored_pieces`):
+    #: where it goes (its value and :attr:`shape` are the piece's)
+    placement: Placement | None = None
+    #: for a piece: the instructions of all pieces of :attr:`node` (one
+    #: list shared by them); readers of the array wait for all of them
+    pieces: list[Instruction] | None = None
+
+    def writers(self) -> list[Instruction]:
+        """The instructions writing :attr:`node`: the pieces, or this one."""
+        return self.pieces or [self]
 
 
 class _StoredArrayLowerer:
@@ -67,22 +169,29 @@ class _StoredArrayLowerer:
         name = self.names.array_name[id(node)]
         return prim.Subscript(prim.Variable(name), idx if idx else (0,))
 
-    def lower(self, node: Array, targets: list[str], n_red: int) -> Instruction:
-        """The instruction writing *node* to *targets*; its reduction
-        inames are prefixed ``_pt_r<n_red>_`` (unique in the program)."""
+    def lower(self, node: Array, targets: list[str], n_red: int,
+              piece: Array | None = None,
+              placement: Placement | None = None) -> Instruction:
+        """The instruction writing *node* to *targets* -- or only its
+        *piece* (cast to the dtype of *node*) at *placement*; its
+        reduction inames are prefixed ``_pt_r<n_red>_`` (unique in the
+        program)."""
         from pytato_like.target.loopy.lowering import uniquify_reduction_inames
         lowerer = self.lowerer
         lowerer.iname_prefix = f"_pt_r{n_red}_"
-        canon = tuple(f"_pt_c{i}" for i in range(node.ndim))
+        value_node = node if piece is None else piece
+        canon = tuple(f"_pt_c{i}" for i in range(value_node.ndim))
         idx = tuple(prim.Variable(v) for v in canon)
         self._refs.clear()
         lowerer._memo.clear()
         lowerer.reduction_inames = []
         lowerer.helpers_used = set()
-        expr = uniquify_reduction_inames(lowerer.value_at(node, idx), lowerer)
-        return Instruction(node, targets, expr, canon, node.shape,
+        value = lowerer.cast(lowerer.value_at(value_node, idx),
+                             value_node.dtype, node.dtype)
+        expr = uniquify_reduction_inames(value, lowerer)
+        return Instruction(node, targets, expr, canon, value_node.shape,
                            list(self._refs), lowerer.reduction_inames,
-                           lowerer.helpers_used)
+                           lowerer.helpers_used, placement=placement)
 
 
 def lower_stored_arrays(
@@ -90,13 +199,15 @@ def lower_stored_arrays(
         names: ProgramNames, buffers: dict[str, BufferSpec],
         outputs_of: dict[int, list[str]], out_buffer: dict[str, str],
         ) -> tuple[list[Instruction], dict[int, Instruction], dict[int, Array]]:
-    """One :class:`Instruction` per stored array of *order* (in that order)
-    and one copy per output that is an input.
+    """One :class:`Instruction` per stored array of *order* (in that order;
+    one per piece of those written piece by piece, see
+    :func:`stored_pieces`) and one copy per output that is an input.
 
     A stored array that is no output gets a temporary buffer, added to
     *buffers*; its buffer name goes to ``names.array_name``. Returns the
-    instructions, ``id(array) -> instruction`` and ``id(array) -> array``
-    of the arrays stored (inputs included).
+    instructions, ``id(array) -> instruction`` (the last piece of an
+    array written piece by piece) and ``id(array) -> array`` of the
+    arrays stored (inputs included).
     """
     from pytato_like.target.loopy.codegen import BufferSpec
 
@@ -105,6 +216,11 @@ def lower_stored_arrays(
         if isinstance(node, InputArgumentBase) and not isinstance(node, SizeParam):
             stored[id(node)] = node
     lowerer = _StoredArrayLowerer(names, stored)
+
+    def _inlined(ary: Array) -> bool:
+        cost = costs.get(id(ary))
+        return cost is not None and not cost.stored
+
     insns: list[Instruction] = []
     insn_of: dict[int, Instruction] = {}
     n_red = 0
@@ -124,9 +240,19 @@ def lower_stored_arrays(
                 names.user_named.add(targets[0])
             buffers[targets[0]] = BufferSpec(
                 targets[0], names.shape_of(node), node.dtype, "temporary")
-        insn = lowerer.lower(node, targets, n_red)
-        n_red += 1
-        insns.append(insn)
+        pieces = stored_pieces(node, _inlined)
+        if pieces is None:
+            insn = lowerer.lower(node, targets, n_red)
+            n_red += 1
+            insns.append(insn)
+        else:
+            group: list[Instruction] = []
+            for piece, placement in pieces:
+                insn = lowerer.lower(node, targets, n_red, piece, placement)
+                n_red += 1
+                insn.pieces = group
+                group.append(insn)
+            insns.extend(group)
         insn_of[id(node)] = insn
         names.array_name[id(node)] = targets[0]
         stored[id(node)] = node

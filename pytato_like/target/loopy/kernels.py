@@ -33,11 +33,12 @@ DEFAULT_FUNCTION_NAME = "_pt_kernel"
 def needs_wide_indices(spec: dict) -> bool:
     """Whether a kernel's loop and index variables must be 64-bit: when a
     loop bound reaches 2^31 or a size is only known at run time (a size
-    parameter; constant sizes passed as arguments count by their value).
+    parameter; constant sizes passed as arguments count by their value),
+    or a piece of a concatenation is written past 2^31 - 1.
     Otherwise they stay 32-bit, which is cheaper on devices."""
     import loopy as lp
     const = spec.get("const_sizes", {})
-    if any(v > INT32_MAX for v in const.values()):
+    if spec.get("wide_offsets") or any(v > INT32_MAX for v in const.values()):
         return True
     if any(isinstance(arg, lp.ValueArg) and arg.name not in const
            for arg in spec["args"]):

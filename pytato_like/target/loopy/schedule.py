@@ -269,10 +269,14 @@ def _small_operator(knl, g: str, stage: dict[str, int]):
 
 def parameters() -> tuple:
     """Every tunable above, for the kernel and plan cache keys (a kernel
-    generated with other values is another kernel)."""
+    generated with other values is another kernel), with those of
+    :mod:`~pytato_like.target.loopy.instructions` (which stored
+    concatenations are written piece by piece)."""
+    from pytato_like.target.loopy import instructions
     return (WORK_GROUP_SIZE, REDUCTION_ILP, TILE_ROWS, TILE_COLS, TILE_LOCAL,
             SMALL_OPERATOR_OUTPUTS, SMALL_OPERATOR_STAGED,
-            SMALL_OPERATOR_LOCAL, SMALL_OPERATOR_MIN_BATCH)
+            SMALL_OPERATOR_LOCAL, SMALL_OPERATOR_MIN_BATCH,
+            instructions.PIECES_MIN_SIZE, instructions.PIECES_MAX)
 
 
 def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = None,
