@@ -39,9 +39,12 @@ exchanges on the first execution of a partition (see
 (:func:`max_user_tag`).
 
 Waits never block inside MPI: :func:`poll_until` tests the requests,
-polls the notices, and sleeps with a growing back-off (up to
-:data:`MAX_BACKOFF_S`), so a waiting rank does not spin against the
-compute threads of its own or a neighbouring rank.
+polls the notices, yields the core between its first
+:data:`YIELDING_POLLS` tests, then sleeps with a growing back-off (up to
+:data:`MAX_BACKOFF_S`, the thread's timer slack set to
+:data:`WAIT_TIMER_SLACK_NS` so that short sleeps end on time), so a
+waiting rank does not spin against the compute threads of its own or a
+neighbouring rank.
 
 For code that partitions without MPI (single process), pass ``None`` as
 the communicator: it stands for a one-rank world
