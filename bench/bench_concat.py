@@ -16,11 +16,15 @@ Programs (float64, ``--n`` elements, default 10^5):
     The stencil's interior alone, stored (no concatenation): what the
     ``stencil`` program cannot beat.
 
-Each runs with its inputs on the device, the time per call (results
-waited for) is the median of ``--repeat`` calls after a warm-up; NumPy
-(``np.concatenate`` of the same pieces computed eagerly) is timed in the
-same run. Printed: both times, their ratio (> 1: faster than NumPy), the
-number of kernels and whether the device code holds a select (``?``).
+Each runs with its inputs on the device, twice: compiled as before this
+change (``selects``: one instruction over the whole array, a select on
+the position along the axis -- what ``PYTATO_LIKE_PIECES_MIN_SIZE`` above
+the size gives) and written piece by piece (``pieces``, the default).
+The time per call (results waited for) is the median of ``--repeat``
+calls after a warm-up; NumPy (``np.concatenate`` of the same pieces
+computed eagerly) is timed in the same run. Printed: the times, the
+ratio to NumPy (> 1: faster than NumPy), the number of kernel launches
+and whether the device code holds a select (``?``).
 
 PoCL runs on one thread unless ``POCL_MAX_PTHREAD_COUNT`` is set (the
 figures of :doc:`/codegen` were taken that way).
@@ -114,31 +118,38 @@ def main(argv: list[str] | None = None) -> None:
 
     import pytato_like as pt
 
+    from pytato_like.target.loopy import instructions
+
     queue = cl.CommandQueue(cl.create_some_context(interactive=False))
     print(f"n = {args.n}, POCL_MAX_PTHREAD_COUNT = "
           f"{os.environ['POCL_MAX_PTHREAD_COUNT']}, load {os.getloadavg()[0]:.2f}")
-    print(f"{'program':10s} {'numpy ms':>9s} {'loopy ms':>9s} {'x numpy':>8s} "
-          f"{'kernels':>7s} {'select':>6s}")
+    print(f"{'program':10s} {'code':8s} {'numpy ms':>9s} {'loopy ms':>9s} "
+          f"{'x numpy':>8s} {'launches':>8s} {'select':>6s}")
+    default_min = instructions.PIECES_MIN_SIZE
     for name, (lazy, eager, inputs) in _programs(args.n).items():
         devin = {k: cla.to_device(queue, v) for k, v in inputs.items()}
-        prg = pt.generate_loopy(lazy())
-        _, out = prg(queue, **devin)
-        got = out[0].get() if isinstance(out, (list, tuple)) else out.get()
-        np.testing.assert_allclose(got, eager(**inputs), rtol=1e-12)
+        # (the plan cache key includes the setting)
+        for code, min_size in (("selects", 2**62), ("pieces", default_min)):
+            instructions.PIECES_MIN_SIZE = min_size
+            prg = pt.generate_loopy(lazy())
+            instructions.PIECES_MIN_SIZE = default_min
+            _, out = prg(queue, **devin)
+            got = out[0].get() if isinstance(out, (list, tuple)) else out.get()
+            np.testing.assert_allclose(got, eager(**inputs), rtol=1e-12)
 
-        def run(prg=prg, devin=devin):
-            prg(queue, **devin)
-            queue.finish()
+            def run(prg=prg, devin=devin):
+                prg(queue, **devin)
+                queue.finish()
 
-        for _ in range(5):
-            run()
-        t_lazy = _median(run, args.repeat)
-        t_np = _median(lambda eager=eager, inputs=inputs: eager(**inputs),
-                       args.repeat)
-        select = "?" in prg.get_source()
-        print(f"{name:10s} {t_np * 1e3:9.3f} {t_lazy * 1e3:9.3f} "
-              f"{t_np / t_lazy:8.2f} {len(prg.plan.launches):7d} "
-              f"{'yes' if select else 'no':>6s}", flush=True)
+            for _ in range(5):
+                run()
+            t_lazy = _median(run, args.repeat)
+            t_np = _median(lambda eager=eager, inputs=inputs: eager(**inputs),
+                           args.repeat)
+            select = "?" in prg.get_source()
+            print(f"{name:10s} {code:8s} {t_np * 1e3:9.3f} {t_lazy * 1e3:9.3f} "
+                  f"{t_np / t_lazy:8.2f} {len(prg.plan.launches):8d} "
+                  f"{'yes' if select else 'no':>6s}", flush=True)
 
 
 if __name__ == "__main__":

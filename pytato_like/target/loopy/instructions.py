@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 #: piece; a smaller one stays one instruction with selects (one kernel
 #: launch instead of one per piece shape: launches cost more than the
 #: selects at that size)
-PIECES_MIN_SIZE = env_int("PYTATO_LIKE_PIECES_MIN_SIZE", 4096, minimum=0)
+PIECES_MIN_SIZE = env_int("PYTATO_LIKE_PIECES_MIN_SIZE", 1024, minimum=0)
 #: most pieces written separately; beyond, one instruction with selects
 PIECES_MAX = env_int("PYTATO_LIKE_PIECES_MAX", 16)
 
