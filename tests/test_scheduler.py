@@ -251,3 +251,55 @@ def test_prepare_inputs_replaces_values_and_call_options_reach_the_program():
     assert seen == {"kwargs": ["allocator", "out_host", "wait_for", "x"],
                     "event": "placed event"}
 
+
+
+class _CachedArrivals(_Arrivals):
+    """:class:`_Arrivals` whose scheduler tables outlive a run, as the MPI
+    executor keeps them with its message plan."""
+
+    def __init__(self, value, cache):
+        super().__init__(value)
+        self.cache = cache
+
+    def table_cache(self):
+        return self.cache
+
+
+def test_tables_kept_between_runs_give_the_same_schedule_and_values():
+    partition, prgs = _received_partition()
+    cache: dict = {}
+    runs = []
+    for rv in (np.array([1.0, 2.0, 3.0]), np.array([-4.0, 0.5, 9.0])):
+        hooks = _CachedArrivals(rv, cache)
+        values, n_run = run_parts(partition, prgs, hooks, {"x": np.ones(3)})
+        assert n_run == 2
+        np.testing.assert_allclose(values["l"], rv + 1)
+        np.testing.assert_allclose(values["e"], 2 * np.ones(3))
+        runs.append([e for e in hooks.log if e[0] == "done"])
+    # one set of tables, made on the first run and used by the second
+    assert len(cache) == 1
+    assert runs[0] == runs[1] == [("done", "early"), ("done", "late")]
+
+
+def test_tables_depend_on_the_names_provided():
+    """The received name given as an input: "late" need not wait, and the
+    tables made for that run are not those of a run that waits."""
+    partition, prgs = _received_partition()
+    cache: dict = {}
+    rv = np.array([1.0, 2.0, 3.0])
+    hooks = _CachedArrivals(rv, cache)
+    hooks.pending = {}
+    values, _ = run_parts(partition, prgs, hooks,
+                          {"x": np.ones(3), "recv": rv})
+    assert ("arrivals", True) not in hooks.log
+    np.testing.assert_allclose(values["l"], rv + 1)
+    hooks = _CachedArrivals(rv, cache)
+    values, _ = run_parts(partition, prgs, hooks, {"x": np.ones(3)})
+    assert ("arrivals", True) in hooks.log
+    np.testing.assert_allclose(values["l"], rv + 1)
+    assert len(cache) == 2
+    # a missing received name is still reported with cached tables
+    hooks = _CachedArrivals(None, cache)
+    hooks.pending = {}
+    with pytest.raises(MissingInputError, match="late.*recv"):
+        run_parts(partition, prgs, hooks, {"x": np.ones(3)})
