@@ -22,8 +22,12 @@ and record): the host time and the CPU time of the call, and the *floor*:
 the same kernels enqueued directly with ``pyopencl.enqueue_nd_range_kernel``
 (arguments set once, each launch waiting for the previous one, as the
 program's launches do) -- what PoCL itself costs. Everything above the
-floor is the program call's own. The machine may be shared: the figures
-are ratios within one run, with the load average printed.
+floor is the program call's own. Kernels of earlier parts are still
+running while a part is called, as in the executor: PoCL's threads
+compete with the calling thread for the cores (with the device idle
+before each call, the enqueues cost more: PoCL wakes its threads). The
+machine may be shared: the figures are ratios within one run, with the
+load average printed.
 
 Run: ``.venv/bin/python -m bench.bench_part_call [--executions 200]
 [--halo 1] [--profile]`` (``--profile`` prints cProfile's top functions of

@@ -18,12 +18,19 @@ which buffer goes in which argument of which launch, the constant size
 arguments, the outputs' and temporaries' shapes and byte counts and the
 peak device memory beyond the inputs. A later call with the same layout
 replays it: the inputs' buffers into their slots, outputs and temporaries
-from the allocator (outputs wrapped by pyopencl's fast array constructor),
-loopy's generated launcher per launch (which sets the kernel arguments and
-enqueues). Everything else stays as in the full call: the first launch waits
-for *wait_for*, temporaries go back to the allocator after their last
-launch, run-time check values are read back and raise, ``out_host`` copies
-outputs to the host, the stats get the call and the peak device memory.
+from the allocator,
+and per launch the kernel enqueues loopy's generated launcher would make.
+What a launcher does is found once, by :func:`capture_launcher` running its
+code on stand-ins; a replay then sets the kernel arguments and enqueues
+directly (a third of the launcher's cost), or calls the launcher itself if
+the capture refused. Outputs are copies of a template array recorded with
+the replay (the buffer, queue and allocator swapped in), four times cheaper
+than pyopencl's constructor. The replay run last is tried first, its layout
+compared argument by argument without building a key. Everything else
+stays as in the full call: the first launch waits for *wait_for*,
+temporaries go back to the allocator after their last launch, run-time
+check values are read back and raise, ``out_host`` copies outputs to the
+host, the stats get the call and the peak device memory.
 
 Anything else takes the full call (and may record its own replay): another
 shape, dtype, strides or size value, an offset or non-contiguous array, an
@@ -43,6 +50,14 @@ import numpy as np
 
 #: replays kept per program (the most recent layouts)
 MAX_REPLAYS = 8
+
+#: the attributes of a pyopencl array (what a replay copies to make its
+#: outputs); another set, from another pyopencl, disables replays
+_ARRAY_STATE = frozenset({"_flags", "allocator", "base_data", "context",
+                          "dtype", "events", "nbytes", "offset", "queue",
+                          "shape", "size", "strides"})
+#: the buffer of an array state recorded as a template
+_NO_DATA = object()
 
 _DEVICE, _HOST, _SIZE = "d", "h", "i"
 
@@ -92,16 +107,35 @@ class LaunchReplay:
         self.data_bytes: dict[int, int] = {}
         #: slot -> bound data array (an output may be one)
         self.constant_arrays: dict[int, Any] = {}
-        #: (slot, shape, dtype, strides, size, nbytes) per allocated output
+        #: per argument of the layout that is an array: its slot
+        self.array_slots: list[int] = []
+        #: (index among the array arguments, slot) of inputs that are
+        #: outputs too
+        self.passed_through: list[tuple[int, int]] = []
+        self.any_host = False
+        #: (slot, state of its pyopencl array but the buffer, queue,
+        #: allocator and events, nbytes) per allocated output
         self.new_outputs: list[tuple] = []
+        self.array_class: Any = None
+        #: the layout recorded (see :func:`layout_key`)
+        self.layout: tuple = ()
+        #: the queue of the last call, and per argument (name, slot,
+        #: layout) for :meth:`run_if_same_layout` on it
+        self.queue: Any = None
+        self.checks: list[tuple[str, int | None, Any]] = []
+        #: the peak device memory of a call whose inputs are distinct arrays
+        self.peak_bytes = 0
         #: output name -> slot
         self.output_slots: dict[str, int] = {}
         #: allocated output slot -> (shape, dtype)
         self.output_layout: dict[int, tuple] = {}
         #: output name -> slot, for outputs a caller may place
         self.placeable: dict[str, int] = {}
+        #: output name -> the caller's array last placed there (checked)
+        self.placed_ok: dict[str, Any] = {}
         #: per launch: (host function, kernels, sizes, [(arg, slot)],
-        #: [(slot, nbytes)] allocated before, [slot] released after)
+        #: [(slot, nbytes)] allocated before, [slot] released after,
+        #: its captured steps or None: see :func:`capture_launcher`)
         self.launches: list[tuple] = []
         #: peak bytes of temporaries on top of inputs, data and outputs
         self.temporary_peak = 0
@@ -114,11 +148,14 @@ class LaunchReplay:
                sizes: dict[str, int]) -> LaunchReplay | None:
         """The replay of *program*'s call with *kwargs* (which the full
         call has just run and checked); ``None`` if it cannot be replayed."""
+        import pyopencl.array as cla
+
         from pytato_like.target.loopy.bound import _build_kernel
         from pytato_like.target.loopy.codegen import storage_dtype
         plan = program.plan
         self = cls()
         self.plan = plan
+        self.array_class = cla.Array
 
         def concrete(shape: tuple) -> tuple[int, ...]:
             return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
@@ -143,6 +180,7 @@ class LaunchReplay:
                 return None
             self.input_slots.append(slot(buf))
             self.host_inputs.append(isinstance(value, np.ndarray))
+            self.peak_bytes += value.nbytes
         if len({s for s in self.input_slots if s is not None}) != len(
                 plan.placeholder_buffers):
             return None
@@ -152,6 +190,7 @@ class LaunchReplay:
                 return None
             slot(buf)
             self.data_bytes[id(ary)] = ary.nbytes
+            self.peak_bytes += ary.nbytes
         for out_name, buf in plan.outputs.items():
             if buf not in slots:
                 spec = plan.buffers[buf]
@@ -161,8 +200,14 @@ class LaunchReplay:
                 if size == 0:
                     return None
                 strides = _c_strides(shape, dtype.itemsize)
-                self.new_outputs.append((slot(buf), shape, dtype, strides,
-                                         size, size * dtype.itemsize))
+                template = cla.Array(None, shape, dtype, data=_NO_DATA,
+                                     strides=strides, _fast=True, _size=size,
+                                     _context=queue.context, _queue=queue)
+                state = dict(template.__dict__)
+                if set(state) != _ARRAY_STATE:
+                    return None     # another pyopencl: no copies of arrays
+                self.new_outputs.append((slot(buf), state,
+                                         size * dtype.itemsize))
                 self.output_layout[slots[buf]] = (shape, dtype)
                 self.output_bytes += size * dtype.itemsize
             self.output_slots[out_name] = slots[buf]
@@ -202,7 +247,19 @@ class LaunchReplay:
                 live -= int(np.prod(concrete(spec.shape), dtype=np.int64)
                             ) * storage_dtype(spec.dtype).itemsize
             self.launches.append((host, kernels, constant_args, buffer_args,
-                                  allocated, released))
+                                  allocated, released,
+                                  capture_launcher(host, kernels,
+                                                   constant_args,
+                                                   buffer_args)))
+        self.peak_bytes += self.output_bytes + self.temporary_peak
+        self.layout = layout_key(kwargs, queue, queue.context,
+                                 program.inputs.size_params) or ()
+        self._check_for(queue)
+        self.array_slots = [s for s in self.input_slots if s is not None]
+        self.any_host = any(self.host_inputs)
+        output_slots = set(self.output_slots.values())
+        self.passed_through = [(i, s) for i, s in enumerate(self.array_slots)
+                               if s in output_slots]
         self.constants = [None] * len(slots)
         for buf, ary in data.items():
             self.constants[slots[buf]] = ary.base_data
@@ -212,73 +269,365 @@ class LaunchReplay:
     def run(self, program: Any, queue: Any, pool: Any, wait_for: Any,
             out_host: bool, kwargs: dict[str, Any], t_start: float,
             placed: dict[str, Any] | None = None):
-        """Replay the recorded call with *kwargs* (of the recorded layout);
-        returns what the program's call returns. Outputs named in *placed*
-        are computed into those arrays where they are outputs of their own
-        (see :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram\
+        """Replay the recorded call with *kwargs* (of the recorded layout:
+        :func:`layout_key` said so); returns what the program's call
+        returns. Outputs named in *placed* are computed into those arrays
+        where they are outputs of their own (see
+        :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram\
 .call_placed`)."""
-        import pyopencl.array as cla
+        if queue is not self.queue:
+            self._check_for(queue)
+        bufs = self.constants[:]
+        values = []
+        if self.any_host:
+            from pytato_like.target.loopy.bound import _to_device
+            for value, s, host in zip(kwargs.values(), self.input_slots,
+                                      self.host_inputs, strict=True):
+                if s is not None:
+                    if host:
+                        value = _to_device(queue, value)
+                    values.append(value)
+                    bufs[s] = value.base_data
+        else:
+            for value, s in zip(kwargs.values(), self.input_slots,
+                                strict=True):
+                if s is not None:
+                    values.append(value)
+                    bufs[s] = value.base_data
+        return self._run(program, queue, pool, wait_for, out_host, bufs,
+                         values, t_start, placed)
 
-        from pytato_like.target.loopy.bound import _to_device
-        self.n_runs += 1
-        bufs = list(self.constants)
-        seen = dict(self.data_bytes)
-        arrays = dict(self.constant_arrays)
-        for (_name, value), s, host in zip(kwargs.items(), self.input_slots,
-                                           self.host_inputs, strict=True):
+    def run_if_same_layout(self, program: Any, queue: Any, pool: Any,
+                           wait_for: Any, out_host: bool,
+                           kwargs: dict[str, Any], t_start: float,
+                           placed: dict[str, Any] | None = None):
+        """:meth:`run`, if *kwargs* have the recorded layout, checked
+        against the record directly (no :func:`layout_key` to build and
+        hash) -- device arrays of this :attr:`queue` and sizes only;
+        ``None`` (nothing done) otherwise."""
+        if queue is not self.queue or len(kwargs) != len(self.checks):
+            return None
+        array_class = self.array_class
+        bufs = self.constants[:]
+        values = []
+        for (name, value), (key_name, s, layout) in zip(
+                kwargs.items(), self.checks, strict=True):
+            if name != key_name:
+                return None
             if s is None:
+                if not (isinstance(value, (int, np.integer))
+                        and value == layout):
+                    return None
                 continue
-            if host:
-                value = _to_device(queue, value)
-            arrays[s] = value
+            # (shape, dtype, strides, offset, queue); a tuple compares its
+            # items by identity first
+            if type(value) is not array_class or (
+                    value.shape, value.dtype, value.strides, value.offset,
+                    value.queue) != layout:
+                return None
+            values.append(value)
             bufs[s] = value.base_data
-            seen[id(value)] = value.nbytes
-        context = queue.context
+        return self._run(program, queue, pool, wait_for, out_host, bufs,
+                         values, t_start, placed)
+
+    def _check_for(self, queue: Any) -> None:
+        """What :meth:`run_if_same_layout` compares, for calls on *queue*
+        (device inputs of that queue, as outputs of a replay are)."""
+        self.queue = queue
+        self.checks = []
+        if self.any_host:
+            return
+        for (name, kind, *layout), s in zip(self.layout, self.input_slots,
+                                            strict=True):
+            if kind == _DEVICE:
+                shape, dtype, strides = layout
+                self.checks.append((name, s, (shape, dtype, strides, 0,
+                                              queue)))
+            else:
+                self.checks.append((name, None, layout[0]))
+
+    def _run(self, program: Any, queue: Any, pool: Any, wait_for: Any,
+             out_host: bool, bufs: list[Any], values: list[Any],
+             t_start: float, placed: dict[str, Any] | None):
+        """The replay, the inputs' buffers in *bufs* (the device arrays
+        *values*)."""
+        self.n_runs += 1
+        arrays = self.constant_arrays.copy()
+        for i, s in self.passed_through:
+            arrays[s] = values[i]
+        # peak memory: inputs (each array once), data, outputs, temporaries
+        ids = set(map(id, values))
+        if len(ids) == len(values) and ids.isdisjoint(self.data_bytes):
+            peak = self.peak_bytes
+        else:
+            seen = dict(self.data_bytes)
+            for value in values:
+                seen[id(value)] = value.nbytes
+            peak = (sum(seen.values()) + self.output_bytes
+                    + self.temporary_peak)
         if placed:
-            for name, ary in placed.items():
-                s = self.placeable.get(name)
-                if (s is not None and type(ary) is cla.Array
-                        and ary.shape == self.output_layout[s][0]
-                        and ary.dtype == self.output_layout[s][1]
-                        and not ary.offset and ary.flags.c_contiguous
-                        and (ary.queue is queue or ary.context == context)):
-                    arrays[s] = ary
-                    bufs[s] = ary.base_data
-        for s, shape, dtype, strides, size, nbytes in self.new_outputs:
+            self._place(placed, queue, bufs, arrays)
+        new = _new_object
+        array_class = self.array_class
+        for s, template, nbytes in self.new_outputs:
             if bufs[s] is not None:
                 continue        # placed
-            data = pool(nbytes)
-            bufs[s] = data
-            arrays[s] = cla.Array(None, shape, dtype, allocator=pool,
-                                  data=data, strides=strides, _fast=True,
-                                  _size=size, _context=context, _queue=queue)
-
-        def allocate(nbytes: int) -> Any:
-            return pool(max(int(nbytes), 1))
+            data = bufs[s] = pool(nbytes)
+            # a copy of the record's array with this call's buffer, queue
+            # and allocator (pyopencl's own fast constructor costs 4x more)
+            ary = new(array_class)
+            state = template.copy()
+            state["base_data"] = data
+            state["events"] = []
+            state["queue"] = queue
+            state["allocator"] = pool
+            ary.__dict__ = state
+            arrays[s] = ary
 
         wait_for = list(wait_for) if wait_for else None
         evt = None
         launch_times = []
         perf_counter = time.perf_counter
-        for host, kernels, constant_args, buffer_args, allocated, released \
-                in self.launches:
+        for host, kernels, constant_args, buffer_args, allocated, released, \
+                direct in self.launches:
             for s, nbytes in allocated:
                 bufs[s] = pool(nbytes)
-            args = dict(constant_args)
-            for arg, s in buffer_args:
-                args[arg] = bufs[s]
             t0 = perf_counter()
-            evt = host(kernels, queue, wait_for=wait_for, allocator=allocate,
-                       **args)
+            if direct is not None:
+                evt = _launch(direct, queue, bufs, wait_for)
+            else:
+                args = dict(constant_args)
+                for arg, s in buffer_args:
+                    args[arg] = bufs[s]
+                evt = host(kernels, queue, wait_for=wait_for,
+                           allocator=_Allocate(pool), **args)
             launch_times.append(perf_counter() - t0)
             wait_for = [evt] if evt is not None else None
             for s in released:
                 bufs[s] = None      # back to the pool (the queue is in order)
-        program.stats.peak_device_bytes = (sum(seen.values()) + self.output_bytes
-                                           + self.temporary_peak)
+        program.stats.peak_device_bytes = peak
         results = {name: arrays[s] for name, s in self.output_slots.items()}
         return program._finish_call(queue, evt, wait_for, results, out_host,
                                     t_start, launch_times)
+
+    def _place(self, placed: dict[str, Any], queue: Any, bufs: list[Any],
+               arrays: dict[int, Any]) -> None:
+        """Put the caller's arrays of *placed* that fit in their output
+        slots. An array checked once is known by identity afterwards (its
+        layout does not change: pyopencl arrays are not reshaped in
+        place)."""
+        import pyopencl.array as cla
+        fitting = self.placed_ok
+        context = queue.context
+        for name, ary in placed.items():
+            s = self.placeable.get(name)
+            if s is None:
+                continue
+            known = fitting.get(name)
+            if known is not ary:
+                shape, dtype = self.output_layout[s]
+                if not (type(ary) is cla.Array and ary.shape == shape
+                        and ary.dtype == dtype and not ary.offset
+                        and ary.flags.c_contiguous
+                        and (ary.queue is queue or ary.context == context)):
+                    continue
+                fitting[name] = ary
+            arrays[s] = ary
+            bufs[s] = ary.base_data
+
+
+class _Allocate:
+    """The allocator loopy's launchers get: the pool, never asked for
+    zero bytes."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    def __call__(self, nbytes: int) -> Any:
+        return self.pool(max(int(nbytes), 1))
+
+
+_new_object = object.__new__
+
+
+# {{{ launches without loopy's launcher
+
+def _launch(steps: tuple, queue: Any, bufs: list[Any], wait_for: Any) -> Any:
+    """Run the captured *steps* of one launcher (see :func:`capture_launcher`)
+    with this call's buffers; the last event."""
+    enqueue = _enqueue_nd_range_kernel
+    evt = None
+    for knl, template, fills, packed, gsize, lsize, offset, g_times_l, \
+            allow_empty in steps:
+        if fills:
+            args = template[:]
+            for pos, s in fills:
+                args[pos] = bufs[s]
+            knl._set_arg_multi(tuple(args))
+        if packed is not None:
+            knl._set_arg_buf_pack_multi(packed)
+        evt = enqueue(queue, knl, gsize, lsize, offset, wait_for, g_times_l,
+                      allow_empty)
+        wait_for = [evt]
+    return evt
+
+
+def _enqueue_nd_range_kernel(*args: Any) -> Any:
+    """pyopencl's, looked up on first use (this module imports without
+    pyopencl)."""
+    global _enqueue_nd_range_kernel
+    import pyopencl as cl
+    _enqueue_nd_range_kernel = cl.enqueue_nd_range_kernel
+    return cl.enqueue_nd_range_kernel(*args)
+
+
+class _Refused(Exception):
+    """The launcher did something a capture does not reproduce."""
+
+
+class _Marker:
+    """Stands for the buffer of slot :attr:`slot` in a captured launch."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self, slot: int) -> None:
+        self.slot = slot
+
+
+class _Refuse:
+    """Any use but the few a capture knows refuses it."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise _Refused(name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise _Refused("call")
+
+
+class _CapturedKernel(_Refuse):
+    def __init__(self, knl: Any, log: list) -> None:
+        self._knl = knl
+        self._log = log
+
+    @property
+    def num_args(self) -> int:
+        return self._knl.num_args
+
+    def _set_arg_multi(self, args: tuple) -> None:
+        self._log.append(("set", self, tuple(args)))
+
+    def _set_arg_buf_pack_multi(self, args: tuple) -> None:
+        self._log.append(("pack", self, tuple(args)))
+
+
+class _CapturedKernels(_Refuse):
+    def __init__(self, kernels: Any, log: list) -> None:
+        self._kernels = kernels
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        return _CapturedKernel(getattr(self._kernels, name), self._log)
+
+
+class _CapturedCL(_Refuse):
+    def __init__(self, queue: Any, log: list) -> None:
+        self._queue = queue
+        self._log = log
+
+    def enqueue_nd_range_kernel(self, queue: Any, kernel: Any, gsize: Any,
+                                lsize: Any, offset: Any = None,
+                                wait_for: Any = None, g_times_l: bool = False,
+                                allow_empty_ndrange: bool = False) -> Any:
+        if queue is not self._queue or type(kernel) is not _CapturedKernel:
+            raise _Refused("enqueue_nd_range_kernel")
+        evt = object()
+        self._log.append(("enqueue", kernel, wait_for, gsize, lsize, offset,
+                          g_times_l, allow_empty_ndrange, evt))
+        return evt
+
+
+def _sizes(value: Any, none_ok: bool = False) -> bool:
+    """Whether *value* is a tuple of integers (or ``None``, if *none_ok*):
+    a constant size of an enqueue."""
+    if value is None:
+        return none_ok
+    return type(value) is tuple and all(
+        isinstance(v, (int, np.integer)) for v in value)
+
+
+def capture_launcher(host: Any, kernels: Any, constant_args: dict[str, Any],
+                     buffer_args: list[tuple[str, int]]) -> tuple | None:
+    """What loopy's launcher *host* does with these arguments, as steps
+    :func:`_launch` repeats: per kernel enqueue, the kernel, the buffer
+    arguments to set (argument index -> slot), the packed scalar
+    arguments and the enqueue's sizes. Found by running the launcher's
+    code on stand-ins that record what it does (nothing reaches OpenCL);
+    ``None`` if it does anything else (touches the queue or the
+    allocator, calls another pyopencl function, passes a buffer through a
+    scalar or a value through a buffer argument, enqueues nothing), and
+    then the replay calls the launcher itself."""
+    import builtins
+    import types
+    log: list[tuple] = []
+    queue = _Refuse()
+    wait_marker = object()
+    namespace = {"__builtins__": builtins, "_lpy_cl": _CapturedCL(queue, log),
+                 "_lpy_np": np, "_lpy_cl_array": _Refuse()}
+    fake = types.FunctionType(host.__code__, namespace, host.__name__,
+                              host.__defaults__, host.__closure__)
+    fake.__kwdefaults__ = host.__kwdefaults__
+    args: dict[str, Any] = dict(constant_args)
+    for arg, s in buffer_args:
+        args[arg] = _Marker(s)
+    try:
+        result = fake(_CapturedKernels(kernels, log), queue,
+                      wait_for=wait_marker, allocator=_Refuse(), **args)
+    except Exception:       # noqa: BLE001 (anything unexpected: not captured)
+        return None
+    steps = []
+    pending: dict[Any, list[tuple]] = {}
+    last_evt: Any = None
+    for entry in log:
+        if entry[0] != "enqueue":
+            pending.setdefault(entry[1], []).append(entry)
+            continue
+        (_, kernel, wait_for, gsize, lsize, offset, g_times_l, allow_empty,
+         evt) = entry
+        # the first waits for the caller's events, each later one for the
+        # one before (what _launch passes)
+        expected = wait_marker if last_evt is None else None
+        if not (wait_for is expected if expected is not None
+                else (type(wait_for) is list and len(wait_for) == 1
+                      and wait_for[0] is last_evt)):
+            return None
+        template: list[Any] = []
+        fills: list[tuple[int, int]] = []
+        packed: list[Any] = []
+        for what, _, values in pending.pop(kernel, ()):
+            if what == "set":
+                for index, value in zip(values[::2], values[1::2],
+                                        strict=True):
+                    if type(value) is not _Marker:
+                        return None
+                    fills.append((len(template) + 1, value.slot))
+                    template += [index, None]
+            else:
+                if any(type(v) is _Marker for v in values):
+                    return None
+                packed += values
+        if not (_sizes(gsize) and _sizes(lsize) and _sizes(offset, True)):
+            return None
+        steps.append((kernel._knl, template, tuple(fills),
+                      tuple(packed) if packed else None, gsize, lsize,
+                      offset, g_times_l, allow_empty))
+        last_evt = evt
+    if pending or not steps or result is not last_evt:
+        return None
+    return tuple(steps)
+
+# }}}
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
