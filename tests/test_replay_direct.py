@@ -255,6 +255,34 @@ def test_capture_of_two_enqueues_waiting_in_turn():
     assert all(step[2] == ((1, 5),) for step in steps)
 
 
+
+def test_a_cached_capture_gets_each_launch_its_own_slots():
+    runs = []
+    host = _launcher("    _lpy_knl._set_arg_multi((0, _pt_a0))\n"
+                     "    _lpy_knl._set_arg_buf_pack_multi((1, b'i', _pt_s0))\n"
+                     + _ENQUEUE + "    return _lpy_evt\n")
+
+    class Spy(dict):
+        def __setitem__(self, key, value):
+            runs.append(key)
+            super().__setitem__(key, value)
+
+    cache = Spy()
+    first = capture_launcher(host, _Kernels, {"_pt_s0": 7}, [("_pt_a0", 3)],
+                             cache)
+    second = capture_launcher(host, _Kernels, {"_pt_s0": 7}, [("_pt_a0", 9)],
+                              cache)
+    # another size value is another capture (it is packed into the steps)
+    third = capture_launcher(host, _Kernels, {"_pt_s0": 8}, [("_pt_a0", 9)],
+                             cache)
+    assert len(runs) == 2
+    assert first[0][2] == ((1, 3),) and second[0][2] == ((1, 9),)
+    assert second[0][3] == (1, b"i", 7) and third[0][3] == (1, b"i", 8)
+    assert first[0][1] is second[0][1]      # one template, read only
+    # the same as an uncached capture
+    assert second == capture_launcher(host, _Kernels, {"_pt_s0": 7},
+                                      [("_pt_a0", 9)])
+
 def test_placed_arrays_are_checked_when_they_change(queue):
     x = pt.make_placeholder("x", (16,), np.float64)
     prg = pt.generate_loopy({"a": 2 * x, "b": x - 1})

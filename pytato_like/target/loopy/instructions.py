@@ -188,7 +188,9 @@ class _StoredArrayLowerer:
         lowerer.helpers_used = set()
         value = lowerer.cast(lowerer.value_at(value_node, idx),
                              value_node.dtype, node.dtype)
-        expr = uniquify_reduction_inames(value, lowerer)
+        # (no reduction inames made: no reduction to rename)
+        expr = (uniquify_reduction_inames(value, lowerer)
+                if lowerer.reduction_inames else value)
         return Instruction(node, targets, expr, canon, value_node.shape,
                            list(self._refs), lowerer.reduction_inames,
                            lowerer.helpers_used, placement=placement)

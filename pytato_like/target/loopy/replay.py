@@ -220,6 +220,7 @@ class LaunchReplay:
                           if len(names) == 1 and s in self.output_layout}
         allocate_before, release_after = program._temporary_lifetimes()
         live = 0
+        captured: dict = {}     # see capture_launcher
         for i, launch in enumerate(plan.launches):
             allocated = []
             for name in allocate_before.get(i, ()):
@@ -250,7 +251,7 @@ class LaunchReplay:
                                   allocated, released,
                                   capture_launcher(host, kernels,
                                                    constant_args,
-                                                   buffer_args)))
+                                                   buffer_args, captured)))
         self.peak_bytes += self.output_bytes + self.temporary_peak
         self.layout = layout_key(kwargs, queue, queue.context,
                                  program.inputs.size_params) or ()
@@ -488,7 +489,8 @@ class _Refused(Exception):
 
 
 class _Marker:
-    """Stands for the buffer of slot :attr:`slot` in a captured launch."""
+    """Stands for the buffer argument number :attr:`slot` in a captured
+    launch."""
 
     __slots__ = ("slot",)
 
@@ -558,7 +560,8 @@ def _sizes(value: Any, none_ok: bool = False) -> bool:
 
 
 def capture_launcher(host: Any, kernels: Any, constant_args: dict[str, Any],
-                     buffer_args: list[tuple[str, int]]) -> tuple | None:
+                     buffer_args: list[tuple[str, int]],
+                     cache: dict | None = None) -> tuple | None:
     """What loopy's launcher *host* does with these arguments, as steps
     :func:`_launch` repeats: per kernel enqueue, the kernel, the buffer
     arguments to set (argument index -> slot), the packed scalar
@@ -567,7 +570,37 @@ def capture_launcher(host: Any, kernels: Any, constant_args: dict[str, Any],
     ``None`` if it does anything else (touches the queue or the
     allocator, calls another pyopencl function, passes a buffer through a
     scalar or a value through a buffer argument, enqueues nothing), and
-    then the replay calls the launcher itself."""
+    then the replay calls the launcher itself. With *cache*, a launch of
+    the same launcher, kernels, constant arguments and buffer argument
+    names as one captured before (the steps of a time loop) reuses that
+    capture with its own slots."""
+    names = tuple(arg for arg, _ in buffer_args)
+    key: Any = None
+    if cache is not None:
+        try:
+            key = (host, id(kernels), tuple(sorted(constant_args.items())),
+                   names)
+            hash(key)
+        except TypeError:
+            key = None
+    if key is not None and key in cache:
+        steps = cache[key]
+    else:
+        steps = _capture(host, kernels, constant_args, names)
+        if key is not None:
+            # (the kernels object stays alive with the replay's launches)
+            cache[key] = steps
+    if steps is None:
+        return None
+    slots = [s for _, s in buffer_args]
+    return tuple((knl, template, tuple((pos, slots[i]) for pos, i in fills),
+                  *rest) for knl, template, fills, *rest in steps)
+
+
+def _capture(host: Any, kernels: Any, constant_args: dict[str, Any],
+             names: tuple[str, ...]) -> tuple | None:
+    """:func:`capture_launcher`'s steps with the positions in *names*
+    of the buffer arguments in place of slots."""
     import builtins
     import types
     log: list[tuple] = []
@@ -579,8 +612,8 @@ def capture_launcher(host: Any, kernels: Any, constant_args: dict[str, Any],
                               host.__defaults__, host.__closure__)
     fake.__kwdefaults__ = host.__kwdefaults__
     args: dict[str, Any] = dict(constant_args)
-    for arg, s in buffer_args:
-        args[arg] = _Marker(s)
+    for i, arg in enumerate(names):
+        args[arg] = _Marker(i)
     try:
         result = fake(_CapturedKernels(kernels, log), queue,
                       wait_for=wait_marker, allocator=_Refuse(), **args)
