@@ -458,7 +458,7 @@ _new_object = object.__new__
 def _launch(steps: tuple, queue: Any, bufs: list[Any], wait_for: Any) -> Any:
     """Run the captured *steps* of one launcher (see :func:`capture_launcher`)
     with this call's buffers; the last event."""
-    enqueue = _enqueue_nd_range_kernel
+    enqueue = _ENQUEUE or _load_enqueue()
     evt = None
     for knl, template, fills, packed, gsize, lsize, offset, g_times_l, \
             allow_empty in steps:
@@ -469,19 +469,22 @@ def _launch(steps: tuple, queue: Any, bufs: list[Any], wait_for: Any) -> Any:
             knl._set_arg_multi(tuple(args))
         if packed is not None:
             knl._set_arg_buf_pack_multi(packed)
-        evt = enqueue(queue, knl, gsize, lsize, offset, wait_for, g_times_l,
-                      allow_empty)
+        evt = enqueue(queue, knl, gsize, lsize, offset, wait_for,
+                      g_times_l=g_times_l, allow_empty_ndrange=allow_empty)
         wait_for = [evt]
     return evt
 
 
-def _enqueue_nd_range_kernel(*args: Any) -> Any:
-    """pyopencl's, looked up on first use (this module imports without
-    pyopencl)."""
-    global _enqueue_nd_range_kernel
+#: pyopencl's enqueue_nd_range_kernel, looked up on first use (this module
+#: imports without pyopencl)
+_ENQUEUE: Any = None
+
+
+def _load_enqueue() -> Any:
+    global _ENQUEUE
     import pyopencl as cl
-    _enqueue_nd_range_kernel = cl.enqueue_nd_range_kernel
-    return cl.enqueue_nd_range_kernel(*args)
+    _ENQUEUE = cl.enqueue_nd_range_kernel
+    return _ENQUEUE
 
 
 class _Refused(Exception):
@@ -583,11 +586,11 @@ def capture_launcher(host: Any, kernels: Any, constant_args: dict[str, Any],
             hash(key)
         except TypeError:
             key = None
-    if key is not None and key in cache:
+    if cache is not None and key is not None and key in cache:
         steps = cache[key]
     else:
         steps = _capture(host, kernels, constant_args, names)
-        if key is not None:
+        if cache is not None and key is not None:
             # (the kernels object stays alive with the replay's launches)
             cache[key] = steps
     if steps is None:
