@@ -7,21 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _replays import n_replayed, recorded_replays
 
 import pytato_like as pt
 from pytato_like import diagnostic
 
 cl = pytest.importorskip("pyopencl")
 cla = pytest.importorskip("pyopencl.array")
-
-
-def _replays(prg):
-    """The recorded replays of *prg* (those that exist)."""
-    return [r for r in prg.__dict__.get("_replays", {}).values() if r]
-
-
-def _n_replayed(prg):
-    return sum(r.n_runs for r in _replays(prg))
 
 
 def _stencil(u, steps):
@@ -53,7 +45,7 @@ def test_replay_of_device_inputs_matches_numpy_for_changing_values(queue):
                      v=cla.to_device(queue, vv))
         assert isinstance(out["a"], cla.Array)
         kept.append((uv, vv, out))
-        assert _n_replayed(prg) == call          # the first call records
+        assert n_replayed(prg) == call          # the first call records
     # every call's outputs are its own (no buffer reused under them)
     for uv, vv, out in kept:
         np.testing.assert_allclose(out["a"].get(), _numpy_stencil(uv, 4) * vv,
@@ -76,7 +68,7 @@ def test_replay_of_host_inputs_gives_host_outputs(queue):
         _, (dev,) = prg(queue, x=xv, out_host=False)
         assert isinstance(dev, cla.Array)
         np.testing.assert_allclose(dev.get(), 2 * xv + 1, rtol=1e-6)
-    assert _n_replayed(prg) == 5
+    assert n_replayed(prg) == 5
 
 
 def test_peak_memory_of_a_replay_is_that_of_the_full_call(queue):
@@ -89,7 +81,7 @@ def test_peak_memory_of_a_replay_is_that_of_the_full_call(queue):
     # input, output and at least one temporary
     assert full_peak >= 3 * uv.nbytes
     _, (again,) = prg(queue, u=uv + 1)
-    assert _n_replayed(prg) == 1
+    assert n_replayed(prg) == 1
     assert prg.stats.peak_device_bytes == full_peak
     np.testing.assert_allclose(again, _numpy_stencil(uv + 1, steps),
                                rtol=1e-12)
@@ -106,8 +98,8 @@ def test_another_shape_takes_the_full_call(queue):
         np.testing.assert_allclose(got.get(), np.sum(xv) + xv * 3)
         assert got.shape == (length,)
     # one replay per layout (sizes 10 and 37 came again, 5 did not)
-    assert _n_replayed(prg) == 3
-    assert len(_replays(prg)) == 3
+    assert n_replayed(prg) == 3
+    assert len(recorded_replays(prg)) == 3
 
 
 def test_a_wrong_shape_or_dtype_after_replays_still_raises(queue):
@@ -115,7 +107,7 @@ def test_a_wrong_shape_or_dtype_after_replays_still_raises(queue):
     prg = pt.generate_loopy(x + 1)
     for _ in range(3):
         prg(queue, x=cla.zeros(queue, 8, np.float64))
-    assert _n_replayed(prg) == 2
+    assert n_replayed(prg) == 2
     with pytest.raises(diagnostic.InputShapeMismatchError, match="'x'"):
         prg(queue, x=cla.zeros(queue, 9, np.float64))
     with pytest.raises(diagnostic.InputDTypeMismatchError, match="'x'"):
@@ -131,7 +123,7 @@ def test_offset_and_strided_inputs_take_the_full_call(queue):
     dev = cla.to_device(queue, base)
     prg(queue, x=dev[:6])
     prg(queue, x=dev[:6])
-    assert _n_replayed(prg) == 1
+    assert n_replayed(prg) == 1
     for view, ref in ((dev[4:10], base[4:10]), (dev[1:13:2], base[1:13:2])):
         for _ in range(2):
             _, (got,) = prg(queue, x=view)
@@ -140,7 +132,7 @@ def test_offset_and_strided_inputs_take_the_full_call(queue):
     for _ in range(2):
         _, (got,) = prg(queue, x=base[::3][:6])
         np.testing.assert_array_equal(got, base[::3][:6] * 10)
-    assert _n_replayed(prg) == 1
+    assert n_replayed(prg) == 1
 
 
 def test_run_time_checks_raise_on_the_replay(queue):
@@ -153,12 +145,12 @@ def test_run_time_checks_raise_on_the_replay(queue):
     for _ in range(2):
         _, (got,) = prg(queue, a=av, i=cla.to_device(queue, good))
         np.testing.assert_array_equal(got.get(), 2 * np.arange(10.0)[good])
-    assert _n_replayed(prg) == 1
+    assert n_replayed(prg) == 1
     with pytest.raises(diagnostic.IndexOutOfBoundsError,
                        match="index 11 is out of bounds for axis 0 with "
                              "size 10"):
         prg(queue, a=av, i=cla.to_device(queue, np.array([0, 11, 2])))
-    assert _n_replayed(prg) == 2       # raised from the replay
+    assert n_replayed(prg) == 2       # raised from the replay
 
 
 def test_replay_waits_for_the_callers_events(queue):
@@ -168,7 +160,7 @@ def test_replay_waits_for_the_callers_events(queue):
     prg(queue, x=xv)
     gate = cl.UserEvent(queue.context)
     evt, (got,) = prg(queue, x=xv, wait_for=[gate])
-    assert _n_replayed(prg) == 1
+    assert n_replayed(prg) == 1
     # held back by the gate until it is set
     assert evt.command_execution_status != \
         cl.command_execution_status.COMPLETE
@@ -192,7 +184,7 @@ def test_replay_allocates_from_the_callers_allocator(queue):
     prg(queue, x=xv, allocator=allocator)
     n_full = len(allocated)
     _, (got,) = prg(queue, x=xv, allocator=allocator)
-    assert _n_replayed(prg) == 1
+    assert n_replayed(prg) == 1
     # output and temporaries: as many allocations as the full call
     assert len(allocated) == 2 * n_full > 0
     assert got.allocator is allocator
@@ -209,7 +201,7 @@ def test_bound_data_and_passed_through_inputs_replay(queue):
         np.testing.assert_array_equal(out["y"].get(), k * np.arange(5.0))
         np.testing.assert_array_equal(out["same"].get(), np.full(5, float(k)))
         np.testing.assert_array_equal(out["data"].get(), np.arange(5.0))
-    assert _n_replayed(prg) == 2
+    assert n_replayed(prg) == 2
 
 
 def test_a_copy_with_another_program_does_not_replay_the_old_one(queue):
@@ -227,7 +219,7 @@ def test_a_copy_with_another_program_does_not_replay_the_old_one(queue):
     for _ in range(2):
         _, (got,) = rebound(queue, x=cla.to_device(queue, np.ones(16)))
         np.testing.assert_array_equal(got.get(), np.full(16, 2.0))
-    assert _n_replayed(prg2) == 1 and _n_replayed(rebound) == 1
+    assert n_replayed(prg2) == 1 and n_replayed(rebound) == 1
 
 
 def test_call_placed_computes_outputs_into_the_given_arrays(queue):
@@ -251,7 +243,7 @@ def test_call_placed_computes_outputs_into_the_given_arrays(queue):
                                       2 * (np.arange(32.0) + k))
         np.testing.assert_array_equal(targets["b"].get(), np.arange(32.0)
                                       + k + 1)
-    assert _n_replayed(prg) == 3
+    assert n_replayed(prg) == 3
     # an array of the wrong shape or dtype is not used
     wrong = {"a": cla.empty(queue, (31,), np.float64),
              "b": cla.empty(queue, (32,), np.float32)}

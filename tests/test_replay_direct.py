@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _replays import n_replayed, recorded_replays
 
 import pytato_like as pt
 from pytato_like.target.loopy import replay as replay_module
@@ -16,14 +17,6 @@ from pytato_like.target.loopy.replay import capture_launcher
 
 cl = pytest.importorskip("pyopencl")
 cla = pytest.importorskip("pyopencl.array")
-
-
-def _replays(prg):
-    return [r for r in prg.__dict__.get("_replays", {}).values() if r]
-
-
-def _n_replayed(prg):
-    return sum(r.n_runs for r in _replays(prg))
 
 
 def _parametric_program():
@@ -64,8 +57,8 @@ def test_captured_launches_give_numpys_results(queue):
     # every call's outputs are its own: checked after all of them ran
     for out, expected in kept:
         _check(out, expected)
-    replays = _replays(prg)
-    assert len(replays) == 2 and _n_replayed(prg) == 5
+    replays = recorded_replays(prg)
+    assert len(replays) == 2 and n_replayed(prg) == 5
     # every launch replayed without loopy's launcher, with the size as a
     # scalar argument of at least one kernel
     steps = [launch[-1] for r in replays for launch in r.launches]
@@ -83,7 +76,7 @@ def test_replay_outputs_are_arrays_of_their_own(queue):
     prg(queue, x=xv, allocator=pool)
     _, first = prg(queue, x=xv, allocator=pool)
     _, second = prg(other, x=xv.with_queue(other), allocator=pool)
-    assert _n_replayed(prg) == 2
+    assert n_replayed(prg) == 2
     for out, q in ((first, queue), (second, other)):
         for ary in out.values():
             assert type(ary) is cla.Array
@@ -114,7 +107,7 @@ def test_a_changed_layout_is_not_replayed_as_the_last_one(queue, change):
     dx, dy = cla.to_device(queue, xv), cla.to_device(queue, yv)
     for _ in range(3):
         prg(queue, x=dx, y=dy)
-    assert _n_replayed(prg) == 2
+    assert n_replayed(prg) == 2
     last = prg._last_replay
     big_host = np.arange(30.0)
     big = cla.to_device(queue, big_host)
@@ -174,8 +167,8 @@ def test_a_launcher_the_capture_does_not_know_runs_itself(queue,
         _, out = prg(queue, u=cla.to_device(queue, uv),
                      v=cla.to_device(queue, vv))
         _check(out, _numpy_parametric(uv, vv))
-    assert _n_replayed(prg) == 2
-    assert all(launch[-1] is None for r in _replays(prg)
+    assert n_replayed(prg) == 2
+    assert all(launch[-1] is None for r in recorded_replays(prg)
                for launch in r.launches)
 
 
@@ -302,7 +295,7 @@ def test_placed_arrays_are_checked_when_they_change(queue):
             assert out["a"] is computed_into
         np.testing.assert_array_equal(out["a"].get(), 6 * np.arange(16.0))
         np.testing.assert_array_equal(out["b"].get(), 3 * np.arange(16.0) - 1)
-    assert _n_replayed(prg) == 4
+    assert n_replayed(prg) == 4
 
 
 def test_the_same_array_for_two_inputs_counts_once_in_the_peak(queue):
@@ -323,13 +316,13 @@ def test_the_same_array_for_two_inputs_counts_once_in_the_peak(queue):
     _, (got,) = prg(queue, x=b, y=a)
     assert prg.stats.peak_device_bytes == distinct_peak
     np.testing.assert_array_equal(got.get(), np.full(1000, 7.0))
-    assert _n_replayed(prg) == 3
+    assert n_replayed(prg) == 3
     # the full call's figures
     prg.__dict__["_replays"] = {}
     prg._last_replay = None
     prg(queue, x=b, y=a)
     assert prg.stats.peak_device_bytes == distinct_peak
-    assert _n_replayed(prg) == 0
+    assert n_replayed(prg) == 0
 
 
 def test_inputs_named_like_options_on_the_replay(queue):
@@ -344,4 +337,4 @@ def test_inputs_named_like_options_on_the_replay(queue):
         np.testing.assert_array_equal(got.get(),
                                       np.full(3, k + 2 * (1 + k)
                                               + 3 * (2 + k)))
-    assert _n_replayed(prg) == 2
+    assert n_replayed(prg) == 2
