@@ -14,7 +14,10 @@ shape, writing the piece's value (no select on the position along the
 axis) at its :class:`Placement` in the whole array. A select whose
 branches load several values keeps devices from vectorising the loop
 (PoCL: 40x slower for a stencil); the pieces are plain loops, and pieces
-of one shape share one kernel.
+of one shape share one kernel. A stored array whose value *reads* a
+concatenation or ``roll`` through such selects is cut the same way, into
+the ranges where the selects are decided
+(:mod:`~pytato_like.target.loopy.read_pieces`).
 """
 
 from __future__ import annotations
@@ -212,6 +215,7 @@ def lower_stored_arrays(
     arrays stored (inputs included).
     """
     from pytato_like.target.loopy.codegen import BufferSpec
+    from pytato_like.target.loopy.read_pieces import split_reads
 
     stored: dict[int, Array] = {}
     for node in order:
@@ -246,7 +250,13 @@ def lower_stored_arrays(
         if pieces is None:
             insn = lowerer.lower(node, targets, n_red)
             n_red += 1
-            insns.append(insn)
+            # reads through selects: one instruction per decided range
+            read_pieces = split_reads(insn)
+            if read_pieces is None:
+                insns.append(insn)
+            else:
+                insns.extend(read_pieces)
+                insn = read_pieces[-1]
         else:
             group: list[Instruction] = []
             for piece, placement in pieces:
