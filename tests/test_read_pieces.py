@@ -161,6 +161,16 @@ def test_cut_positions_of_affine_conditions(cond, n, cuts):
     assert {i for i in range(1, n) if truth[i] != truth[i - 1]} == cuts
 
 
+def test_selects_changing_along_two_indices_give_no_cuts():
+    expr = prim.Sum((
+        prim.If(prim.Comparison(_var("i"), "<", 3), _var("a"), _var("b")),
+        prim.If(prim.Comparison(_var("j"), "<", 5), _var("a"), _var("b"))))
+    assert read_pieces._cuts(expr, ("i", "j"), (100, 100)) is None
+    # one of them alone is cut
+    assert read_pieces._cuts(expr.children[0], ("i", "j"),
+                             (100, 100)) == {"i": {3}}
+
+
 @pytest.mark.parametrize("cond", [
     prim.Comparison(prim.Product((_var("i"), _var("i"))), "<", 9),
     prim.Comparison(prim.Sum((_var("i"), _var("j"))), "<", 9),

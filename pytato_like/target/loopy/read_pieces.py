@@ -129,7 +129,8 @@ def _cuts(expr: Any, names: tuple[str, ...], shape: tuple[int, ...]
           ) -> dict[str, set[int]] | None:
     """Per canonical index, the positions (within its extent) where a
     select's decidable condition changes value; None if some select is
-    not decidable or *expr* is deeper than :data:`MAX_DEPTH`."""
+    not decidable, selects change value along two indices, or *expr* is
+    deeper than :data:`MAX_DEPTH`."""
     cuts: dict[str, set[int]] = {}
     extent = dict(zip(names, shape, strict=True))
     for e, depth in _walk(expr):
@@ -148,6 +149,8 @@ def _cuts(expr: Any, names: tuple[str, ...], shape: tuple[int, ...]
                   math.ceil(root), math.ceil(root) + 1}:
             if 0 < t < n and _truth(a, b, op, t) != _truth(a, b, op, t - 1):
                 cuts.setdefault(name, set()).add(t)
+        if len(cuts) > 1:
+            return None     # selects on two axes: nothing to gain, stop
     return cuts
 
 
