@@ -525,7 +525,8 @@ class BoundPyOpenCLProgram(BoundProgram):
             if len(replays) >= MAX_REPLAYS:
                 del replays[next(iter(replays))]
             # False: not replayable, do not try again
-            replay = LaunchReplay.record(self, queue, kwargs, sizes) or False
+            replay = LaunchReplay.record(self, queue, kwargs, sizes,
+                                         layout) or False
             replays[context, layout] = replay
             if replay:
                 self._last_replay = replay

@@ -208,14 +208,13 @@ def split_reads(insn: Any) -> list[Any] | None:
         return None
     names = tuple(insn.canon)
     cuts = _cuts(insn.expr, names, shape)
-    if not cuts or len(cuts) != 1:
+    if not cuts:
         return None
     (name, positions), = cuts.items()
     axis = names.index(name)
     bounds = [0, *sorted(positions), shape[axis]]
     if len(bounds) - 1 > PIECES_MAX:
         return None
-    pieces = []
     group: list[Any] = []
     largest = max(range(len(bounds) - 1),
                   key=lambda k: bounds[k + 1] - bounds[k])
@@ -233,5 +232,4 @@ def split_reads(insn: Any) -> list[Any] | None:
             set(insn.helpers), placement=Placement(axis, lo))
         piece.pieces = group
         group.append(piece)
-        pieces.append(piece)
-    return pieces
+    return group

@@ -107,8 +107,6 @@ class LaunchReplay:
         self.data_bytes: dict[int, int] = {}
         #: slot -> bound data array (an output may be one)
         self.constant_arrays: dict[int, Any] = {}
-        #: per argument of the layout that is an array: its slot
-        self.array_slots: list[int] = []
         #: (index among the array arguments, slot) of inputs that are
         #: outputs too
         self.passed_through: list[tuple[int, int]] = []
@@ -145,9 +143,10 @@ class LaunchReplay:
 
     @classmethod
     def record(cls, program: Any, queue: Any, kwargs: dict[str, Any],
-               sizes: dict[str, int]) -> LaunchReplay | None:
+               sizes: dict[str, int], layout: tuple) -> LaunchReplay | None:
         """The replay of *program*'s call with *kwargs* (which the full
-        call has just run and checked); ``None`` if it cannot be replayed."""
+        call has just run and checked; *layout* is their
+        :func:`layout_key`); ``None`` if it cannot be replayed."""
         import pyopencl.array as cla
 
         from pytato_like.target.loopy.bound import _build_kernel
@@ -253,13 +252,12 @@ class LaunchReplay:
                                                    constant_args,
                                                    buffer_args, captured)))
         self.peak_bytes += self.output_bytes + self.temporary_peak
-        self.layout = layout_key(kwargs, queue, queue.context,
-                                 program.inputs.size_params) or ()
+        self.layout = layout
         self._check_for(queue)
-        self.array_slots = [s for s in self.input_slots if s is not None]
         self.any_host = any(self.host_inputs)
         output_slots = set(self.output_slots.values())
-        self.passed_through = [(i, s) for i, s in enumerate(self.array_slots)
+        array_slots = [s for s in self.input_slots if s is not None]
+        self.passed_through = [(i, s) for i, s in enumerate(array_slots)
                                if s in output_slots]
         self.constants = [None] * len(slots)
         for buf, ary in data.items():
