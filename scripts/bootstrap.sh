@@ -105,7 +105,7 @@ pip_q() {
 }
 
 log "pip: upgrading pip/setuptools/wheel"
-pip_q install --upgrade pip "setuptools>=64" wheel
+pip_q install --upgrade pip "setuptools>=77" wheel
 
 # mpich first, so that mpi4py (installed next) finds its libmpi.
 log "pip: installing mpich"

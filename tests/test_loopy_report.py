@@ -50,6 +50,31 @@ def test_stats_are_kept_without_report(queue, capsys):
     assert prg.stats.n_kernels == 1 and prg.stats.cache == "miss"
 
 
+def test_call_history_is_bounded_and_counted(queue):
+    """A program called every step keeps only its last few calls (a long
+    history of small objects would make the garbage collector's full
+    passes frequent), and counts them all."""
+    import gc
+
+    from pytato_like.target.loopy.report import CALLS_KEPT
+    x = pt.make_placeholder("x", (10,), np.float64)
+    prg = pt.generate_loopy(x * 3)
+    data = np.arange(10.0)
+    n = 3 * CALLS_KEPT
+    for _ in range(n):
+        _, (out,) = prg(queue, x=data)
+    np.testing.assert_array_equal(out, data * 3)
+    assert prg.stats.n_calls == n
+    assert len(prg.stats.calls) == CALLS_KEPT
+    # steady calls keep no more objects alive
+    gc.collect()
+    before = len(gc.get_objects())
+    for _ in range(200):
+        prg(queue, x=data)
+    gc.collect()
+    assert len(gc.get_objects()) - before < 50
+
+
 def test_slow_compile_reports_phases_as_they_go(monkeypatch, caplog):
     from pytato_like.target.loopy import report
     monkeypatch.setattr(report, "PROGRESS_AFTER", 0.0)

@@ -31,6 +31,17 @@ def test_py_typed_and_license_present():
     assert "MIT License" in (ROOT / "LICENSE").read_text()
 
 
+def test_license_is_an_spdx_expression():
+    """The license as setuptools 77+ wants it (the table form and license
+    classifiers are deprecated, to be refused from 2027-02-18): an SPDX
+    expression in the installed metadata, the file shipped beside it."""
+    meta = importlib.metadata.metadata("pytato_like")
+    assert meta["License-Expression"] == "MIT"
+    assert "LICENSE" in (meta.get_all("License-File") or [])
+    assert not [c for c in meta.get_all("Classifier") or []
+                if c.startswith("License ::")]
+
+
 @pytest.mark.parametrize("raw", ["abc", "4.5", "", "0", "-3"])
 def test_env_int_malformed_raises_configuration_error(raw):
     with pytest.raises(ConfigurationError, match="PYTATO_LIKE_X"):

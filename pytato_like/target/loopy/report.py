@@ -38,10 +38,12 @@ prints it). Under MPI, lines carry the rank (and the part, inside
 .. autofunction:: configure_logging
 .. autofunction:: compile_context
 .. autodata:: PROGRESS_AFTER
+.. autodata:: CALLS_KEPT
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -191,6 +193,9 @@ def _where() -> str:
 # }}}
 
 
+#: how many calls :attr:`ProgramStats.calls` keeps
+CALLS_KEPT = 8
+
 _PHASE_ORDER = ("cache_lookup", "materialize", "lower", "loopy", "codegen",
                 "assemble", "opencl_build")
 
@@ -208,8 +213,15 @@ class ProgramStats:
     n_stored: int = 0
     n_kernels: int = 0
     n_launches: int = 0
-    #: per call: (total seconds, [seconds per launch])
-    calls: list = dataclasses.field(default_factory=list)
+    #: the last :data:`CALLS_KEPT` calls: (total seconds, [seconds per
+    #: launch]) each. Few, so that a program called every step does not
+    #: keep thousands of small objects alive: they would make the garbage
+    #: collector's full passes (tens of ms with a compiled program's
+    #: objects in memory) come every few dozen executions
+    calls: collections.deque = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=CALLS_KEPT))
+    #: calls since the program was bound
+    n_calls: int = 0
     enabled: bool = False
     #: the rank/part label of the compile, under MPI
     where: str = ""
@@ -228,12 +240,11 @@ class ProgramStats:
 
     def record_call(self, total: float, launches: list[float]) -> None:
         self.calls.append((total, launches))
-        if len(self.calls) > 1000:
-            del self.calls[:500]
+        self.n_calls += 1
         if self.enabled:
             run_logger.info("%scall %d: %.3f ms (%d launches, enqueue %.3f ms, "
                             "peak device memory %.1f MB)",
-                            self.where, len(self.calls), total * 1e3,
+                            self.where, self.n_calls, total * 1e3,
                             len(launches), sum(launches) * 1e3,
                             self.peak_device_bytes / 2**20)
 
