@@ -382,6 +382,9 @@ class MessagePlan:
         #: what the part scheduler derives from the partition (see
         #: :meth:`~pytato_like.scheduler.PartHooks.table_cache`)
         self.scheduler_tables: dict = {}
+        # part -> its placed outputs, once every message of it has its
+        # padded buffer (see placed_outputs)
+        self._placed: dict[Hashable, dict[str, Any]] = {}
         # message headers compared with every peer (first execution)
         self.headers_checked = not is_mpi(comm)
         self.registry = ReceiveBufferRegistry(np)
@@ -673,10 +676,17 @@ class MessagePlan:
         """Output name -> the device array part *pid* should compute it
         into: the sub-buffers of its outgoing messages (see
         :class:`_PaddedMessage`; known after the first execution)."""
+        cached = self._placed.get(pid)
+        if cached is not None:
+            return cached
         placed: dict[str, Any] = {}
-        for msg in self.outgoing.get(pid, ()):
+        messages = self.outgoing.get(pid, ())
+        for msg in messages:
             if msg.padded is not None:
                 placed.update(zip(msg.names, msg.padded.arrays, strict=True))
+        if all(msg.padded is not None for msg in messages):
+            # complete: a message's padded buffer, once made, stays
+            self._placed[pid] = placed
         return placed
 
     def begin(self, recorder: TraceRecorder) -> Exchange:

@@ -94,7 +94,11 @@ def now_ns() -> int:
     return time.perf_counter_ns()
 
 
-@dataclasses.dataclass
+_perf_counter_ns = time.perf_counter_ns
+
+
+# slots: an executor makes several records per part, each execution
+@dataclasses.dataclass(slots=True)
 class TraceRecord:
     """One message, part execution, wait or task. Times in nanoseconds of
     :func:`now_ns`; ``None`` until they happen."""
@@ -113,18 +117,20 @@ class TraceRecord:
 
     def start(self, t_ns: int | None = None) -> TraceRecord:
         """Mark the start (now, or at *t_ns*; never before posted)."""
-        t = now_ns() if t_ns is None else t_ns
-        self.started_ns = max(t, self.posted_ns)
+        t = _perf_counter_ns() if t_ns is None else t_ns
+        posted = self.posted_ns
+        self.started_ns = t if t > posted else posted
         return self
 
     def complete(self, t_ns: int | None = None) -> TraceRecord:
         """Mark completion (now, or at *t_ns*). A record never started is
         taken to have started when it was posted."""
-        if self.started_ns is None:
-            self.started_ns = self.posted_ns
+        started = self.started_ns
+        if started is None:
+            started = self.started_ns = self.posted_ns
         if self.completed_ns is None:
-            t = now_ns() if t_ns is None else t_ns
-            self.completed_ns = max(t, self.started_ns)
+            t = _perf_counter_ns() if t_ns is None else t_ns
+            self.completed_ns = t if t > started else started
         return self
 
     @property
@@ -173,13 +179,14 @@ class TraceRecorder:
                nbytes: int | None = None, part_id: Hashable | None = None,
                **args: Any) -> TraceRecord:
         """A new record of *kind*, posted now."""
-        rec = TraceRecord(kind=kind, name=name or kind, rank=self.rank,
-                          posted_ns=now_ns(), peer=peer, tag=tag,
-                          nbytes=None if nbytes is None else int(nbytes),
-                          part_id=part_id, args=args)
+        # positional: the fields' order (the cheapest construction)
+        rec = TraceRecord(kind, name or kind, self.rank, _perf_counter_ns(),
+                          None, None, peer, tag,
+                          None if nbytes is None else int(nbytes), part_id,
+                          args)
         if self.enabled:
-            with self._lock:
-                self._records.append(rec)
+            # one append is atomic (the GIL); the lock orders bulk changes
+            self._records.append(rec)
         return rec
 
     def message(self, direction: str, peer: int, tag: int | None = None,
