@@ -219,6 +219,50 @@ def test_every_array_is_computed_in_one_part():
     np.testing.assert_allclose(result["c"], np.sin(np.exp(xv)) * recv)
 
 
+def test_sent_array_read_by_a_later_part_is_output_once(queue):
+    """An array that is sent and also read by a later part of its rank is
+    one output of its part, under one name, used by both; a second send of
+    it (to another neighbour) gets its own output, so that each message can
+    have it computed into its own buffer."""
+    x = pt.make_placeholder("x", (6,))
+    edge = (x[:2] * 3).tagged(pt.tags.ImplStored())
+    held = staple_distributed_send(edge, 0, "a", edge)
+    held = staple_distributed_send(edge, 0, "b", held)
+    ra = make_distributed_recv(0, "a", (2,))
+    rb = make_distributed_recv(0, "b", (2,))
+    # read by the part that waits for the receives
+    outputs = {"y": held * ra + rb}
+    partition = _partition(outputs)
+    results = partition.var_name_to_result
+    first = partition.parts[partition.toposorted_part_ids[0]]
+    sent = sorted(first.name_to_send_nodes)
+    assert len(sent) == 2
+    # one of the two sent names is what the later part reads
+    later_inputs = set().union(*(
+        partition.parts[p].partition_input_names
+        for p in partition.toposorted_part_ids[1:]))
+    shared = [n for n in sent if n in later_inputs]
+    assert len(shared) == 1
+    # no output of the first part is the same array under another name,
+    # except the second send's own copy
+    same = [n for n in first.output_names if results[n] is results[shared[0]]]
+    assert sorted(same) == sent
+    xv = np.arange(6.0)
+    expect = xv[:2] * 3 * xv[:2] * 3 + xv[:2] * 3
+    np.testing.assert_allclose(_run_single(partition, {"x": xv})["y"], expect)
+    # the loopy target, computing the sent outputs into the messages'
+    # buffers from the second execution on
+    p2, _ = number_distributed_tags(None, partition, 0)
+    prgs = generate_code_for_partition(p2)
+    for k in range(3):
+        xk = xv + k
+        got = execute_distributed_partition(p2, prgs, queue, None,
+                                            input_args={"x": xk})["y"]
+        e = xk[:2] * 3
+        np.testing.assert_allclose(got.get() if hasattr(got, "get") else got,
+                                   e * e + e)
+
+
 def test_self_send_of_input_and_forwarding_a_receive():
     x = pt.make_placeholder("x", (2,))
     r1 = make_distributed_recv(0, 1, (2,))

@@ -395,12 +395,24 @@ class _LocalAnalysis:
         for name, k in zip(self.output_map, self.out_idx, strict=True):
             builder.add_output(name, k, (time[canon[k]], 1))
         send_names: dict[tuple[int, int], dict[str, DistributedSend]] = {}
+        # computed arrays whose part output name a send took over
+        sent_under_output_name: set[int] = set()
         for send, d in zip(self.sends, self.send_idx, strict=True):
             # (a computed send is live: it has a part)
             key = (cast("tuple[int, int]", part_of[d]) if kind[d] is COMPUTED
                    else (time[d], 0))
-            name = self.name_gen("_pt_send")
-            builder.add_output(name, d, key)
+            stored = builder.placeholders.get(d)
+            if (kind[d] is COMPUTED and stored is not None
+                    and d not in sent_under_output_name):
+                # later parts read this array already: its part outputs
+                # it once, under that name, for them and for the message
+                # (not twice, which cost a second array per call and a
+                # second store in the kernel)
+                sent_under_output_name.add(d)
+                name = stored.name
+            else:
+                name = self.name_gen("_pt_send")
+                builder.add_output(name, d, key)
             send_names.setdefault(key, {})[name] = send
 
         # part keys here are (time, 0 or 1)
