@@ -214,6 +214,13 @@ class _PaddedMessage:
                       "buffer_origin": (0, 0), "host_origin": (0, 0),
                       "buffer_pitches": (self.pitch,),
                       "host_pitches": (self.each,)}
+        # the copies run twice a step: pyopencl's rectangular copies
+        # themselves, not enqueue_copy's dispatch on the argument types
+        # (which asks OpenCL for the buffer's type each time); enqueue_copy
+        # if this pyopencl has them under other names
+        raw = getattr(cl, "_cl", None)
+        self._read_rect = getattr(raw, "_enqueue_read_buffer_rect", None)
+        self._write_rect = getattr(raw, "_enqueue_write_buffer_rect", None)
 
     @staticmethod
     def fits(queue: Any, entries: list[tuple[tuple[int, ...], np.dtype]]
@@ -230,6 +237,10 @@ class _PaddedMessage:
     def to_host(self, host: np.ndarray, wait_for: list[Any] | None) -> Any:
         """Enqueue the copy of every array to *host* (back to back); its
         event."""
+        if self._read_rect is not None:
+            return self._read_rect(self.queue, self.parent, host,
+                                   is_blocking=False, wait_for=wait_for,
+                                   **self._rect)
         import pyopencl as cl
         return cl.enqueue_copy(self.queue, host, self.parent, is_blocking=False,
                                wait_for=wait_for, **self._rect)
@@ -237,6 +248,9 @@ class _PaddedMessage:
     def from_host(self, host: np.ndarray) -> Any:
         """Enqueue the copy of *host* (back to back) into the arrays; its
         event."""
+        if self._write_rect is not None:
+            return self._write_rect(self.queue, self.parent, host,
+                                    is_blocking=False, **self._rect)
         import pyopencl as cl
         return cl.enqueue_copy(self.queue, self.parent, host, is_blocking=False,
                                **self._rect)
@@ -747,6 +761,21 @@ def _mpi() -> Any:
     return _MPI_MODULE
 
 
+_CL_MODULE: Any = None
+#: pyopencl's CL_COMPLETE (set with the module)
+_COMPLETE: Any = None
+
+
+def _cl() -> Any:
+    """pyopencl (imported on first use, as :func:`_mpi`)."""
+    global _CL_MODULE, _COMPLETE
+    if _CL_MODULE is None:
+        import pyopencl as cl
+        _COMPLETE = cl.command_execution_status.COMPLETE
+        _CL_MODULE = cl
+    return _CL_MODULE
+
+
 class Exchange:
     """The communication of one execution of a :class:`MessagePlan`."""
 
@@ -869,7 +898,7 @@ class Exchange:
                 return result
         done = set(found)
         # statuses are filled in completion order, not by request index
-        from mpi4py import MPI
+        MPI = _mpi()
         for i, status in zip(found, self._recv_statuses, strict=False):
             msg = self._recv_waiting[i][0]
             buffer = cast(np.ndarray, msg.buffer)  # a posted receive's
@@ -1057,8 +1086,8 @@ class Exchange:
     def _start_ready_device_sends(self, block: bool) -> None:
         if not self._device_copies:
             return
-        import pyopencl as cl
-        complete = cl.command_execution_status.COMPLETE
+        cl = _cl()
+        complete = _COMPLETE
         if block:
             with self.recorder.wait("wait for device copies"):
                 cl.wait_for_events([evt for _, evt, _ in self._device_copies])

@@ -415,15 +415,15 @@ class LaunchReplay:
         slots. An array checked once is known by identity afterwards (its
         layout does not change: pyopencl arrays are not reshaped in
         place)."""
-        import pyopencl.array as cla
         fitting = self.placed_ok
-        context = queue.context
         for name, ary in placed.items():
             s = self.placeable.get(name)
             if s is None:
                 continue
             known = fitting.get(name)
             if known is not ary:
+                import pyopencl.array as cla
+                context = queue.context
                 shape, dtype = self.output_layout[s]
                 if not (type(ary) is cla.Array and ary.shape == shape
                         and ary.dtype == dtype and not ary.offset
