@@ -78,7 +78,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -396,6 +396,9 @@ class MessagePlan:
         #: what the part scheduler derives from the partition (see
         #: :meth:`~pytato_like.scheduler.PartHooks.table_cache`)
         self.scheduler_tables: dict = {}
+        #: the executor's steady loops, per set of part programs (see
+        #: :class:`~pytato_like.distributed.steady.SteadyLoop`)
+        self.steady_loops: dict[tuple, Any] = {}
         # part -> its placed outputs, once every message of it has its
         # padded buffer (see placed_outputs)
         self._placed: dict[Hashable, dict[str, Any]] = {}
@@ -761,6 +764,21 @@ def _mpi() -> Any:
     return _MPI_MODULE
 
 
+class _Described:
+    """A description made only if it is shown (a wait's, for its error)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self.make = make
+
+    def __str__(self) -> str:
+        return self.make()
+
+    def __format__(self, spec: str) -> str:
+        return format(self.make(), spec)
+
+
 _CL_MODULE: Any = None
 #: pyopencl's CL_COMPLETE (set with the module)
 _COMPLETE: Any = None
@@ -808,7 +826,7 @@ class Exchange:
         self.cancelled = False
         self._start_receives()
 
-    def _wait(self, test, peers, what: str) -> None:
+    def _wait(self, test, peers, what: object) -> None:
         """Poll *test* until true (see
         :func:`~pytato_like.distributed.safety.poll_until`)."""
         poll_until(test, self.comm, peers, f"rank {self.rank} {what}",
@@ -889,13 +907,39 @@ class Exchange:
             with self.recorder.wait("wait for messages"):
                 self._wait(test, lambda: {m.src for m, _, _ in
                                           self._recv_waiting},
-                           "waits for messages "
-                           + ", ".join(f"(rank {m.src}, tag {m.tag})"
-                                       for m, _, _ in self._recv_waiting))
+                           _Described(self._waiting_for))
         else:
             found = self._test_receives()
             if not found:
                 return result
+        result.extend(self._take_arrived(found))
+        return result
+
+    def _waiting_for(self) -> str:
+        return "waits for messages " + ", ".join(
+            f"(rank {m.src}, tag {m.tag})" for m, _, _ in self._recv_waiting)
+
+    def poll_receives(self) -> list[tuple[str, Any]]:
+        """``arrivals(False)`` without progressing the sends: the test the
+        steady loop (:mod:`~pytato_like.distributed.steady`) makes after
+        each part; it starts sends itself, and completed sends are picked
+        up when the rank waits and at the end."""
+        if not self._recv_waiting:
+            result, self._arrived = self._arrived, []
+            return result
+        t0 = time.perf_counter_ns()
+        overhead = self.overhead_ns
+        unpack0 = overhead["unpack"]
+        found = self._test_receives()
+        result = self._take_arrived(found) if found else []
+        overhead["poll"] += (time.perf_counter_ns() - t0
+                             - overhead["unpack"] + unpack0)
+        return result
+
+    def _take_arrived(self, found: list[int]) -> list[tuple[str, Any]]:
+        """The values of the receives *found* complete (indices into the
+        waiting receives, their statuses in that order), unpacked."""
+        result: list[tuple[str, Any]] = []
         done = set(found)
         # statuses are filled in completion order, not by request index
         MPI = _mpi()
@@ -919,6 +963,11 @@ class Exchange:
             self.bytes_received += int(cast(np.ndarray, msg.buffer).nbytes)
             result.extend(self._unpack(msg))
         return result
+
+    def start_ready_device_sends(self, block: bool) -> None:
+        """Start the sends whose device-to-host copy has completed (with
+        *block*: wait for every copy first)."""
+        self._start_ready_device_sends(block)
 
     def _test_receives(self) -> list[int]:
         """Indices (into the waiting receives) of those completed now;

@@ -78,6 +78,7 @@ from pytato_like.distributed.safety import (
     at_exit_before_finalize,
     track_execution,
 )
+from pytato_like.distributed.steady import SteadyLoop
 from pytato_like.distributed.threads import configure_device_threads
 from pytato_like.runtime.handles import Handle
 from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
@@ -167,7 +168,11 @@ class DistributedExecution:
 
         Filled when the execution ends: ``n_parts_run``,
         ``n_messages_sent``, ``n_messages_received``, ``bytes_sent``,
-        ``bytes_received``, ``messages`` (the mode used), ``overhead_ns``
+        ``bytes_received``, ``messages`` (the mode used), ``scheduler``
+        (``"steady"`` if the loop of
+        :class:`~pytato_like.distributed.steady.SteadyLoop` ran the parts,
+        ``"general"`` if :func:`~pytato_like.scheduler.run_parts` did),
+        ``overhead_ns``
         (host time of the executor's own work by kind: ``enqueue`` -- calling
         the part programs; ``enqueue_cpu`` is the CPU time of that, without
         the time a launch waited for a core --, ``send`` -- packing and
@@ -269,9 +274,9 @@ def _run(partition: DistributedGraphPartition,
             exchange = plan.begin(recorder)
             if control is not None:
                 control.exchange = exchange
-            n_done, context = _schedule(partition, prg_per_partition, queue,
-                                        exchange, allocator, input_args,
-                                        recorder)
+            n_done, context, scheduler = _schedule(
+                partition, prg_per_partition, queue, exchange, allocator,
+                input_args, recorder)
             exchange.finish()
         except BaseException as exc:
             if not isinstance(exc, RemoteRankError):
@@ -289,7 +294,8 @@ def _run(partition: DistributedGraphPartition,
                  bytes_sent=exchange.bytes_sent,
                  bytes_received=exchange.bytes_received,
                  overhead_ns=dict(exchange.overhead_ns),
-                 messages="packed" if plan.packed else "per_array")
+                 messages="packed" if plan.packed else "per_array",
+                 scheduler=scheduler)
     host_buffers = plan.host_buffers()
     device_reused = plan.reused_device_arrays()
     results = {}
@@ -440,8 +446,9 @@ def _schedule(partition: DistributedGraphPartition,
               prg_per_partition: Mapping[Hashable, BoundProgram], queue: Any,
               exchange: Exchange, allocator: Any,
               input_args: Mapping[str, Any], recorder: TraceRecorder
-              ) -> tuple[int, dict[str, Any]]:
-    """Run every part; the number run and every value by name."""
+              ) -> tuple[int, dict[str, Any], str]:
+    """Run every part; the number run, every value by name, and which
+    scheduler ran them (``"steady"`` or ``"general"``)."""
     values: dict[str, Any] = dict(input_args or {})
     if exchange.on_device:
         # once, while the queue is empty: a part program converting a host
@@ -451,10 +458,16 @@ def _schedule(partition: DistributedGraphPartition,
             if isinstance(value, np.ndarray):
                 values[name] = cla.to_device(
                     queue, np.ascontiguousarray(value), allocator=allocator)
+    # from the second execution on, usually: the loop made for it
+    loop = SteadyLoop.for_execution(partition, prg_per_partition,
+                                    exchange.plan, set(values))
+    if loop is not None:
+        n_done = loop.run(exchange, queue, allocator, values, recorder)
+        return n_done, values, "steady"
     hooks = _MPIHooks(partition, queue, exchange, allocator, recorder,
                       prg_per_partition)
     values, n_done = run_parts(partition, prg_per_partition, hooks, values)
-    return n_done, values
+    return n_done, values, "general"
 
 
 def _threads_allowed(comm: Any) -> bool:

@@ -401,15 +401,15 @@ class _LocalAnalysis:
             # (a computed send is live: it has a part)
             key = (cast("tuple[int, int]", part_of[d]) if kind[d] is COMPUTED
                    else (time[d], 0))
-            stored = builder.placeholders.get(d)
-            if (kind[d] is COMPUTED and stored is not None
+            read_later = builder.placeholders.get(d)
+            if (kind[d] is COMPUTED and read_later is not None
                     and d not in sent_under_output_name):
                 # later parts read this array already: its part outputs
                 # it once, under that name, for them and for the message
                 # (not twice, which cost a second array per call and a
                 # second store in the kernel)
                 sent_under_output_name.add(d)
-                name = stored.name
+                name = read_later.name
             else:
                 name = self.name_gen("_pt_send")
                 builder.add_output(name, d, key)

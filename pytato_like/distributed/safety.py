@@ -206,7 +206,7 @@ class NoticeBoard:
                 self._request = self.comm.Irecv(
                     [self._buf, MPI.BYTE], source=MPI.ANY_SOURCE, tag=self.tag)
 
-    def raise_if_failed(self, peers: Iterable[int] = (), what: str = ""
+    def raise_if_failed(self, peers: Iterable[int] = (), what: object = ""
                         ) -> None:
         """Raise :class:`~pytato_like.diagnostic.RemoteRankError` if any rank
         failed, or :class:`~pytato_like.diagnostic.RankDepartedError` if one
@@ -292,7 +292,7 @@ def _yield_core() -> None:
 
 
 def poll_until(test: Callable[[], bool], comm: Any, peers: Callable[[], Any]
-               = tuple, what: str = "", cancelled: Callable[[], bool] | None
+               = tuple, what: object = "", cancelled: Callable[[], bool] | None
                = None) -> None:
     """Return once ``test()`` is true. Meanwhile poll the notices of
     *comm* (raising as :meth:`NoticeBoard.raise_if_failed` for the ranks

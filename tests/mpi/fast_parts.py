@@ -3,7 +3,9 @@ heat solver of examples/distributed_heat.py executed several times with
 changing inputs, checked against serial NumPy, and the fast paths checked
 to be taken: part programs replayed, messages as sub-buffers of one device
 buffer (no pack/unpack kernels), sent outputs computed in place after the
-first execution. Prints ``OK fast_parts rank R`` per rank."""
+first execution, and the executions after the first run by the steady loop
+(:mod:`pytato_like.distributed.steady`) with the same results and trace.
+Prints ``OK fast_parts rank R`` per rank."""
 
 from __future__ import annotations
 
@@ -48,14 +50,18 @@ def main() -> None:
 
     kept = []
     copies_per_run = []
+    schedulers = []
     for run in range(4):
         fields = [(run + 1) * heat.initial_field(n_total, f) + run
                   for f in range(n_fields)]
         inputs = {f"u{f}": fields[f][mine] for f in range(n_fields)}
         before = len(copies_in)
+        stats: dict = {}
         out = pt.execute_distributed_partition(partition, prgs, queue, comm,
-                                               input_args=inputs)
+                                               input_args=inputs, stats=stats)
         copies_per_run.append(len(copies_in) - before)
+        schedulers.append(stats["scheduler"])
+        assert stats["n_parts_run"] == len(partition.parts), stats
         kept.append((fields, out))
     queue.finish()
     # every execution's results are its own (later ones reuse buffers)
@@ -79,6 +85,8 @@ def main() -> None:
     # later ones compute them there
     assert copies_per_run[0] > 0, copies_per_run
     assert copies_per_run[1:] == [0, 0, 0], copies_per_run
+    # the first execution settles the plan; later ones run the steady loop
+    assert schedulers == ["general", "steady", "steady", "steady"], schedulers
     replayed = sum(r.n_runs for p in prgs.values()
                    for r in p.__dict__.get("_replays", {}).values() if r)
     n_programs_run = sum(1 for p in prgs.values()
@@ -90,7 +98,14 @@ def main() -> None:
     handle = pt.execute_distributed_partition_async(
         partition, prgs, queue, comm, input_args=inputs)
     handle.wait()
+    assert handle.stats["scheduler"] == "steady", handle.stats
     records = handle.fetch_trace()
+    # the steady loop's trace has what the general scheduler's has: a
+    # record per part, per message each way, and a pack per message sent
+    kinds = [r.kind for r in records]
+    assert kinds.count("send") == kinds.count("pack") == len(outgoing)
+    assert kinds.count("recv") == len(plan.incoming)
+    assert all(r.done for r in records), [r for r in records if not r.done]
     parts = [r for r in records if r.kind == "part"]
     assert len(parts) == len(partition.parts)
     for w in records:
@@ -98,6 +113,16 @@ def main() -> None:
             for p in parts:
                 if p.posted_ns < w.started_ns:
                     assert p.started_ns <= w.started_ns, (p.name, w.name)
+    # bad input in the steady state: the typed error of the full call
+    from pytato_like.diagnostic import InputShapeMismatchError, RemoteRankError
+    bad = dict(inputs, u0=inputs["u0"][:-1])
+    try:
+        pt.execute_distributed_partition(partition, prgs, queue, comm,
+                                         input_args=bad)
+    except (InputShapeMismatchError, RemoteRankError) as exc:
+        assert "u0" in str(exc) or "rank" in str(exc), exc
+    else:
+        raise AssertionError("a wrong input shape was not refused")
     print(f"OK fast_parts rank {rank}", flush=True)
 
 
