@@ -39,7 +39,8 @@ exchanges on the first execution of a partition (see
 (:func:`max_user_tag`).
 
 Waits never block inside MPI: :func:`poll_until` tests the requests,
-polls the notices, yields the core between its first
+looks at the notices every :data:`NOTICE_POLL_EVERY` polls, yields the
+core between its first
 :data:`YIELDING_POLLS` tests, then sleeps with a growing back-off (up to
 :data:`MAX_BACKOFF_S`, the thread's timer slack set to
 :data:`WAIT_TIMER_SLACK_NS` so that short sleeps end on time), so a
@@ -59,6 +60,7 @@ the communicator: it stands for a one-rank world
 .. autofunction:: max_user_tag
 .. autodata:: DEPARTURE_GRACE_S
 .. autodata:: MAX_BACKOFF_S
+.. autodata:: NOTICE_POLL_EVERY
 .. autoclass:: SingleRankCommunicator
 .. autofunction:: as_communicator
 .. autofunction:: allgather_or_raise
@@ -94,6 +96,8 @@ MAX_BACKOFF_S = 100e-6
 #: polls a wait makes, giving the core away (``sched_yield``) between
 #: them, before it starts sleeping
 YIELDING_POLLS = 8
+#: a wait looks at the notices of other ranks every this many polls
+NOTICE_POLL_EVERY = 4
 #: the timer slack (ns) of a waiting thread: Linux lets a sleep overrun by
 #: this much (50 us by default, which made every short sleep of a wait
 #: last 60-100 us)
@@ -304,15 +308,18 @@ def poll_until(test: Callable[[], bool], comm: Any, peers: Callable[[], Any]
     delay = 0.0
     n = 0
     while not test():
-        if board is not None:
+        # the notices every few polls (each look is an MPI test and a
+        # lock: a wait of a few hundred microseconds polls 10-20 times)
+        if board is not None and n % NOTICE_POLL_EVERY == 0:
             board.poll()
-            try:
-                board.raise_if_failed(peers(), what)
-            except RemoteRankError:
-                # what arrived before the notice still counts
-                if test():
-                    return
-                raise
+            if board.failed or board.departed:
+                try:
+                    board.raise_if_failed(peers(), what)
+                except RemoteRankError:
+                    # what arrived before the notice still counts
+                    if test():
+                        return
+                    raise
         if cancelled is not None and cancelled():
             raise DistributedExecutionError(
                 f"rank {0 if comm is None else comm.Get_rank()}: wait "
