@@ -19,7 +19,9 @@ once, before the first part runs. Loopy part programs are called through
 :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`:
 from the second execution on they replay their recorded launches (see
 :mod:`~pytato_like.target.loopy.replay`) and compute the values they send
-into their messages' device buffers.
+into their messages' device buffers, and the parts are run by the loop of
+:mod:`~pytato_like.distributed.steady` (the same rule, made for the
+partition once the first execution has settled its messages).
 
 What does not change between executions -- the messages, their buffers,
 packers and persistent MPI requests -- is a
