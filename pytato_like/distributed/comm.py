@@ -886,7 +886,7 @@ class Exchange:
                                          - self.overhead_ns["unpack"] + unpack0)
 
     def _arrivals(self, block: bool) -> list[tuple[str, Any]]:
-        self._start_ready_device_sends(block=False)
+        self.start_ready_device_sends(block=False)
         self._poll_sends()
         result, self._arrived = self._arrived, []
         if result:
@@ -900,7 +900,7 @@ class Exchange:
             return result
         if block:
             # never wait for a peer while our own data to it waits for us
-            self._start_ready_device_sends(block=True)
+            self.start_ready_device_sends(block=True)
         found: list[int] = []
 
         def test() -> bool:
@@ -971,11 +971,6 @@ class Exchange:
             self.bytes_received += int(cast(np.ndarray, msg.buffer).nbytes)
             result.extend(self._unpack(msg))
         return result
-
-    def start_ready_device_sends(self, block: bool) -> None:
-        """Start the sends whose device-to-host copy has completed (with
-        *block*: wait for every copy first)."""
-        self._start_ready_device_sends(block)
 
     def _test_receives(self, first: int | None = None) -> list[int]:
         """Indices (into the waiting receives) of those completed now --
@@ -1144,7 +1139,9 @@ class Exchange:
             rec.complete()
             self._start_send(msg, msg.request, buffer)
 
-    def _start_ready_device_sends(self, block: bool) -> None:
+    def start_ready_device_sends(self, block: bool) -> None:
+        """Start the sends whose device-to-host copy has completed (with
+        *block*: wait for every copy first)."""
         if not self._device_copies:
             return
         cl = _cl()
@@ -1196,7 +1193,7 @@ class Exchange:
     def finish(self) -> None:
         """Wait until every send has left (buffers may then be reused),
         stop listening for failure notices, and let device copies end."""
-        self._start_ready_device_sends(block=True)
+        self.start_ready_device_sends(block=True)
         if self._recv_waiting:
             # every receive feeds a part, so this only happens if a part
             # never ran; be safe before the buffers are restarted

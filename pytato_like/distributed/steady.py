@@ -50,7 +50,7 @@ class SteadyLoop:
     see :meth:`for_execution`)."""
 
     def __init__(self, partition: Any, prg_per_partition: Mapping[Hashable, Any],
-                 plan: Any, received: dict[str, int]) -> None:
+                 plan: Any, received: frozenset[str]) -> None:
         order = list(partition.toposorted_part_ids)
         index = {pid: i for i, pid in enumerate(order)}
         parts = partition.parts
@@ -118,7 +118,8 @@ class SteadyLoop:
             if not isinstance(prg, BoundPyOpenCLProgram) or isinstance(
                     prg, LazyPartProgram):
                 return None
-        received = {name: 1 for msg in plan.incoming for name in msg.names}
+        received = frozenset(name for msg in plan.incoming
+                             for name in msg.names)
         # the names parts wait for that are not received: user inputs
         provided = frozenset(
             n for names in plan.awaited_names.values() for n in names
@@ -154,14 +155,18 @@ class SteadyLoop:
                 records[i] = part_record(order[i])
                 ready.append(i)     # ascending: a heap already
 
+        def release(j: int) -> None:
+            """Part *j* waits for one thing less (runnable at none)."""
+            waiting[j] -= 1
+            if not waiting[j]:
+                records[j] = part_record(order[j])
+                heappush(ready, j)
+
         def deliver(arrived: list[tuple[str, Any]]) -> None:
             for name, value in arrived:
                 values[name] = value
                 for j in readers.get(name, ()):
-                    waiting[j] -= 1
-                    if not waiting[j]:
-                        records[j] = part_record(order[j])
-                        heappush(ready, j)
+                    release(j)
 
         n_parts = len(order)
         n_done = 0
@@ -199,10 +204,7 @@ class SteadyLoop:
             send_part_outputs(pid, outputs)
             values.update(outputs)
             for j in dependents[i]:
-                waiting[j] -= 1
-                if not waiting[j]:
-                    records[j] = part_record(order[j])
-                    heappush(ready, j)
+                release(j)
             n_done += 1
             start_ready_sends(False)
             arrived = poll_receives()

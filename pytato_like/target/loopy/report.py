@@ -214,10 +214,9 @@ class ProgramStats:
     n_kernels: int = 0
     n_launches: int = 0
     #: the last :data:`CALLS_KEPT` calls: (total seconds, [seconds per
-    #: launch]) each. Few, so that a program called every step does not
-    #: keep thousands of small objects alive: they would make the garbage
-    #: collector's full passes (tens of ms with a compiled program's
-    #: objects in memory) come every few dozen executions
+    #: launch]) each. Few, so that programs called every step do not keep
+    #: thousands of small objects alive for the garbage collector to scan
+    #: (65 part programs kept up to 130 000 with a history of 1000)
     calls: collections.deque = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=CALLS_KEPT))
     #: calls since the program was bound
