@@ -779,9 +779,6 @@ class _Described:
         return format(self.make(), spec)
 
 
-#: how many of the waiting receives (in the plan's order) the steady loop
-#: tests after each part (see Exchange.poll_receives)
-POLLED_RECEIVES = 4
 
 _CL_MODULE: Any = None
 #: pyopencl's CL_COMPLETE (set with the module)
@@ -832,9 +829,15 @@ class Exchange:
 
     def _wait(self, test, peers, what: object) -> None:
         """Poll *test* until true (see
-        :func:`~pytato_like.distributed.safety.poll_until`)."""
-        poll_until(test, self.comm, peers, f"rank {self.rank} {what}",
-                   lambda: self.cancelled)
+        :func:`~pytato_like.distributed.safety.poll_until`); *what* is
+        described only if an error shows it."""
+        poll_until(test, self.comm, peers,
+                   _Described(lambda: f"rank {self.rank} {what}"),
+                   self.is_cancelled)
+
+    def is_cancelled(self) -> bool:
+        """Whether another thread has cancelled this execution."""
+        return self.cancelled
 
     # {{{ receiving
 
@@ -922,27 +925,6 @@ class Exchange:
     def _waiting_for(self) -> str:
         return "waits for messages " + ", ".join(
             f"(rank {m.src}, tag {m.tag})" for m, _, _ in self._recv_waiting)
-
-    def poll_receives(self) -> list[tuple[str, Any]]:
-        """``arrivals(False)`` without progressing the sends: the test the
-        steady loop (:mod:`~pytato_like.distributed.steady`) makes after
-        each part; it starts sends itself, and completed sends are picked
-        up when the rank waits and at the end."""
-        if not self._recv_waiting:
-            result, self._arrived = self._arrived, []
-            return result
-        t0 = time.perf_counter_ns()
-        overhead = self.overhead_ns
-        unpack0 = overhead["unpack"]
-        # the receives in the plan's order, which is the order the parts
-        # need them in: a later one cannot have arrived much earlier, and
-        # testing all of a long execution's receives after every part
-        # costs more than it finds (a blocking wait tests them all)
-        found = self._test_receives(POLLED_RECEIVES)
-        result = self._take_arrived(found) if found else []
-        overhead["poll"] += (time.perf_counter_ns() - t0
-                             - overhead["unpack"] + unpack0)
-        return result
 
     def _take_arrived(self, found: list[int]) -> list[tuple[str, Any]]:
         """The values of the receives *found* complete (indices into the
