@@ -127,7 +127,7 @@ def _measure(comm, n_local: int, n_steps: int, halo: int,
     ns = stats["overhead_ns"]
     per_part = {
         "enqueue": ns.get("enqueue", 0),
-        "pack": ns.get("send", 0) - ns.get("post", 0),
+        "pack": ns.get("pack", 0),
         "post": ns.get("post", 0),
         "poll": ns.get("poll", 0),
         "unpack": ns.get("unpack", 0),

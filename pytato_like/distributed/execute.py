@@ -177,9 +177,9 @@ class DistributedExecution:
         ``overhead_ns``
         (host time of the executor's own work by kind: ``enqueue`` -- calling
         the part programs; ``enqueue_cpu`` is the CPU time of that, without
-        the time a launch waited for a core --, ``send`` -- packing and
-        posting messages, of which ``post`` is starting the MPI sends --,
-        ``poll`` and ``unpack``; see
+        the time a launch waited for a core --, ``pack`` -- a part's
+        messages packed or their copies to the host enqueued --, ``post``
+        -- starting the MPI sends --, ``poll`` and ``unpack``; see
         :attr:`~pytato_like.distributed.comm.Exchange.overhead_ns`).
     """
 

@@ -307,7 +307,7 @@ class _SteadyRun:
         # submit now: an unflushed queue may hold the copies back until
         # this rank next blocks, delaying the sends
         self.queue.flush()
-        self.exchange.overhead_ns["send"] += time.perf_counter_ns() - t0
+        self.exchange.overhead_ns["pack"] += time.perf_counter_ns() - t0
 
     def start_copied_sends(self, block: bool = False) -> None:
         """Start the sends whose copy to the host has completed (with
@@ -353,11 +353,15 @@ class _SteadyRun:
         """Test the first few receives not arrived yet (the plan's order
         is the order the parts need them in) and take in those that have."""
         t0 = time.perf_counter_ns()
+        overhead = self.exchange.overhead_ns
+        unpack0 = overhead["unpack"]
         lo = self.first_waiting
         found = self._test(lo, lo + POLLED_RECEIVES)
         if found:
             self.take_in(found, lo)
-        self.exchange.overhead_ns["poll"] += time.perf_counter_ns() - t0
+        # (unpacking is counted on its own)
+        overhead["poll"] += (time.perf_counter_ns() - t0
+                             - overhead["unpack"] + unpack0)
 
     def _test(self, lo: int, hi: int) -> list[int] | None:
         """Indices (from *lo*) of the receives in ``[lo, hi)`` complete now;

@@ -61,6 +61,12 @@ def main() -> None:
                                                input_args=inputs, stats=stats)
         copies_per_run.append(len(copies_in) - before)
         schedulers.append(stats["scheduler"])
+        # the executor's own host time, each kind counted once
+        overhead = stats["overhead_ns"]
+        assert {"enqueue", "enqueue_cpu", "pack", "post", "poll",
+                "unpack"} <= set(overhead), overhead
+        assert all(v >= 0 for v in overhead.values()), overhead
+        assert "send" not in overhead, overhead
         assert stats["n_parts_run"] == len(partition.parts), stats
         kept.append((fields, out))
     queue.finish()
