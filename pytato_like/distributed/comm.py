@@ -779,7 +779,6 @@ class _Described:
         return format(self.make(), spec)
 
 
-
 _CL_MODULE: Any = None
 #: pyopencl's CL_COMPLETE (set with the module)
 _COMPLETE: Any = None
@@ -793,6 +792,22 @@ def _cl() -> Any:
         _COMPLETE = cl.command_execution_status.COMPLETE
         _CL_MODULE = cl
     return _CL_MODULE
+
+
+def test_receives(rank: int, requests: list[Any], statuses: list[Any]
+                  ) -> list[int]:
+    """Indices of the *requests* (receives of rank *rank*) completed now,
+    their statuses filling *statuses* in that order (inactive requests,
+    those already completed, are skipped). A message larger than its
+    receive is a :class:`~pytato_like.diagnostic.SendRecvMismatchError`."""
+    MPI = _mpi()
+    try:
+        return MPI.Request.Testsome(requests, statuses) or []
+    except MPI.Exception as exc:
+        raise SendRecvMismatchError(
+            f"rank {rank} received a message larger than the receive it "
+            f"was meant for ({exc}); the sender and the receiver disagree "
+            "on shapes or dtypes") from exc
 
 
 class Exchange:
@@ -954,22 +969,11 @@ class Exchange:
             result.extend(self._unpack(msg))
         return result
 
-    def _test_receives(self, first: int | None = None) -> list[int]:
-        """Indices (into the waiting receives) of those completed now --
-        among the *first* waiting ones only, if given; their statuses fill
-        :attr:`_recv_statuses` in that order."""
-        MPI = _mpi()
-        requests, statuses = self._recv_requests, self._recv_statuses
-        if first is not None and first < len(requests):
-            # (the same Request and Status objects: filled in place)
-            requests, statuses = requests[:first], statuses[:first]
-        try:
-            return MPI.Request.Testsome(requests, statuses) or []
-        except MPI.Exception as exc:
-            raise SendRecvMismatchError(
-                f"rank {self.rank} received a message larger than the "
-                f"receive it was meant for ({exc}); the sender and the "
-                "receiver disagree on shapes or dtypes") from exc
+    def _test_receives(self) -> list[int]:
+        """Indices (into the waiting receives) of those completed now;
+        their statuses fill :attr:`_recv_statuses` in that order."""
+        return test_receives(self.rank, self._recv_requests,
+                             self._recv_statuses)
 
     def _unpack(self, msg: _Incoming) -> list[tuple[str, Any]]:
         t0 = time.perf_counter_ns()

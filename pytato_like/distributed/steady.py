@@ -55,7 +55,12 @@ from pytato_like.diagnostic import (
     DistributedPartitionError,
     SendRecvMismatchError,
 )
-from pytato_like.distributed.comm import _cl, _Described, _mpi
+from pytato_like.distributed.comm import (
+    _cl,
+    _Described,
+    _mpi,
+    test_receives,
+)
 from pytato_like.distributed.safety import poll_until
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 from pytato_like.target.loopy.lazy import LazyPartProgram
@@ -363,18 +368,12 @@ class _SteadyRun:
         overhead["poll"] += (time.perf_counter_ns() - t0
                              - overhead["unpack"] + unpack0)
 
-    def _test(self, lo: int, hi: int) -> list[int] | None:
+    def _test(self, lo: int, hi: int) -> list[int]:
         """Indices (from *lo*) of the receives in ``[lo, hi)`` complete now;
         their statuses fill :attr:`statuses` in that order. (Receives taken
         in already are inactive: tests skip them.)"""
-        MPI = _mpi()
-        try:
-            return MPI.Request.Testsome(self.requests[lo:hi], self.statuses)
-        except MPI.Exception as exc:
-            raise SendRecvMismatchError(
-                f"rank {self.exchange.rank} received a message larger than "
-                f"the receive it was meant for ({exc}); the sender and the "
-                "receiver disagree on shapes or dtypes") from exc
+        return test_receives(self.exchange.rank, self.requests[lo:hi],
+                             self.statuses)
 
     def take_in(self, found: list[int], lo: int) -> None:
         """Check, unpack and deliver the receives *found* (indices from
