@@ -78,7 +78,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -794,6 +794,12 @@ def _cl() -> Any:
     return _CL_MODULE
 
 
+def describe_waiting(messages: Iterable[_Incoming]) -> str:
+    """What a rank waiting for the receives *messages* waits for."""
+    return "waits for messages " + ", ".join(
+        f"(rank {m.src}, tag {m.tag})" for m in messages)
+
+
 def test_receives(rank: int, requests: list[Any], statuses: list[Any]
                   ) -> list[int]:
     """Indices of the *requests* (receives of rank *rank*) completed now,
@@ -938,8 +944,7 @@ class Exchange:
         return result
 
     def _waiting_for(self) -> str:
-        return "waits for messages " + ", ".join(
-            f"(rank {m.src}, tag {m.tag})" for m, _, _ in self._recv_waiting)
+        return describe_waiting(m for m, _, _ in self._recv_waiting)
 
     def _take_arrived(self, found: list[int]) -> list[tuple[str, Any]]:
         """The values of the receives *found* complete (indices into the
@@ -947,27 +952,35 @@ class Exchange:
         result: list[tuple[str, Any]] = []
         done = set(found)
         # statuses are filled in completion order, not by request index
-        MPI = _mpi()
         for i, status in zip(found, self._recv_statuses, strict=False):
-            msg = self._recv_waiting[i][0]
-            buffer = cast(np.ndarray, msg.buffer)  # a posted receive's
-            count = status.Get_count(MPI.BYTE)
-            if count != buffer.nbytes:
-                raise SendRecvMismatchError(
-                    f"rank {msg.src} sent a message of {count} bytes with "
-                    f"tag {msg.tag} where rank {self.rank} receives "
-                    f"{buffer.nbytes} bytes")
+            self.check_arrival(self._recv_waiting[i][0], status)
         arrived = [self._recv_waiting[i] for i in sorted(done)]
         self._recv_waiting = [w for i, w in enumerate(self._recv_waiting)
                               if i not in done]
         self._recv_requests = [req for _, req, _ in self._recv_waiting]
         self._recv_statuses = self._recv_statuses[:len(self._recv_requests)]
         for msg, _, rec in arrived:
-            rec.complete()
-            self.n_messages_received += 1
-            self.bytes_received += int(cast(np.ndarray, msg.buffer).nbytes)
-            result.extend(self._unpack(msg))
+            result.extend(self.take_in(msg, rec))
         return result
+
+    def check_arrival(self, msg: _Incoming, status: Any) -> None:
+        """Raise if the message that completed receive *msg* (its MPI
+        *status*) is not the byte count the receive expects."""
+        buffer = cast(np.ndarray, msg.buffer)  # a posted receive's
+        count = status.Get_count(_mpi().BYTE)
+        if count != buffer.nbytes:
+            raise SendRecvMismatchError(
+                f"rank {msg.src} sent a message of {count} bytes with "
+                f"tag {msg.tag} where rank {self.rank} receives "
+                f"{buffer.nbytes} bytes")
+
+    def take_in(self, msg: _Incoming, rec: Any) -> list[tuple[str, Any]]:
+        """The values of the arrived (and checked) message *msg*, its
+        receive's record *rec* completed and counted, unpacked."""
+        rec.complete()
+        self.n_messages_received += 1
+        self.bytes_received += int(cast(np.ndarray, msg.buffer).nbytes)
+        return self._unpack(msg)
 
     def _test_receives(self) -> list[int]:
         """Indices (into the waiting receives) of those completed now;

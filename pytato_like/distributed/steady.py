@@ -23,15 +23,17 @@ code (:class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram`),
   the copies of its messages to the host enqueued, the sends whose copy
   has completed started, one non-blocking test of the first
   :data:`POLLED_RECEIVES` receives not arrived yet;
-* the messages handled here, on the exchange's persistent requests and
-  buffers, without its general per-call bookkeeping: a receive is taken
-  in (its byte count checked, one copy to its padded device buffer) when
-  a test finds it; a wait first starts every send whose copy is under way
-  (never wait for a peer while the data it waits for waits here) and
-  tests the first receives on every poll, all of them every
-  :data:`FULL_TEST_EVERY`-th. What is still under way at the end (sends,
-  uploads) goes back to the exchange, whose ``finish`` waits for it (and
-  whose ``abandon`` cancels the receives not taken in after a failure).
+* the receives handled here, on the exchange's persistent requests,
+  without its waiting lists rebuilt on each arrival: a receive found
+  complete is checked and unpacked by the exchange
+  (:meth:`~pytato_like.distributed.comm.Exchange.check_arrival`,
+  :meth:`~pytato_like.distributed.comm.Exchange.take_in`); a wait first
+  starts every send whose copy is under way (never wait for a peer while
+  the data it waits for waits here) and tests the first receives on every
+  poll, all of them every :data:`FULL_TEST_EVERY`-th. Sends go through
+  the exchange. The receives not taken in go back to the exchange at the
+  end, whose ``finish`` waits for them and for the sends (and whose
+  ``abandon`` cancels them after a failure).
 
 Measured on the halo benchmark (2 ranks, 10^5 cells per rank, one-cell
 halos every step, 2 parts per step): see doc/distributed.rst ("Where the
@@ -51,17 +53,12 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from pytato_like.diagnostic import (
-    DistributedPartitionError,
-    SendRecvMismatchError,
-)
+from pytato_like.diagnostic import DistributedPartitionError
 from pytato_like.distributed.comm import (
-    _cl,
     _Described,
-    _mpi,
+    describe_waiting,
     test_receives,
 )
-from pytato_like.distributed.safety import poll_until
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 from pytato_like.target.loopy.lazy import LazyPartProgram
 
@@ -93,11 +90,11 @@ class SteadyLoop:
         self.input_names: list[tuple[str, ...]] = []
         self.placed: list[dict[str, Any]] = []
         self.dependents: list[list[int]] = [[] for _ in order]
-        #: per part: the messages it sends
-        self.outgoing: list[tuple[Any, ...]] = []
+        #: per part: whether it sends messages
+        self.sends: list[bool] = []
         self.waiting: list[int] = []
-        #: received name -> the parts reading it
-        self.readers: dict[str, list[int]] = {}
+        # received name -> the parts reading it
+        readers: dict[str, list[int]] = {}
         for i, pid in enumerate(order):
             part = parts[pid]
             for q in part.needed_pids:
@@ -111,17 +108,16 @@ class SteadyLoop:
                 self.programs.append(prg_per_partition[pid])
             self.input_names.append(tuple(sorted(part.all_input_names())))
             self.placed.append(plan.placed_outputs(pid))
-            self.outgoing.append(tuple(plan.outgoing.get(pid, ())))
+            self.sends.append(bool(plan.outgoing.get(pid)))
             awaited = [n for n in plan.awaited_names[pid] if n in received]
             for name in awaited:
-                self.readers.setdefault(name, []).append(i)
+                readers.setdefault(name, []).append(i)
             self.waiting.append(len(part.needed_pids) + len(awaited))
         #: per received message (the plan's order): the parts each of its
         #: values releases (a part once per value it reads)
         self.on_arrival: list[tuple[int, ...]] = [
-            tuple(j for name in msg.names for j in self.readers.get(name, ()))
+            tuple(j for name in msg.names for j in readers.get(name, ()))
             for msg in plan.incoming]
-        self.complete = _cl().command_execution_status.COMPLETE
 
     @classmethod
     def for_execution(cls, partition: Any,
@@ -176,8 +172,9 @@ class SteadyLoop:
             values: dict[str, Any], recorder: Any) -> int:
         """Run every part (*values*: the inputs, filled with every part
         output and arrival); the number of parts run. Takes over the
-        receives *exchange* posted and hands back what is still under way
-        (sends, copies, uploads) for its ``finish`` (or ``abandon``)."""
+        receives *exchange* posted and hands back those not taken in for
+        its ``finish`` (or ``abandon``); the sends go through the exchange
+        (its ``finish`` waits for what is still under way)."""
         run = _SteadyRun(self, exchange, queue, allocator, values, recorder)
         try:
             return run.run_parts()
@@ -208,12 +205,8 @@ class _SteadyRun:
         self.arrived = [False] * len(self.receives)
         #: the first receive not arrived yet
         self.first_waiting = 0
-        #: sends whose device-to-host copy is under way: (msg, event, record)
-        self.copies: list[tuple[Any, Any, Any]] = []
         self.records: dict[int, Any] = {}
         self.ready: list[int] = []
-        self.n_received = 0
-        self.n_sent = 0
 
     # {{{ the parts
 
@@ -221,15 +214,19 @@ class _SteadyRun:
         loop = self.loop
         order, programs, forward = loop.order, loop.programs, loop.forward
         input_names, placed = loop.input_names, loop.placed
-        dependents, outgoing = loop.dependents, loop.outgoing
+        dependents, sends = loop.dependents, loop.sends
         values, queue, ready = self.values, self.queue, self.ready
-        waiting, records = self.waiting, self.records
-        overhead = self.exchange.overhead_ns
+        records = self.records
+        exchange = self.exchange
+        overhead = exchange.overhead_ns
+        send_part_outputs = exchange.send_part_outputs
+        start_ready_sends = exchange.start_ready_device_sends
         part_record = self.recorder.part
+        release = self.release
         perf_ns, cpu_ns = time.perf_counter_ns, time.thread_time_ns
-        heappush, heappop = heapq.heappush, heapq.heappop
+        heappop = heapq.heappop
         allocator = self.allocator
-        for i, n in enumerate(waiting):
+        for i, n in enumerate(self.waiting):
             if not n:
                 records[i] = part_record(order[i])
                 ready.append(i)     # ascending: a heap already
@@ -263,17 +260,13 @@ class _SteadyRun:
                     enqueue_cpu_ns += cpu_ns() - c0
                 rec.complete()
                 values.update(outputs)
-                sends = outgoing[i]
-                if sends:
-                    self.send(sends, outputs)
-                for j in dependents[i]:
-                    waiting[j] -= 1
-                    if not waiting[j]:
-                        records[j] = part_record(order[j])
-                        heappush(ready, j)
+                if sends[i]:
+                    # (their copies to the host enqueued; the sends start
+                    # once those complete)
+                    send_part_outputs(order[i], outputs)
+                release(dependents[i])
                 n_done += 1
-                if self.copies:
-                    self.start_copied_sends()
+                start_ready_sends(False)
                 if self.first_waiting < len(self.requests):
                     self.poll_receives()
         finally:
@@ -283,72 +276,15 @@ class _SteadyRun:
 
     # }}}
 
-    # {{{ sending
-
-    def send(self, sends: tuple[Any, ...], outputs: Mapping[str, Any]
-             ) -> None:
-        """Copy the part's messages to the host (the program computed
-        them into their buffers; a value that is not there goes the
-        exchange's general way)."""
-        t0 = time.perf_counter_ns()
-        record = self.recorder.record
-        copies = self.copies
-        for msg in sends:
-            padded = msg.padded
-            for name, array in zip(msg.names, padded.arrays, strict=True):
-                if outputs[name] is not array:
-                    # not computed in place: the exchange copies it in
-                    self.exchange._send_packed(
-                        msg, [outputs[n] for n in msg.names])
-                    copies.extend(self.exchange._device_copies)
-                    self.exchange._device_copies = []
-                    break
-            else:
-                buffer = msg.buffer
-                rec = record("pack", f"pack {msg.dest}", peer=msg.dest,
-                             tag=msg.tag, nbytes=buffer.nbytes,
-                             part_id=msg.pid).start()
-                copies.append((msg, padded.to_host(buffer, None), rec))
-        # submit now: an unflushed queue may hold the copies back until
-        # this rank next blocks, delaying the sends
-        self.queue.flush()
-        self.exchange.overhead_ns["pack"] += time.perf_counter_ns() - t0
-
-    def start_copied_sends(self, block: bool = False) -> None:
-        """Start the sends whose copy to the host has completed (with
-        *block*: wait for every copy first)."""
-        copies = self.copies
-        if block:
-            with self.recorder.wait("wait for device copies"):
-                _cl().wait_for_events([evt for _, evt, _ in copies])
-            ready, self.copies = copies, []
-        else:
-            complete = self.loop.complete
-            ready = []
-            still = []
-            for entry in copies:
-                if entry[1].command_execution_status == complete:
-                    ready.append(entry)
-                else:
-                    still.append(entry)
-            if not ready:
-                return
-            self.copies = still
-        t0 = time.perf_counter_ns()
-        exchange = self.exchange
-        active = exchange._sends_active
-        message = self.recorder.message
-        for msg, _, rec in ready:
-            rec.complete()
-            buffer = msg.buffer
-            send_rec = message("send", msg.dest, tag=msg.tag,
-                               nbytes=buffer.nbytes, part_id=msg.pid,
-                               n_arrays=len(msg.names))
-            msg.request.Start()
-            active.append((msg.request, send_rec, buffer))
-            self.n_sent += 1
-            exchange.bytes_sent += buffer.nbytes
-        exchange.overhead_ns["post"] += time.perf_counter_ns() - t0
+    def release(self, parts: Any) -> None:
+        """Each of *parts* waits for one thing less (one that no longer
+        waits is runnable: its record posted, it joins the ready heap)."""
+        waiting = self.waiting
+        for j in parts:
+            waiting[j] -= 1
+            if not waiting[j]:
+                self.records[j] = self.recorder.part(self.loop.order[j])
+                heapq.heappush(self.ready, j)
 
     # }}}
 
@@ -378,40 +314,16 @@ class _SteadyRun:
     def take_in(self, found: list[int], lo: int) -> None:
         """Check, unpack and deliver the receives *found* (indices from
         *lo*, statuses in :attr:`statuses` in the same order)."""
-        MPI = _mpi()
         receives, arrived, statuses = self.receives, self.arrived, self.statuses
         exchange = self.exchange
-        record = self.recorder.record
         on_arrival = self.loop.on_arrival
-        values, waiting, records = self.values, self.waiting, self.records
-        part_record, order = self.recorder.part, self.loop.order
-        uploads = exchange._upload_events
         for n, j in enumerate(found):
             k = lo + j
             msg, _, rec = receives[k]
-            buffer = msg.buffer
-            count = statuses[n].Get_count(MPI.BYTE)
-            if count != buffer.nbytes:
-                raise SendRecvMismatchError(
-                    f"rank {msg.src} sent a message of {count} bytes with "
-                    f"tag {msg.tag} where rank {exchange.rank} receives "
-                    f"{buffer.nbytes} bytes")
-            rec.complete()
+            exchange.check_arrival(msg, statuses[n])
             arrived[k] = True
-            self.n_received += 1
-            exchange.bytes_received += buffer.nbytes
-            t0 = time.perf_counter_ns()
-            with record("unpack", f"unpack {msg.src}", peer=msg.src,
-                        tag=msg.tag, nbytes=msg.nbytes):
-                # one copy into the arrays' sub-buffers
-                uploads.append(msg.padded.from_host(buffer))
-            exchange.overhead_ns["unpack"] += time.perf_counter_ns() - t0
-            values.update(zip(msg.names, msg.padded.arrays))
-            for j2 in on_arrival[k]:
-                waiting[j2] -= 1
-                if not waiting[j2]:
-                    records[j2] = part_record(order[j2])
-                    heapq.heappush(self.ready, j2)
+            self.values.update(exchange.take_in(msg, rec))
+            self.release(on_arrival[k])
         n = len(arrived)
         lo = self.first_waiting
         while lo < n and arrived[lo]:
@@ -429,8 +341,7 @@ class _SteadyRun:
                 f"rank {exchange.rank}: parts "
                 f"{sorted(loop.order[j] for j, n in enumerate(self.waiting) if n)}"
                 " wait for values nothing provides")
-        if self.copies:
-            self.start_copied_sends(block=True)
+        exchange.start_ready_device_sends(True)
         found: list[int] = []
         lo = self.first_waiting
 
@@ -451,34 +362,30 @@ class _SteadyRun:
             return False
 
         with self.recorder.wait("wait for messages"):
-            poll_until(test, exchange.comm, self.peers_waited_for,
-                       _Described(self.describe_wait),
-                       exchange.is_cancelled)
+            exchange._wait(test, self.peers_waited_for,
+                           _Described(self.describe_wait))
         self.take_in(found, lo)
 
+    def not_arrived(self) -> list[tuple[Any, Any, Any]]:
+        """The posted receives not taken in yet: (message, request,
+        record)."""
+        return [entry for entry, done in zip(self.receives, self.arrived,
+                                             strict=True) if not done]
+
     def peers_waited_for(self) -> set[int]:
-        return {msg.src for (msg, _, _), done in zip(self.receives,
-                                                     self.arrived)
-                if not done}
+        return {msg.src for msg, _, _ in self.not_arrived()}
 
     def describe_wait(self) -> str:
-        return f"rank {self.exchange.rank} waits for messages " + ", ".join(
-            f"(rank {msg.src}, tag {msg.tag})"
-            for (msg, _, _), done in zip(self.receives, self.arrived)
-            if not done)
+        return describe_waiting(msg for msg, _, _ in self.not_arrived())
 
     # }}}
 
     def hand_back(self) -> None:
-        """Give the exchange what is still under way: receives not taken
-        in (cancelled if the execution failed), copies not yet sent."""
+        """Give the exchange the receives not taken in (waited for by its
+        ``finish``, cancelled by its ``abandon`` if the execution
+        failed)."""
         exchange = self.exchange
-        waiting = [entry for entry, done in zip(self.receives, self.arrived)
-                   if not done]
+        waiting = self.not_arrived()
         exchange._recv_waiting = waiting
         exchange._recv_requests = [req for _, req, _ in waiting]
         exchange._recv_statuses = self.statuses[:len(waiting)]
-        exchange._device_copies.extend(self.copies)
-        self.copies = []
-        exchange.n_messages_sent += self.n_sent
-        exchange.n_messages_received += self.n_received
