@@ -57,3 +57,32 @@ def test_configure_sets_both_pocl_variables_unless_the_user_did():
     assert explicit["POCL_MAX_PTHREAD_COUNT"] == "2"
     with pytest.raises(ConfigurationError):
         configure_device_threads(0, environ={})
+
+
+def test_one_thread_runs_the_device_in_the_ranks_own_thread():
+    # 2 ranks on 2 cores: one thread each, so PoCL's basic driver (which
+    # runs each command in the enqueuing thread) instead of a worker
+    env = {"MPI_LOCALNRANKS": "2"}
+    assert configure_device_threads(environ=env, cores=2) == 1
+    assert env["POCL_DEVICES"] == "basic"
+
+    # more threads than one: the pthread driver stays (nothing set)
+    wide = {"MPI_LOCALNRANKS": "2"}
+    assert configure_device_threads(environ=wide, cores=8) == 4
+    assert "POCL_DEVICES" not in wide
+
+    # the user's driver list wins, and the switch turns it off
+    chosen = {"MPI_LOCALNRANKS": "2", "POCL_DEVICES": "pthread"}
+    assert configure_device_threads(environ=chosen, cores=2) == 1
+    assert chosen["POCL_DEVICES"] == "pthread"
+    off = {"MPI_LOCALNRANKS": "2", "PYTATO_LIKE_INLINE_DEVICE": "0"}
+    assert configure_device_threads(environ=off, cores=2) == 1
+    assert "POCL_DEVICES" not in off
+    bad = {"MPI_LOCALNRANKS": "2", "PYTATO_LIKE_INLINE_DEVICE": "maybe"}
+    with pytest.raises(ConfigurationError, match="PYTATO_LIKE_INLINE_DEVICE"):
+        configure_device_threads(environ=bad, cores=2)
+
+    # an explicit single thread is a one-thread configuration too
+    explicit = {}
+    assert configure_device_threads(1, environ=explicit) == 1
+    assert explicit["POCL_DEVICES"] == "basic"

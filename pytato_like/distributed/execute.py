@@ -176,8 +176,12 @@ class DistributedExecution:
         ``"general"`` if :func:`~pytato_like.scheduler.run_parts` did),
         ``overhead_ns``
         (host time of the executor's own work by kind: ``enqueue`` -- calling
-        the part programs; ``enqueue_cpu`` is the CPU time of that, without
-        the time a launch waited for a core --, ``pack`` -- a part's
+        the part programs, outside OpenCL's launch calls --, ``launch`` --
+        inside them: handing the kernels to the device, or, with a driver
+        that runs them in the calling thread (see
+        :mod:`~pytato_like.distributed.threads`), running them --,
+        ``enqueue_cpu`` -- the CPU time of the calls, launches included,
+        without the time a call waited for a core --, ``pack`` -- a part's
         messages packed or their copies to the host enqueued --, ``post``
         -- starting the MPI sends --, ``poll`` and ``unpack``; see
         :attr:`~pytato_like.distributed.comm.Exchange.overhead_ns`).
@@ -426,9 +430,13 @@ class _MPIHooks(PartHooks):
             result = prg.call_placed(queue, placed, **kwargs)
         else:
             result = prg(queue, **kwargs)
+        elapsed = time.perf_counter_ns() - t0
         overhead = self.overhead_ns
-        overhead["enqueue"] += time.perf_counter_ns() - t0
         overhead["enqueue_cpu"] += time.thread_time_ns() - c0
+        launch = prg.last_launch_ns() if isinstance(
+            prg, BoundPyOpenCLProgram) else 0
+        overhead["launch"] += launch
+        overhead["enqueue"] += max(elapsed - launch, 0)
         return cast("tuple[Any, Any]", result)
 
     def part_done(self, pid: Hashable, outputs: Mapping[str, Any],

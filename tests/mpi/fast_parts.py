@@ -63,7 +63,7 @@ def main() -> None:
         schedulers.append(stats["scheduler"])
         # the executor's own host time, each kind counted once
         overhead = stats["overhead_ns"]
-        assert {"enqueue", "enqueue_cpu", "pack", "post", "poll",
+        assert {"enqueue", "enqueue_cpu", "launch", "pack", "post", "poll",
                 "unpack"} <= set(overhead), overhead
         assert all(v >= 0 for v in overhead.values()), overhead
         assert "send" not in overhead, overhead

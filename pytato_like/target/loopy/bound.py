@@ -396,6 +396,13 @@ class BoundPyOpenCLProgram(BoundProgram):
             out_host = self._outputs_on_host(kwargs)
         return self._run(queue, args, allocator, wait_for, bool(out_host), kwargs)
 
+    def last_launch_ns(self) -> int:
+        """Nanoseconds the last call spent inside OpenCL's launch calls
+        (with a driver that runs kernels in the caller's thread, such as
+        PoCL's ``basic``, the kernels' run time is in there)."""
+        calls = self.stats.calls
+        return int(sum(calls[-1][1]) * 1e9) if calls else 0
+
     def call_placed(self, queue, placed: dict[str, Any], /, *,
                     allocator=None, wait_for=None, out_host: bool | None = None,
                     **kwargs):
