@@ -848,6 +848,17 @@ class Exchange:
         self.cancelled = False
         self._start_receives()
 
+    def count_program_calls(self, elapsed_ns: int, cpu_ns: int,
+                            launch_ns: int) -> None:
+        """Count part program calls that took *elapsed_ns* (*cpu_ns* of CPU),
+        *launch_ns* of it inside OpenCL's launch calls: ``launch`` apart
+        from ``enqueue`` (see
+        :attr:`~pytato_like.distributed.execute.DistributedExecution.stats`)."""
+        overhead = self.overhead_ns
+        overhead["enqueue"] += max(elapsed_ns - launch_ns, 0)
+        overhead["launch"] += launch_ns
+        overhead["enqueue_cpu"] += cpu_ns
+
     def _wait(self, test, peers, what: object) -> None:
         """Poll *test* until true (see
         :func:`~pytato_like.distributed.safety.poll_until`); *what* is

@@ -380,7 +380,6 @@ class _MPIHooks(PartHooks):
             queue, recorder)
         self.recorder = recorder
         self.records: dict[Hashable, TraceRecord] = {}
-        self.overhead_ns = exchange.overhead_ns
 
     def awaited_names(self, pid: Hashable, part: Any) -> tuple[str, ...]:
         return self.awaited[pid]
@@ -430,13 +429,10 @@ class _MPIHooks(PartHooks):
             result = prg.call_placed(queue, placed, **kwargs)
         else:
             result = prg(queue, **kwargs)
-        elapsed = time.perf_counter_ns() - t0
-        overhead = self.overhead_ns
-        overhead["enqueue_cpu"] += time.thread_time_ns() - c0
-        launch = prg.last_launch_ns() if isinstance(
-            prg, BoundPyOpenCLProgram) else 0
-        overhead["launch"] += launch
-        overhead["enqueue"] += max(elapsed - launch, 0)
+        self.exchange.count_program_calls(
+            time.perf_counter_ns() - t0, time.thread_time_ns() - c0,
+            prg.last_launch_ns() if isinstance(prg, BoundPyOpenCLProgram)
+            else 0)
         return cast("tuple[Any, Any]", result)
 
     def part_done(self, pid: Hashable, outputs: Mapping[str, Any],

@@ -218,7 +218,6 @@ class _SteadyRun:
         values, queue, ready = self.values, self.queue, self.ready
         records = self.records
         exchange = self.exchange
-        overhead = exchange.overhead_ns
         send_part_outputs = exchange.send_part_outputs
         start_ready_sends = exchange.start_ready_device_sends
         part_record = self.recorder.part
@@ -271,10 +270,8 @@ class _SteadyRun:
                 if self.first_waiting < len(self.requests):
                     self.poll_receives()
         finally:
-            # (the launches apart: see DistributedExecution.stats)
-            overhead["enqueue"] += max(enqueue_ns - launch_ns, 0)
-            overhead["launch"] += launch_ns
-            overhead["enqueue_cpu"] += enqueue_cpu_ns
+            exchange.count_program_calls(enqueue_ns, enqueue_cpu_ns,
+                                         launch_ns)
         return n_done
 
     # }}}
