@@ -438,7 +438,8 @@ class _LocalAnalysis:
             toposorted_part_ids=list(range(len(keys))))
 
 
-def find_distributed_partition(mpi_communicator: Any, outputs: Any = None
+def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
+                               split_interior: bool = True
                                ) -> DistributedGraphPartition:
     """Partition *outputs* (a :class:`~pytato_like.DictOfNamedArrays`, a
     dict of arrays or an array) into parts joined by sends and receives.
@@ -446,7 +447,10 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None
     Collective over *mpi_communicator* (``None`` partitions for a one-rank
     world). The older form ``find_distributed_partition(outputs)`` uses
     ``MPI.COMM_WORLD``. See the module documentation for how parts are
-    chosen."""
+    chosen. With *split_interior* (the default), arrays whose first-axis
+    ends alone need a time's receives are first split into boundary and
+    interior (:mod:`pytato_like.distributed.overlap`), so the interior is
+    computed while the messages travel."""
     if outputs is None:
         if is_communicator(mpi_communicator) and mpi_communicator is not None:
             raise NotAnArrayError(
@@ -467,4 +471,25 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None
 
     summaries = allgather_or_raise(comm, "partitioning", analyse)
     batches = _comm_batches(summaries)
-    return analysis[0].make_partition(batches)
+    local = analysis[0]
+    if split_interior:
+        local = _split_interior(local, batches)
+    return local.make_partition(batches)
+
+
+def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int]
+                    ) -> _LocalAnalysis:
+    """*local*, or the analysis of its DAG with boundary and interior
+    split (see :mod:`~pytato_like.distributed.overlap`). The batches stay
+    valid: a split only removes dependencies of sends on receives."""
+    from pytato_like.distributed.overlap import split_interior_from_boundary
+    rank = local.rank
+
+    def recv_time(ary: Array) -> int | None:
+        if not isinstance(ary, DistributedRecv):
+            return None
+        return batches.get(CommID(ary.src_rank, rank, ary.comm_tag), 0) + 1
+
+    outputs, n_split = split_interior_from_boundary(local.output_map,
+                                                    recv_time)
+    return _LocalAnalysis(outputs, rank) if n_split else local

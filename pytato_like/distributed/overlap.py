@@ -1,0 +1,544 @@
+"""Splitting arrays into boundary and interior, so that messages overlap
+with the interior's computation.
+
+A stencil step written as a whole -- ``u + c * (ext[:-2] - 2 * u +
+ext[2:])`` with ``ext = concatenate([ghost_l, u, ghost_r])`` -- makes the
+whole new field depend on the halos received this step. The partitioner
+would then compute every cell after the halos arrive, and the part that
+sends the next step's boundary cells would compute the whole field first.
+Only a few cells at each end read the halos, though. This pass finds such
+arrays and rewrites each as ``concatenate([head, interior, tail])``:
+
+* *head* and *tail* are the cells that read this step's receives, computed
+  from slices of the operands (the slices pushed down through the
+  elementwise expressions, slices and concatenations below);
+* *interior* is computed from the earlier step's values only, tagged
+  :class:`~pytato_like.tags.ImplStored`, so the partitioner computes it in
+  the part that runs while this step's messages travel;
+* slices of the rewritten array (the next step's sends of its boundary
+  cells, the next step's stencil reads) are pushed down to the pieces they
+  need, so the sending part computes the boundary cells only.
+
+The values are unchanged, bit for bit (each cell is the same expression of
+the same operands).
+
+How it decides, along the first axis of each array (the one a 1-D domain
+decomposition splits):
+
+1. Every array has a *time*, as in the partitioner: 0 without receives, else
+   one more than the latest communication batch among the receives it
+   depends on (given by *source_time*).
+2. Every array gets the rows (first-axis indices) that depend on receives
+   of its own time, kept as a prefix and a suffix ("edge") when they are,
+   else "all". Rules: a receive is all of it; an elementwise or index
+   expression reading an operand at row ``i + c`` shifts the operand's
+   edges by ``-c``; a slice clips them; a concatenation along the axis
+   places them; any other use of such an operand (a transpose, a
+   reduction over the axis, a roll along it, an integer row) makes all rows
+   depend.
+3. An array with edge rows and an interior of at least
+   *min_interior_elements* elements (and no smaller than its edges) is
+   split if the interior is worth computing early: it is used at a later
+   time, by a send, or by more than one array (so pushing slices into it
+   duplicates no work).
+
+The pass is iterative (a topological order and an explicit work stack), so
+DAG depth never reaches Python's recursion limit. DAGs holding nodes it
+cannot rebuild (function calls) are returned unchanged.
+
+.. autofunction:: split_interior_from_boundary
+.. data:: MIN_INTERIOR_ELEMENTS
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import pymbolic.primitives as prim
+
+from pytato_like.array import (
+    Array,
+    BasicIndex,
+    Concatenate,
+    IndexLambda,
+    NormalizedSlice,
+)
+from pytato_like.distributed.nodes import (
+    DistributedSend,
+    DistributedSendRefHolder,
+)
+from pytato_like.scalar_expr import INT_CLASSES, IdentityMapper, WalkMapper
+from pytato_like.tags import ImplStored
+from pytato_like.transform._graph import toposort, walk_children
+from pytato_like.transform.copy import rebuild_with
+
+#: The smallest interior (elements) worth a split: below it the two extra
+#: boundary kernels cost more than the overlap gains.
+MIN_INTERIOR_ELEMENTS = 32768
+
+#: every row depends on this time's receives
+ALL = "all"
+#: the rows that depend on this time's receives: None (no row), ALL, or
+#: ``(p, s)``: the first *p* and the last *s* rows
+Rows = Any
+
+_ROW = prim.Variable("_0")
+
+
+# {{{ reading the first axis of index lambdas
+
+def _row_offset(index: Any) -> int | None:
+    """``c`` if *index* is ``_0 + c`` (integer *c*), else None."""
+    if index == _ROW:
+        return 0
+    if isinstance(index, prim.Sum):
+        rows = [c for c in index.children if c == _ROW]
+        rest = [c for c in index.children if c != _ROW]
+        if len(rows) == 1 and all(isinstance(c, INT_CLASSES) for c in rest):
+            return sum(int(cast(int, c)) for c in rest)
+    return None
+
+
+class _Accesses(WalkMapper):
+    """For each binding name, how its first axis is read: a list of row
+    offsets ``c`` (reads at ``_0 + c``), ``int`` entries for fixed rows
+    (``("row", k)``), and ``None`` for anything else."""
+
+    def __init__(self, names) -> None:
+        super().__init__()
+        self.names = names
+        self.reads: dict[str, list] = {}
+
+    def map_variable(self, expr: prim.Variable) -> None:
+        if expr.name in self.names:  # used whole: a 0-d binding
+            self.reads.setdefault(expr.name, []).append(None)
+
+    def map_subscript(self, expr: prim.Subscript) -> None:
+        agg = expr.aggregate
+        idx = expr.index_tuple
+        if isinstance(agg, prim.Variable) and agg.name in self.names:
+            first = idx[0] if idx else None
+            offset: Any = _row_offset(first)
+            if offset is None and isinstance(first, INT_CLASSES):
+                offset = ("row", int(first))
+            self.reads.setdefault(agg.name, []).append(offset)
+        else:
+            self.rec(agg)
+        for i in idx:
+            self.rec(i)
+
+
+class _ShiftRows(IdentityMapper):
+    """The expression for rows ``a + _0``: every ``_0`` shifted by *a*, and
+    reads of the bindings in *starts* (now sliced from that row on)
+    re-based."""
+
+    def __init__(self, a: int, starts: Mapping[str, int]) -> None:
+        super().__init__()
+        self.a = a
+        self.starts = starts
+
+    def map_variable(self, expr: prim.Variable) -> Any:
+        if expr == _ROW and self.a:
+            return prim.Sum((_ROW, self.a))
+        return expr
+
+    def map_subscript(self, expr: prim.Subscript) -> Any:
+        agg = expr.aggregate
+        if isinstance(agg, prim.Variable) and agg.name in self.starts:
+            idx = expr.index_tuple
+            offset = _row_offset(idx[0])
+            assert offset is not None  # (sliced bindings are read at rows)
+            c = self.a + offset - self.starts[agg.name]
+            first = prim.Sum((_ROW, c)) if c else _ROW
+            return prim.Subscript(agg, (first, *(self.rec(i) for i in idx[1:])))
+        return super().map_subscript(expr)
+
+# }}}
+
+
+def _rows_len(ary: Any) -> int | None:
+    if not isinstance(ary, Array) or not ary.shape:
+        return None
+    n = ary.shape[0]
+    return n if isinstance(n, int) else None
+
+
+def _edges(intervals: list[tuple[int, int]], n: int) -> Rows:
+    """The rows in *intervals* (half-open) as edges, or ALL."""
+    spans = sorted((lo, hi) for lo, hi in intervals if lo < hi)
+    if not spans:
+        return None
+    merged: list[list[int]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    head = merged[0][1] if merged[0][0] == 0 else 0
+    tail = n - merged[-1][0] if merged[-1][1] >= n else 0
+    inner = [m for m in merged if m[0] > 0 and m[1] < n]
+    if inner or head + tail >= n:
+        return ALL
+    return (head, tail)
+
+
+def _slice_rows(n: int, p: int, s: int, start: int, length: int) -> Rows:
+    """The rows of ``x[start:start + length]`` from the rows *p*, *s* of
+    ``x`` (of *n* rows)."""
+    return _edges([(0, p - start), (n - s - start, length)], length)
+
+
+class _Splitter:
+    def __init__(self, source_time: Callable[[Array], int | None],
+                 min_interior_elements: int) -> None:
+        self.source_time = source_time
+        self.min_interior = min_interior_elements
+        # by id of every node built or kept (references held in _keep)
+        self.time: dict[int, int] = {}
+        self.rows: dict[int, Rows] = {}
+        self._keep: list[Any] = []
+        self._pushed: dict[tuple, Array] = {}
+        #: ids of the arrays with several users (computed once, so slices
+        #: are views of them, never recomputed pieces)
+        self.shared: set[int] = set()
+        self.n_split = 0
+
+    # {{{ time and rows of a node from its children
+
+    def annotate(self, node: Any) -> None:
+        key = id(node)
+        if key in self.time:
+            return
+        self._keep.append(node)
+        src = self.source_time(node) if isinstance(node, Array) else None
+        kids = walk_children(node)
+        if src is not None:
+            t = src
+        else:
+            t = max((self.time[id(k)] for k in kids), default=0)
+        self.time[key] = t
+        if src is not None:
+            self.rows[key] = ALL
+            return
+        self.rows[key] = self._rows_from_children(node, t, kids)
+
+    def _child_rows(self, child: Any, t: int) -> Rows:
+        return self.rows[id(child)] if self.time[id(child)] == t else None
+
+    def _rows_from_children(self, node: Any, t: int, kids) -> Rows:
+        if all(self._child_rows(k, t) is None for k in kids):
+            return None
+        n = _rows_len(node)
+        if n is None:
+            return ALL
+        if isinstance(node, Concatenate):
+            spans = []
+            offset = 0
+            for piece in node.arrays:
+                m = piece.shape[node.axis] if node.axis == 0 else n
+                r = self._child_rows(piece, t)
+                if r is ALL:
+                    spans.append((offset, offset + m))
+                elif r is not None:
+                    spans += [(offset, offset + r[0]),
+                              (offset + m - r[1], offset + m)]
+                if node.axis == 0:
+                    offset += m
+            return _edges(spans, n)
+        if isinstance(node, BasicIndex):
+            r = self._child_rows(node.array, t)
+            first = node.indices[0]
+            if (isinstance(first, NormalizedSlice) and first.step == 1
+                    and first.stop is not None and r is not ALL):
+                na = node.array.shape[0]
+                return _slice_rows(na, r[0], r[1], first.start, n)
+            return ALL
+        if isinstance(node, IndexLambda):
+            walker = _Accesses(frozenset(node.bindings))
+            walker(node.expr)
+            spans = []
+            for name, binding in node.bindings.items():
+                r = self._child_rows(binding, t)
+                if r is None:
+                    continue
+                nb = _rows_len(binding)
+                for read in walker.reads.get(name, ()):
+                    if nb is None or read is None:
+                        return ALL
+                    if isinstance(read, tuple):  # one fixed row, every row
+                        k = read[1]
+                        if r is ALL or k < r[0] or k >= nb - r[1]:
+                            return ALL
+                        continue
+                    if r is ALL:
+                        spans.append((-read, nb - read))
+                    else:
+                        spans += [(0, r[0] - read),
+                                  (nb - r[1] - read, n)]
+            return _edges([(max(lo, 0), min(hi, n)) for lo, hi in spans], n)
+        return ALL
+
+    # }}}
+
+    # {{{ pushing a row slice down
+
+    def rows_of(self, node: Array, a: int, b: int, t: int) -> Array:
+        """``node[a:b]`` (along the first axis), built so that it depends on
+        time-*t* receives only where its rows do."""
+        stack: list[tuple[Array, int, int, bool]] = [(node, a, b, False)]
+        while stack:
+            ary, lo, hi, expanded = stack.pop()
+            key = (id(ary), lo, hi, t)
+            if key in self._pushed:
+                continue
+            requests, build = self._plan(ary, lo, hi, t, ary is node)
+            if not expanded and requests:
+                stack.append((ary, lo, hi, True))
+                stack.extend((r, rlo, rhi, False) for r, rlo, rhi in requests)
+                continue
+            result = build([self._pushed[(id(r), rlo, rhi, t)]
+                            for r, rlo, rhi in requests])
+            self.annotate(result)
+            if result.dtype != ary.dtype:
+                result = result.astype(ary.dtype)
+                self.annotate(result)
+            # built here, perhaps for several users: later slices view it
+            self.shared.add(id(result))
+            self._pushed[key] = result
+        return self._pushed[(id(node), a, b, t)]
+
+    def _plan(self, ary: Array, a: int, b: int, t: int, root: bool):
+        n = _rows_len(ary)
+        if n is None or (a == 0 and b == n):
+            return [], lambda _: ary
+        if isinstance(ary, Concatenate):
+            if ary.axis != 0:
+                return ([(p, a, b) for p in ary.arrays],
+                        lambda got: ary.copy(arrays=tuple(got)))
+            requests = []
+            offset = 0
+            for piece in ary.arrays:
+                m = piece.shape[0]
+                lo, hi = max(a, offset), min(b, offset + m)
+                if lo < hi:
+                    requests.append((piece, lo - offset, hi - offset))
+                offset += m
+            if len(requests) == 1:
+                return requests, lambda got: got[0]
+            return requests, lambda got: Concatenate(
+                got, axis=0, tags=ary.tags)
+        if isinstance(ary, BasicIndex):
+            first = ary.indices[0]
+            if (isinstance(first, NormalizedSlice) and first.step == 1
+                    and first.stop is not None):
+                inner = ary.array
+                lo, hi = first.start + a, first.start + b
+                rest = ary.indices[1:]
+                if all(isinstance(i, NormalizedSlice) and i.step == 1
+                       and i.start == 0 and i.stop == d
+                       for i, d in zip(rest, inner.shape[1:], strict=True)):
+                    return [(inner, lo, hi)], lambda got: got[0]
+                return [(inner, lo, hi)], lambda got: BasicIndex(
+                    got[0], (NormalizedSlice(0, hi - lo, 1), *rest),
+                    tags=ary.tags)
+        if isinstance(ary, IndexLambda) and (root
+                                             or id(ary) not in self.shared):
+            # (an operand of one user: its rows computed where they are used)
+            return self._plan_index_lambda(ary, a, b)
+        return [], lambda _: self._view(ary, a, b)
+
+    @staticmethod
+    def _view(ary: Array, a: int, b: int) -> Array:
+        return BasicIndex(ary, (NormalizedSlice(a, b, 1),
+                                *(NormalizedSlice(0, d, 1)
+                                  for d in ary.shape[1:])))
+
+    def _plan_index_lambda(self, ary: IndexLambda, a: int, b: int):
+        walker = _Accesses(frozenset(ary.bindings))
+        walker(ary.expr)
+        requests = []
+        starts: dict[str, int] = {}
+        for name, binding in ary.bindings.items():
+            reads = walker.reads.get(name, ())
+            nb = _rows_len(binding)
+            if (nb is None or not reads
+                    or any(not isinstance(r, INT_CLASSES) for r in reads)):
+                continue  # read whole (a clean operand, see the rows rules)
+            lo = max(a + min(reads), 0)
+            hi = min(b + max(reads), nb)
+            if lo >= hi:
+                continue
+            starts[name] = lo
+            requests.append((binding, lo, hi))
+
+        def build(got):
+            bindings = dict(ary.bindings)
+            for name, value in zip(starts, got, strict=True):
+                bindings[name] = value
+            expr = _ShiftRows(a, starts)(ary.expr)
+            return IndexLambda(expr, (b - a, *ary.shape[1:]), ary.dtype,
+                               bindings, ary.var_to_reduction_descr,
+                               axes=ary.axes, tags=ary.tags)
+        return requests, build
+
+    # }}}
+
+    def split(self, node: Array) -> Array | None:
+        """``concatenate([head, interior, tail])`` for *node* if worth it."""
+        rows = self.rows[id(node)]
+        n = _rows_len(node)
+        if not isinstance(rows, tuple) or n is None \
+                or isinstance(node, Concatenate):
+            return None
+        head, tail = rows
+        middle = n - head - tail
+        width = 1
+        for d in node.shape[1:]:
+            if not isinstance(d, int):
+                return None
+            width *= d
+        if middle < head + tail or middle * width < self.min_interior:
+            return None
+        t = self.time[id(node)]
+        interior = self.rows_of(node, head, n - tail, t)
+        if self.time[id(interior)] >= t:
+            return None  # it reads a whole array of this time: no gain
+        if not any(isinstance(tag, ImplStored) for tag in interior.tags):
+            interior = interior.tagged(ImplStored())
+        self.annotate(interior)
+        self.shared.add(id(interior))
+        pieces = [self.rows_of(node, 0, head, t)] if head else []
+        pieces.append(interior)
+        if tail:
+            pieces.append(self.rows_of(node, n - tail, n, t))
+        result = Concatenate(pieces, axis=0, axes=node.axes, tags=node.tags)
+        self.annotate(result)
+        self.n_split += 1
+        return result
+
+
+def _value_of(node: Any) -> Any:
+    while isinstance(node, DistributedSendRefHolder):
+        node = node.passthrough_data
+    return node
+
+
+def split_interior_from_boundary(
+        outputs: Mapping[str, Array],
+        source_time: Callable[[Array], int | None],
+        min_interior_elements: int = MIN_INTERIOR_ELEMENTS,
+) -> tuple[dict[str, Array], int]:
+    """*outputs* with each array whose first-axis ends alone depend on the
+    receives of its time split into boundary and interior (see the module
+    documentation), and the number of arrays split.
+
+    *source_time* gives the time of a receive (one more than its
+    communication batch) and None for every other array. Sends held by
+    :class:`~pytato_like.DistributedSendRefHolder` nodes are kept (with
+    their data rewritten the same way), all held by the first output. With
+    nothing to split, or a DAG the pass cannot rebuild, *outputs* come back
+    as they are, with 0."""
+    if not outputs:
+        return dict(outputs), 0
+    try:
+        return _split(outputs, source_time, min_interior_elements)
+    except TypeError:  # a node rebuild_with does not know (function calls)
+        return dict(outputs), 0
+
+
+def _split(outputs, source_time, min_interior_elements):
+    order = toposort(list(outputs.values()), walk_children)
+    splitter = _Splitter(source_time, min_interior_elements)
+
+    # {{{ which arrays to split
+
+    # times on the DAG as written (a send holder is the array it passes)
+    time: dict[int, int] = {}
+    for node in order:
+        if isinstance(node, DistributedSendRefHolder):
+            time[id(node)] = time[id(node.passthrough_data)]
+            continue
+        src = source_time(node) if isinstance(node, Array) else None
+        time[id(node)] = src if src is not None else max(
+            (time[id(k)] for k in walk_children(node)), default=0)
+    # arrays computed once for several users: never pushed into (slices
+    # of them are views), and split if ...
+    shared: set[int] = set()
+    # ... their interior is wanted before their time: by a later time or
+    # by a send (the sends then wait for the boundary only)
+    early: set[int] = set()
+    n_users: dict[int, int] = {}
+    for node in order:
+        if isinstance(node, DistributedSendRefHolder):
+            data = _value_of(node.send_data)
+            early.add(id(data))
+            if isinstance(data, BasicIndex):
+                early.add(id(_value_of(data.array)))
+            continue
+        t = time[id(node)]
+        for kid in set(map(id, map(_value_of, walk_children(node)))):
+            n_users[kid] = n_users.get(kid, 0) + 1
+            if n_users[kid] > 1:
+                shared.add(kid)
+            if time[kid] < t:
+                early.add(kid)
+    shared.update(id(_value_of(o)) for o in outputs.values()
+                  if n_users.get(id(_value_of(o)), 0))
+
+    # }}}
+
+    new: dict[int, Any] = {}
+    sends: dict[DistributedSend, None] = {}
+    split_results: set[int] = set()
+    for node in order:
+        if isinstance(node, DistributedSendRefHolder):
+            new[id(node)] = new[id(node.passthrough_data)]
+            sends[DistributedSend(new[id(node.send_data)], node.dest_rank,
+                                  node.comm_tag, node.send_tags)] = None
+            continue
+        built = rebuild_with(node, lambda kid: new[id(kid)])
+        if (isinstance(built, BasicIndex)
+                and id(built.array) in split_results):
+            # a slice of a split array: the pieces it needs
+            splitter.annotate(built)
+            built = _through_concatenate(splitter, built)
+        splitter.annotate(built)
+        if id(node) in shared and isinstance(built, Array):
+            splitter.shared.add(id(built))
+        if id(node) in shared and id(node) in early:
+            result = splitter.split(built)
+            if result is not None:
+                split_results.add(id(result))
+                built = result
+        new[id(node)] = built
+
+    if not splitter.n_split:
+        return dict(outputs), 0
+    result = {name: new[id(ary)] for name, ary in outputs.items()}
+    first = next(iter(result))
+    for send in sends:
+        result[first] = DistributedSendRefHolder(send, result[first])
+    return result, splitter.n_split
+
+
+def _through_concatenate(splitter: _Splitter, sliced: BasicIndex) -> Array:
+    """A slice of a split array through its pieces (whatever the time:
+    reading pieces of a concatenation computes nothing twice)."""
+    n = _rows_len(sliced)
+    first = sliced.indices[0]
+    if n is None or not isinstance(first, NormalizedSlice) \
+            or first.step != 1 or first.stop is None:
+        return sliced
+    inner = splitter.rows_of(sliced.array, first.start, first.start + n,
+                             splitter.time[id(sliced)])
+    rest = sliced.indices[1:]
+    if all(isinstance(i, NormalizedSlice) and i.step == 1 and i.start == 0
+           and i.stop == d for i, d in zip(rest, sliced.array.shape[1:],
+                                           strict=True)):
+        return inner
+    return BasicIndex(inner, (NormalizedSlice(0, n, 1), *rest),
+                      tags=sliced.tags)
+
+# vim: foldmethod=marker
