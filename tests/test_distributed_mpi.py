@@ -28,12 +28,13 @@ FAULTS = ROOT / "tests" / "mpi" / "faults.py"
 FAULT_BOUND = 60
 CORRECTNESS_CASES = ["ring", "halo", "self_send", "random1", "random2",
                      "random3", "unmatched", "packed", "persistent", "trace",
-                     "mixed", "forwarding"]
+                     "mixed", "forwarding", "overlap"]
 #: what each case prints per rank when it passes (some print more than one)
 OK_LINES = {"packed": ["packed", "per_array"],
             "forwarding": ["forwarding"],
             "persistent": ["persistent1", "persistent2", "persistent"],
-            "trace": ["trace_results", "trace"]}
+            "trace": ["trace_results", "trace"],
+            "overlap": ["overlap_split1", "overlap_split0", "overlap"]}
 
 
 def assert_ok(proc, cases, n):
@@ -87,7 +88,7 @@ def test_cases_with_loopy_part_programs(pack_on):
     if not _loopy_available():
         pytest.skip("pytato_like.generate_loopy is not available yet")
     cases = ["ring", "halo", "self_send", "random1", "packed", "persistent",
-             "mixed", "forwarding"]
+             "mixed", "forwarding", "overlap"]
     proc = launch(2, CHECKS, "--target", "loopy", "--pack-on", pack_on, *cases,
                   timeout=300)
     assert_ok(proc, cases, 2)

@@ -52,6 +52,7 @@ cannot rebuild (function calls) are returned unchanged.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -127,6 +128,21 @@ class _Accesses(WalkMapper):
             self.rec(agg)
         for i in idx:
             self.rec(i)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reads(expr: Any, names: frozenset[str]) -> dict[str, tuple]:
+    """:class:`_Accesses` of *expr* (the same expressions recur across a
+    DAG's index lambdas)."""
+    walker = _Accesses(names)
+    walker(expr)
+    return {name: tuple(reads) for name, reads in walker.reads.items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _shift_rows(expr: Any, a: int, starts: tuple[tuple[str, int], ...]
+                ) -> Any:
+    return _ShiftRows(a, dict(starts))(expr)
 
 
 class _ShiftRows(IdentityMapper):
@@ -256,15 +272,14 @@ class _Splitter:
                 return _slice_rows(na, r[0], r[1], first.start, n)
             return ALL
         if isinstance(node, IndexLambda):
-            walker = _Accesses(frozenset(node.bindings))
-            walker(node.expr)
+            reads = _reads(node.expr, frozenset(node.bindings))
             spans = []
             for name, binding in node.bindings.items():
                 r = self._child_rows(binding, t)
                 if r is None:
                     continue
                 nb = _rows_len(binding)
-                for read in walker.reads.get(name, ()):
+                for read in reads.get(name, ()):
                     if nb is None or read is None:
                         return ALL
                     if isinstance(read, tuple):  # one fixed row, every row
@@ -356,12 +371,11 @@ class _Splitter:
                                   for d in ary.shape[1:])))
 
     def _plan_index_lambda(self, ary: IndexLambda, a: int, b: int):
-        walker = _Accesses(frozenset(ary.bindings))
-        walker(ary.expr)
+        all_reads = _reads(ary.expr, frozenset(ary.bindings))
         requests = []
         starts: dict[str, int] = {}
         for name, binding in ary.bindings.items():
-            reads = walker.reads.get(name, ())
+            reads = all_reads.get(name, ())
             nb = _rows_len(binding)
             if (nb is None or not reads
                     or any(not isinstance(r, INT_CLASSES) for r in reads)):
@@ -377,7 +391,7 @@ class _Splitter:
             bindings = dict(ary.bindings)
             for name, value in zip(starts, got, strict=True):
                 bindings[name] = value
-            expr = _ShiftRows(a, starts)(ary.expr)
+            expr = _shift_rows(ary.expr, a, tuple(starts.items()))
             return IndexLambda(expr, (b - a, *ary.shape[1:]), ary.dtype,
                                bindings, ary.var_to_reduction_descr,
                                axes=ary.axes, tags=ary.tags)
@@ -390,8 +404,8 @@ class _Splitter:
         rows = self.rows[id(node)]
         n = _rows_len(node)
         if not isinstance(rows, tuple) or n is None \
-                or isinstance(node, Concatenate):
-            return None
+                or not isinstance(node, IndexLambda):
+            return None  # (slices and concatenations compute nothing)
         head, tail = rows
         middle = n - head - tail
         width = 1
@@ -486,6 +500,8 @@ def _split(outputs, source_time, min_interior_elements):
                 early.add(kid)
     shared.update(id(_value_of(o)) for o in outputs.values()
                   if n_users.get(id(_value_of(o)), 0))
+    if not any(time[k] for k in shared & early):
+        return dict(outputs), 0  # no receives, or no array worth a split
 
     # }}}
 

@@ -9,10 +9,12 @@ failure aborts the whole job (non-zero exit). Options:
 packed|per_array`` and ``--pack-on device|host`` the message mode.
 
 The ``forwarding`` case checks that a part passing a received value on
-calls no program. The ``packed``, ``persistent`` and ``trace`` cases check the communication
-runtime: messages counted from the execution trace against a hand count of
-(part, neighbour) pairs, receive buffers reused across executions, the
-asynchronous handle, and the gathered Chrome trace.
+calls no program; ``overlap`` that the partitioner splits the heat steps'
+boundaries from their interiors. The ``packed``, ``persistent`` and
+``trace`` cases check the communication runtime: messages counted from
+the execution trace against a hand count of (part, neighbour) pairs,
+receive buffers reused across executions, the asynchronous handle, and
+the gathered Chrome trace.
 
 Failure-injection cases (``fail_execute``, ``fail_execute_no_abort``,
 ``fail_partition``) are used by the failure tests and are expected to end
@@ -387,6 +389,34 @@ def case_forwarding():
     assert forwarding[0] not in calls, calls
     assert all(calls[pid] == 2 for pid in partition.parts
                if pid != forwarding[0]), calls
+
+
+def case_overlap():
+    """The heat steps as written (each step one stencil over the
+    halo-extended field), large enough for the partitioner to split each
+    step's boundary from its interior: the same results as serial NumPy
+    and as the partition without the split, and every part that sends
+    computes single cells only (without the split: whole fields)."""
+    n, n_fields, n_steps = 40_000, 2, 3
+    dag = heat_dag(n, n_fields, n_steps)
+    inputs, expected = heat_reference(n, n_fields, n_steps, seed=11)
+    results = {}
+    for split in (True, False):
+        partition = find_distributed_partition(comm, dag,
+                                               split_interior=split)
+        senders = [partition.name_to_output[name].size
+                   for part in partition.parts.values()
+                   if part.name_to_send_nodes for name in part.output_names]
+        assert max(senders) == (1 if split else n), (split, senders)
+        partition, _ = number_distributed_tags(comm, partition, base_tag=1000)
+        verify_distributed_partition(comm, partition)
+        prgs = generate_code_for_partition(partition, target=TARGET)
+        results[split] = to_numpy(execute_distributed_partition(
+            partition, prgs, get_queue(), comm, input_args=inputs, **MODE))
+        check(f"overlap_split{int(split)}", results[split], expected)
+    for name in expected:
+        np.testing.assert_array_equal(results[True][name], results[False][name])
+    print(f"OK overlap rank {rank}", flush=True)
 
 
 def case_unmatched():

@@ -1,0 +1,352 @@
+"""The boundary/interior split of :mod:`pytato_like.distributed.overlap`.
+
+The pass is checked on its own with placeholders standing for receives (a
+``source_time`` that gives them times), against the NumPy target on the
+DAG as written -- hand-made stencils and hypothesis-generated ones -- and
+through :func:`~pytato_like.find_distributed_partition` on one rank that
+sends its halos to itself, against serial NumPy. The runs on 2 ranks are
+in ``tests/mpi/checks.py`` (case ``overlap``)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pytato_like as pt
+from pytato_like.array import Placeholder
+from pytato_like.distributed import (
+    execute_distributed_partition,
+    find_distributed_partition,
+    generate_code_for_partition,
+    make_distributed_recv,
+    number_distributed_tags,
+    staple_distributed_send,
+)
+from pytato_like.distributed.overlap import split_interior_from_boundary
+from pytato_like.tags import ImplStored
+from pytato_like.transform._graph import toposort, walk_children
+
+C = 0.25
+
+
+def _source_time(times):
+    def source_time(ary):
+        return times.get(ary.name) if isinstance(ary, Placeholder) else None
+    return source_time
+
+
+def _times(outputs, times):
+    """Time of every node (as the pass defines it) by id."""
+    source_time = _source_time(times)
+    result = {}
+    for node in toposort(list(outputs.values()), walk_children):
+        src = source_time(node)
+        result[id(node)] = src if src is not None else max(
+            (result[id(k)] for k in walk_children(node)), default=0)
+    return result
+
+
+def _evaluate(outputs, inputs):
+    used = {node.name for node in toposort(list(outputs.values()),
+                                           walk_children)
+            if isinstance(node, Placeholder)}
+    return pt.generate_numpy(pt.make_dict_of_named_arrays(outputs))(
+        **{k: v for k, v in inputs.items() if k in used})
+
+
+def _inputs(outputs, seed=0):
+    rng = np.random.default_rng(seed)
+    return {node.name: rng.standard_normal(node.shape)
+            for node in toposort(list(outputs.values()), walk_children)
+            if isinstance(node, Placeholder)}
+
+
+def _interiors(outputs):
+    """The stored interiors in the DAG (the split arrays themselves are
+    gone where every user read slices of them)."""
+    return [node for node in toposort(list(outputs.values()), walk_children)
+            if _stored(node)]
+
+
+def _stored(ary):
+    return any(isinstance(tag, ImplStored) for tag in ary.tags)
+
+
+def _unless_stored(ary):
+    return () if _stored(ary) else walk_children(ary)
+
+
+def _placeholder_heat(n, steps):
+    """Heat steps whose halos are placeholders ``gl<k>``/``gr<k>`` of time
+    ``k + 1`` (standing for the receives of step *k*)."""
+    u = pt.make_placeholder("u", (n,))
+    times = {}
+    for k in range(steps):
+        gl = pt.make_placeholder(f"gl{k}", (1,))
+        gr = pt.make_placeholder(f"gr{k}", (1,))
+        times[gl.name] = times[gr.name] = k + 1
+        ext = pt.concatenate([gl, u, gr])
+        u = u + C * (ext[:-2] - 2 * u + ext[2:])
+    return {"u": u}, times
+
+
+# {{{ the pass on its own
+
+def test_stencil_steps_split_with_interiors_of_the_earlier_time():
+    outputs, times = _placeholder_heat(60, 5)
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8)
+    # every step but the last (whose only user is the output) is split
+    assert n_split == 4
+    inputs = _inputs(outputs)
+    np.testing.assert_array_equal(_evaluate(split, inputs)["u"],
+                                  _evaluate(outputs, inputs)["u"])
+    interiors = _interiors(split)
+    assert [a.shape for a in interiors] == [(58,)] * 4
+    # step k's interior needs only the receives of the steps before it: it
+    # can run while step k's halos travel
+    time = _times(split, times)
+    assert sorted(time[id(a)] for a in interiors) == [0, 1, 2, 3]
+
+
+def test_sends_need_only_the_boundary_cells():
+    n, steps = 60, 3
+    u = pt.make_placeholder("u", (n,))
+    times = {}
+    for k in range(steps):
+        u = staple_distributed_send(u[:1], 0, ("l", k), u)
+        u = staple_distributed_send(u[-1:], 0, ("r", k), u)
+        gl = pt.make_placeholder(f"gl{k}", (1,))
+        gr = pt.make_placeholder(f"gr{k}", (1,))
+        times[gl.name] = times[gr.name] = k + 1
+        ext = pt.concatenate([gl, u, gr])
+        u = u + C * (ext[:-2] - 2 * u + ext[2:])
+    split, n_split = split_interior_from_boundary(
+        {"u": u}, _source_time(times), min_interior_elements=8)
+    assert n_split == steps - 1
+    holders = []
+    node = split["u"]
+    while isinstance(node, pt.DistributedSendRefHolder):
+        holders.append(node)
+        node = node.passthrough_data
+    assert sorted(h.comm_tag for h in holders) == sorted(
+        (side, k) for side in "lr" for k in range(steps))
+    for holder in holders:
+        if holder.comm_tag[1] == 0:
+            continue  # slices of the input
+        # what a send computes (stored interiors are computed apart):
+        # single cells, never a whole field
+        computed = [a for a in toposort([holder.send_data], _unless_stored)
+                    if not isinstance(a, (Placeholder, pt.array.BasicIndex))
+                    and not _stored(a)]
+        assert computed and all(a.size == 1 for a in computed), \
+            [a.shape for a in computed]
+    # the values, the sends' data included, are those of the DAG as written
+    inputs = _inputs({"u": u})
+    np.testing.assert_array_equal(_evaluate(split, inputs)["u"],
+                                  _evaluate({"u": u}, inputs)["u"])
+    for holder in holders:
+        sent = _evaluate({"d": holder.send_data}, inputs)["d"]
+        original = _evaluate({"d": next(
+            h for h in toposort([u], walk_children)
+            if isinstance(h, pt.DistributedSendRefHolder)
+            and h.comm_tag == holder.comm_tag).send_data}, inputs)["d"]
+        np.testing.assert_array_equal(sent, original)
+
+
+@pytest.mark.parametrize("case", ["roll", "sum", "small", "row", "transpose"])
+def test_arrays_without_edge_rows_are_left_alone(case):
+    n = 50
+    u = pt.make_placeholder("u", (n, n) if case == "transpose" else (n,))
+    g = pt.make_placeholder("g", (1, n) if case == "transpose" else (1,))
+    times = {"g": 1}
+    if case == "transpose":
+        ext = pt.concatenate([g, u[1:]])
+        x = ext.T + ext          # the receive's row becomes a column
+    else:
+        ext = pt.concatenate([g, u[1:]])
+        x = {"roll": lambda: pt.roll(ext, 1),       # wraps the edge inside
+             "sum": lambda: ext + pt.sum(ext),      # every row reads all
+             "small": lambda: 2 * ext,              # interior too small
+             "row": lambda: ext + ext[0]}[case]()   # every row reads row 0
+    h = pt.make_placeholder("h", x.shape)
+    times["h"] = 2
+    outputs = {"a": x + h, "b": 3 * x}   # x: shared, used later
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time(times),
+        min_interior_elements=10 ** 6 if case == "small" else 8)
+    assert n_split == 0
+    assert all(split[k] is outputs[k] for k in outputs)
+
+
+def test_split_of_a_shifted_two_dimensional_field():
+    n, m = 40, 3
+    u = pt.make_placeholder("u", (n, m))
+    g = pt.make_placeholder("g", (2, m))
+    h = pt.make_placeholder("h", (n, m))
+    times = {"g": 1, "h": 2}
+    ext = pt.concatenate([g, u, g])
+    x = pt.sin(ext[1:-3]) * ext[4:] + u[:, ::-1]
+    outputs = {"a": x + h, "b": x * 2}
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8)
+    assert n_split == 1
+    interior, = _interiors(split)
+    # ext[1:-3] reads one halo row at the top, ext[4:] two at the bottom
+    assert interior.shape == (n - 3, m)
+    assert _times(split, times)[id(interior)] == 0
+    inputs = _inputs(outputs)
+    got, want = _evaluate(split, inputs), _evaluate(outputs, inputs)
+    for k in outputs:
+        np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_deep_chain_splits_without_recursion():
+    depth = 100_000
+    assert sys.getrecursionlimit() <= 10_000
+    u = pt.make_placeholder("u", (40,))
+    g = pt.make_placeholder("g", (1,))
+    h = pt.make_placeholder("h", (40,))
+    x = pt.concatenate([g, u[1:]])
+    for _ in range(depth):
+        x = 0.5 * x + u
+    outputs = {"a": x + h, "b": 2 * x}
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time({"g": 1, "h": 2}), min_interior_elements=8)
+    assert n_split == 1
+    interior, = _interiors(split)
+    assert interior.shape == (39,)
+    assert not any(isinstance(a, Placeholder) and a.name == "g"
+                   for a in toposort([interior], walk_children))
+
+# }}}
+
+
+# {{{ random stencil programs
+
+@st.composite
+def stencil_programs(draw):
+    n = draw(st.integers(12, 40))
+    cols = draw(st.sampled_from([(), (3,)]))
+    pool = [pt.make_placeholder("u", (n, *cols)),
+            pt.make_placeholder("v", (n, *cols))]
+    times: dict[str, int] = {}
+    steps = draw(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 99),
+                                    st.integers(0, 99), st.integers(1, 3)),
+                          min_size=1, max_size=14))
+    for kind, i, j, t in steps:
+        a, b = pool[i % len(pool)], pool[j % len(pool)]
+        if kind == 0:
+            new = a + b
+        elif kind == 1:
+            new = 0.5 * a - b
+        elif kind in (2, 3):   # a window of a halo-extended field
+            k = 1 + j % 3
+            name = f"g{len(times)}"
+            times[name] = t
+            g = pt.make_placeholder(name, (k, *cols))
+            ext = pt.concatenate([g, a, g]) if kind == 2 else \
+                pt.concatenate([g, a])
+            offset = j % (ext.shape[0] - n + 1)
+            new = ext[offset:offset + n]
+        elif kind == 4:
+            new = pt.sin(a) + b[::-1] if j % 2 else pt.sin(a)
+        elif kind == 5:
+            new = pt.roll(a, 1 + j % 3, axis=0)
+        elif kind == 6:
+            new = a + b[j % n]
+        else:
+            new = pt.concatenate([a[j % n:], b[:j % n]]) if j % n else a
+        pool.append(new)
+    later = pt.make_placeholder("later", (n, *cols))
+    times["later"] = 4
+    outputs = {f"o{k}": ary for k, ary in enumerate(pool[2:])}
+    outputs.update({f"l{k}": ary * later for k, ary in enumerate(pool[2:])})
+    return outputs, times
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(stencil_programs())
+def test_random_stencils_keep_their_values(program):
+    outputs, times = program
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=4)
+    inputs = _inputs(outputs, seed=len(outputs))
+    got, want = _evaluate(split, inputs), _evaluate(outputs, inputs)
+    for k in outputs:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    assert len(_interiors(split)) == n_split
+
+
+# }}}
+
+
+# {{{ through the partitioner, one rank sending its halos to itself
+
+def _periodic_heat(n, steps, fields):
+    """The heat steps as a user writes them, on one rank of a periodic
+    domain: its boundary cells go to itself (both neighbours)."""
+    outputs = {}
+    for f in range(fields):
+        u = pt.make_placeholder(f"u{f}", (n,))
+        for k in range(steps):
+            u = staple_distributed_send(u[:1], 0, ("left", f, k), u)
+            u = staple_distributed_send(u[-1:], 0, ("right", f, k), u)
+            ghost_l = make_distributed_recv(0, ("right", f, k), (1,))
+            ghost_r = make_distributed_recv(0, ("left", f, k), (1,))
+            ext = pt.concatenate([ghost_l, u, ghost_r])
+            u = u + C * (ext[:-2] - 2 * u + ext[2:])
+        outputs[f"u{f}"] = u
+    return pt.make_dict_of_named_arrays(outputs)
+
+
+def _run(partition, inputs):
+    partition, _ = number_distributed_tags(None, partition, 7)
+    prgs = generate_code_for_partition(partition, target="numpy")
+    return execute_distributed_partition(partition, prgs, None, None,
+                                         input_args=inputs)
+
+
+def test_partitioner_splits_by_default_and_sending_parts_compute_boundaries():
+    n, steps, fields = 40_000, 4, 2
+    dag = _periodic_heat(n, steps, fields)
+    rng = np.random.default_rng(3)
+    inputs = {f"u{f}": rng.standard_normal(n) for f in range(fields)}
+    want = {}
+    for name, u in inputs.items():
+        for _ in range(steps):
+            u = u + C * (np.roll(u, 1) - 2 * u + np.roll(u, -1))
+        want[name] = u
+
+    def largest_computed_by_senders(partition):
+        sizes = [partition.name_to_output[name].size
+                 for part in partition.parts.values() if part.name_to_send_nodes
+                 for name in part.output_names]
+        return max(sizes)
+
+    split = find_distributed_partition(None, dag)
+    whole = find_distributed_partition(None, dag, split_interior=False)
+    # written as a whole, each step's sending part computes the whole field;
+    # split, it computes the boundary cells and the interior runs apart
+    assert largest_computed_by_senders(whole) == n
+    assert largest_computed_by_senders(split) == 1
+    interiors = [name for name, ary in split.name_to_output.items()
+                 if ary.shape == (n - 2,)]
+    assert len(interiors) == fields * (steps - 1)
+    for partition in (split, whole):
+        got = _run(partition, inputs)
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-13,
+                                       atol=1e-13)
+    got_split, got_whole = _run(split, inputs), _run(whole, inputs)
+    for name in want:
+        np.testing.assert_array_equal(got_split[name], got_whole[name])
+
+# }}}
+
+# vim: foldmethod=marker
