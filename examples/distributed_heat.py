@@ -30,8 +30,8 @@ from mpi4py import MPI
 
 import pytato_like as pt
 from pytato_like.distributed import abort_on_error
-from pytato_like.tags import ImplStored
 from pytato_like.runtime.trace import TraceRecorder, gather_traces
+from pytato_like.tags import ImplStored
 
 COURANT = 0.25  # dt * kappa / dx**2, stable for <= 0.5
 
@@ -43,18 +43,19 @@ def initial_field(n_total: int, field: int) -> np.ndarray:
 
 
 def build_heat_dag(rank: int, size: int, n_local: int, n_fields: int,
-                   n_steps: int, split: bool = True, halo: int = 1
+                   n_steps: int, split: bool = False, halo: int = 1
                    ) -> pt.DictOfNamedArrays:
     """This rank's part of the unrolled computation: result ``u<f>`` for
     each field *f*, from placeholders ``u<f>``.
 
-    With *split* (the default, needs ``n_local >= 4``), each step computes
-    the two boundary cells (which need the neighbours' halos) apart from
-    the interior (which does not): the partitioner then puts the interior
-    of the next step in the part that runs while the halos travel, and the
-    parts that send compute only the boundary cells -- messages overlap
-    with the interior computation. Without it, each step is one stencil
-    over the halo-extended array. Both compute the same values.
+    Each step is written as a whole: one stencil over the field extended
+    by the neighbours' halos. Only its two end cells read the halos, and
+    the partitioner sees that: it computes the next step's interior while
+    the halos travel, and the sending parts compute the boundary cells only
+    (:mod:`pytato_like.distributed.overlap`). With *split* (needs
+    ``n_local >= 4``) the DAG spells that split out by hand instead: each
+    step computes the two boundary cells apart from the interior. Both
+    compute the same values.
 
     With ``halo=k > 1`` (needs ``n_local >= k``), ranks exchange *k* cells
     each way every *k* steps and each rank computes the *k* steps on its
@@ -66,46 +67,60 @@ def build_heat_dag(rank: int, size: int, n_local: int, n_fields: int,
     if split and n_local < 4:
         raise ValueError(f"split steps need at least 4 cells per rank, "
                          f"not {n_local}")
+    if split:
+        return _hand_split_dag(rank, size, n_local, n_fields, n_steps)
     left, right = (rank - 1) % size, (rank + 1) % size
     outputs = {}
     for f in range(n_fields):
         u = pt.make_placeholder(f"u{f}", (n_local,))
-        # the field as boundary cells and interior (split) or as a whole
+        for step in range(n_steps):
+            # send my boundary cells (the sends run when the DAG runs) ...
+            u = pt.staple_distributed_send(u[:1], left, ("left", f, step), u)
+            u = pt.staple_distributed_send(u[-1:], right, ("right", f, step),
+                                           u)
+            # ... and receive the neighbours' (what they sent "right"/"left")
+            ghost_l = pt.make_distributed_recv(left, ("right", f, step), (1,))
+            ghost_r = pt.make_distributed_recv(right, ("left", f, step), (1,))
+            ext = pt.concatenate([ghost_l, u, ghost_r])
+            u = u + COURANT * (ext[:-2] - 2 * u + ext[2:])
+        outputs[f"u{f}"] = u
+    return pt.make_dict_of_named_arrays(outputs)
+
+
+def _hand_split_dag(rank: int, size: int, n_local: int, n_fields: int,
+                    n_steps: int) -> pt.DictOfNamedArrays:
+    """:func:`build_heat_dag` with each step's boundary cells computed
+    apart from its interior, by hand."""
+    left, right = (rank - 1) % size, (rank + 1) % size
+    outputs = {}
+    for f in range(n_fields):
+        u = pt.make_placeholder(f"u{f}", (n_local,))
         first, interior, last = u[:1], u[1:-1], u[-1:]
         for step in range(n_steps):
-            # send my boundary cells; the sends run when the DAG runs
             held = pt.staple_distributed_send(first, left, ("left", f, step),
                                               first)
             held = pt.staple_distributed_send(last, right, ("right", f, step),
                                               held)
-            # ... and receive the neighbours' (what they sent "right"/"left")
             ghost_l = pt.make_distributed_recv(left, ("right", f, step), (1,))
             ghost_r = pt.make_distributed_recv(right, ("left", f, step), (1,))
-            if split:
-                # the interior's new values, stored: computed as soon as
-                # the previous step is, while the halos travel (it does not
-                # need them); its two end cells read the boundary cells,
-                # the rest only the interior (one pass, no copy of the
-                # whole field)
-                new_interior = pt.concatenate([
-                    interior[:1] + COURANT * (
-                        held - 2 * interior[:1] + interior[1:2]),
-                    interior[1:-1] + COURANT * (
-                        interior[:-2] - 2 * interior[1:-1] + interior[2:]),
-                    interior[-1:] + COURANT * (
-                        interior[-2:-1] - 2 * interior[-1:] + last),
-                ]).tagged(ImplStored())
-                # the boundary cells from the pieces (never from the whole
-                # array), so the sending part computes only them
-                first = held + COURANT * (ghost_l - 2 * held + interior[:1])
-                last = last + COURANT * (interior[-1:] - 2 * last + ghost_r)
-                interior = new_interior
-                u = pt.concatenate([first, interior, last])
-            else:
-                u = pt.concatenate([held, interior, last])
-                ext = pt.concatenate([ghost_l, u, ghost_r])
-                u = u + COURANT * (ext[:-2] - 2 * u + ext[2:])
-                first, interior, last = u[:1], u[1:-1], u[-1:]
+            # the interior's new values, stored: computed as soon as the
+            # previous step is, while the halos travel (it does not need
+            # them); its two end cells read the boundary cells, the rest
+            # only the interior (one pass, no copy of the whole field)
+            new_interior = pt.concatenate([
+                interior[:1] + COURANT * (
+                    held - 2 * interior[:1] + interior[1:2]),
+                interior[1:-1] + COURANT * (
+                    interior[:-2] - 2 * interior[1:-1] + interior[2:]),
+                interior[-1:] + COURANT * (
+                    interior[-2:-1] - 2 * interior[-1:] + last),
+            ]).tagged(ImplStored())
+            # the boundary cells from the pieces (never from the whole
+            # array), so the sending part computes only them
+            first = held + COURANT * (ghost_l - 2 * held + interior[:1])
+            last = last + COURANT * (interior[-1:] - 2 * last + ghost_r)
+            interior = new_interior
+            u = pt.concatenate([first, interior, last])
         outputs[f"u{f}"] = u
     return pt.make_dict_of_named_arrays(outputs)
 
