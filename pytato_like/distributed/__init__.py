@@ -16,6 +16,8 @@ The package has one module per concern:
 * :mod:`~pytato_like.distributed.partition` -- the partitioner and the
   partition objects (pytato's ``DistributedGraphPart`` attributes
   ``name_to_recv_node``, ``name_to_send_nodes``, ...);
+* :mod:`~pytato_like.distributed.overlap` -- the partitioner's split of
+  boundary from interior, so messages overlap with computation;
 * :mod:`~pytato_like.distributed.tags` -- user tags to MPI tags;
 * :mod:`~pytato_like.distributed.verify` -- global checks before running
   (and pytato's names for their errors);

@@ -13,10 +13,15 @@ communicator):
    the longest chain of communications leading to it. All ranks compute the
    same batches; a cycle is a certain deadlock
    (:class:`~pytato_like.diagnostic.CycleAcrossRanksError`).
+   Then, unless ``split_interior=False``, each rank rewrites its own DAG
+   so that arrays whose first-axis ends alone need the receives of their
+   time are computed as boundary and interior
+   (:mod:`~pytato_like.distributed.overlap`); this only removes
+   dependencies of sends on receives, so the batches stay valid.
 3. Each array gets a *time* ``T``: 0 if it depends on no receive, else one
    more than the latest batch among the receives it depends on. The data
-   of a send of batch ``b`` has time ``b``, so it can be sent as soon as the
-   receives of earlier batches have arrived, and no earlier.
+   of a send of batch ``b`` has time ``b`` (or earlier, after a split), so
+   it can be sent as soon as the receives of earlier batches have arrived.
 4. Parts are keyed ``(T, 0)`` (what the sends of time ``T`` need) and
    ``(T, 1)`` (everything else of time ``T``); empty keys are dropped, the
    rest numbered in order. So the number of parts depends only on the
