@@ -183,6 +183,22 @@ def test_arrays_without_edge_rows_are_left_alone(case):
     assert all(split[k] is outputs[k] for k in outputs)
 
 
+def test_function_call_results_keep_their_values():
+    u = pt.make_placeholder("u", (50,))
+    g = pt.make_placeholder("g", (1,))
+    h = pt.make_placeholder("h", (50,))
+    x = 2 * pt.concatenate([g, u[1:]])
+    outputs = {"a": x + h, "b": x * 2,
+               "c": pt.trace_call(lambda y: 3 * y, x)}
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time({"g": 1, "h": 2}), min_interior_elements=8)
+    assert n_split == 1
+    inputs = _inputs(outputs)
+    got, want = _evaluate(split, inputs), _evaluate(outputs, inputs)
+    for k in outputs:
+        np.testing.assert_array_equal(got[k], want[k])
+
+
 def test_split_of_a_shifted_two_dimensional_field():
     n, m = 40, 3
     u = pt.make_placeholder("u", (n, m))

@@ -43,8 +43,7 @@ decomposition splits):
    duplicates no work).
 
 The pass is iterative (a topological order and an explicit work stack), so
-DAG depth never reaches Python's recursion limit. DAGs holding nodes it
-cannot rebuild (function calls) are returned unchanged.
+DAG depth never reaches Python's recursion limit.
 
 .. autofunction:: split_interior_from_boundary
 .. data:: MIN_INTERIOR_ELEMENTS
@@ -62,6 +61,7 @@ from pytato_like.array import (
     Array,
     BasicIndex,
     Concatenate,
+    DictOfNamedArrays,
     IndexLambda,
     NormalizedSlice,
 )
@@ -452,18 +452,17 @@ def split_interior_from_boundary(
     communication batch) and None for every other array. Sends held by
     :class:`~pytato_like.DistributedSendRefHolder` nodes are kept (with
     their data rewritten the same way), all held by the first output. With
-    nothing to split, or a DAG the pass cannot rebuild, *outputs* come back
-    as they are, with 0."""
+    nothing to split *outputs* come back as they are, with 0."""
     if not outputs:
         return dict(outputs), 0
-    try:
-        return _split(outputs, source_time, min_interior_elements)
-    except TypeError:  # a node rebuild_with does not know (function calls)
-        return dict(outputs), 0
-
-
-def _split(outputs, source_time, min_interior_elements):
     order = toposort(list(outputs.values()), walk_children)
+    if not all(isinstance(node, (Array, DictOfNamedArrays)) for node in order):
+        # a container rebuild_with does not rebuild
+        return dict(outputs), 0
+    return _split(outputs, order, source_time, min_interior_elements)
+
+
+def _split(outputs, order, source_time, min_interior_elements):
     splitter = _Splitter(source_time, min_interior_elements)
 
     # {{{ which arrays to split
