@@ -363,6 +363,14 @@ def test_partitioner_splits_by_default_and_sending_parts_compute_boundaries():
     for name in want:
         np.testing.assert_array_equal(got_split[name], got_whole[name])
 
+def test_split_interior_must_be_a_bool():
+    from pytato_like.diagnostic import DistributedPartitionError
+    with pytest.raises(DistributedPartitionError,
+                       match=r"split_interior must be True or False, not "
+                             r"'yes' \(on rank 0\)"):
+        find_distributed_partition(None, _periodic_heat(10, 2, 1),
+                                   split_interior="yes")
+
 # }}}
 
 # vim: foldmethod=marker

@@ -56,11 +56,16 @@ Everything is iterative (explicit passes over a topological order).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence, Set as AbstractSet
+from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple, cast
 
 from pytato_like.array import Array
-from pytato_like.diagnostic import CycleAcrossRanksError, NotAnArrayError
+from pytato_like.diagnostic import (
+    CycleAcrossRanksError,
+    DistributedPartitionError,
+    NotAnArrayError,
+)
 from pytato_like.distributed.nodes import DistributedRecv, DistributedSend
 from pytato_like.distributed.safety import (
     allgather_or_raise,
@@ -78,6 +83,7 @@ from pytato_like.partition import (
 )
 from pytato_like.tags import ImplStored
 from pytato_like.target import normalize_outputs
+
 
 class CommunicationOpIdentifier(NamedTuple):
     """One communication: a send and its receive, named by the ranks at
@@ -471,6 +477,11 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
     analysis: list[_LocalAnalysis] = []
 
     def analyse() -> tuple[list, list]:
+        if not isinstance(split_interior, bool):
+            # (inside the collective, so every rank learns of it)
+            raise DistributedPartitionError(
+                f"split_interior must be True or False, not "
+                f"{split_interior!r} (on rank {rank})")
         analysis.append(_LocalAnalysis(outputs, rank))
         return analysis[0].summary()
 
