@@ -55,7 +55,6 @@ from pytato_like.distributed.safety import (
     gather_to_root_or_raise,
 )
 
-
 # pytato's names for the same errors
 DistributedPartitionVerificationError = DistributedPartitionError
 MissingSendError = UnmatchedRecvError   # a receive whose send is missing
