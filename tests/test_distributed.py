@@ -417,6 +417,24 @@ def test_cycle_across_ranks_found_by_partitioner_and_verifier():
         assert "'c'" in str(r)
 
 
+def test_batches_from_summaries_by_hand():
+    from pytato_like.distributed.partition import CommID, _comm_batches
+    # rank 0 sends "a" (needs nothing) and "c" (needs its receive "b" and
+    # "d"); rank 1 sends "b" (needs "a") and "d" (needs nothing)
+    summaries = [
+        ([(1, "a", 0), (1, "c", 0b11)], [(1, "b"), (1, "d")]),
+        ([(0, "b", 0b1), (0, "d", 0)], [(0, "a"), (0, "c")]),
+    ]
+    assert _comm_batches(summaries) == {
+        CommID(0, 1, "a"): 0, CommID(1, 0, "d"): 0,
+        CommID(1, 0, "b"): 1, CommID(0, 1, "c"): 2}
+    # rank 1's "d" now needs "c": a cycle c -> d -> c
+    summaries[1][0][1] = (0, "d", 0b10)
+    with pytest.raises(diagnostic.CycleAcrossRanksError,
+                       match=r"0 -> 1, tag 'c'"):
+        _comm_batches(summaries)
+
+
 def test_verifier_finds_cycle_in_hand_made_partition():
     # partitions that would deadlock: each rank's only part both receives and
     # sends (find_partition would never build this; verification must see it)

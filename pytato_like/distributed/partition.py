@@ -255,36 +255,57 @@ class DistributedGraphPartition(GraphPartition):
 
 # {{{ global communication batches
 
+def _set_bits(mask: int) -> list[int]:
+    """Positions of the bits set in *mask*."""
+    digits = bin(mask)[:1:-1]   # lowest bit first
+    return [i for i in range(len(digits)) if digits[i] == "1"]
+
+
 def _comm_batches(summaries: list[tuple[list, list]]) -> dict[CommID, int]:
     """Batch (longest chain length) of each communication, from every rank's
-    ``(sends, recvs)`` summary. Identical on all ranks."""
-    needs: dict[CommID, set[CommID]] = {}
+    ``(sends, recvs)`` summary. Identical on all ranks.
+
+    Communications are numbered first, so the longest-path pass works on
+    integers (a send of step *k* of a time-stepping loop needs the receives
+    of all earlier steps: the edges grow with the square of the steps)."""
+    comms: list[CommID] = []
+    number: dict[CommID, int] = {}
+
+    def intern(comm: CommID) -> int:
+        i = number.get(comm)
+        if i is None:
+            i = number[comm] = len(comms)
+            comms.append(comm)
+        return i
+
+    needs: dict[int, set[int]] = {}
     for rank, (sends, recvs) in enumerate(summaries):
-        for dest, tag, needed in sends:
-            needs.setdefault(CommID(rank, dest, tag), set()).update(
-                CommID(src, rank, rtag) for src, rtag in needed)
-        for src, tag in recvs:
-            needs.setdefault(CommID(src, rank, tag), set())
-    for needed in list(needs.values()):
-        for c in needed:
-            needs.setdefault(c, set())
+        recv_ids = [intern(CommID(src, rank, tag)) for src, tag in recvs]
+        for dest, tag, mask in sends:
+            needs.setdefault(intern(CommID(rank, dest, tag)), set()).update(
+                [recv_ids[i] for i in _set_bits(mask)])
 
     # Kahn's algorithm, longest path
-    users: dict[CommID, list[CommID]] = {c: [] for c in needs}
+    users: list[list[int]] = [[] for _ in comms]
+    missing = [0] * len(comms)
     for c, needed in needs.items():
+        missing[c] = len(needed)
         for n in needed:
             users[n].append(c)
-    missing = {c: len(needed) for c, needed in needs.items()}
-    batch = {c: 0 for c in needs}
-    ready = [c for c, m in missing.items() if m == 0]
+    batch_of = [0] * len(comms)
+    ready = [c for c in range(len(comms)) if not missing[c]]
     while ready:
         c = ready.pop()
+        nxt = batch_of[c] + 1
         for u in users[c]:
-            batch[u] = max(batch[u], batch[c] + 1)
+            if batch_of[u] < nxt:
+                batch_of[u] = nxt
             missing[u] -= 1
-            if missing[u] == 0:
+            if not missing[u]:
                 ready.append(u)
-    stuck = [c for c, m in missing.items() if m]
+    batch = dict(zip(comms, batch_of, strict=True))
+    missing_of = dict(zip(comms, missing, strict=True))
+    stuck = [c for c, m in missing_of.items() if m]
     if stuck:
         raise CycleAcrossRanksError(
             "the sends and receives of all ranks depend on each other in a "
@@ -334,16 +355,12 @@ class _LocalAnalysis:
         self.mask = mask
 
     def summary(self) -> tuple[list, list]:
-        """``(sends, recvs)`` for the global batch computation: sends as
-        ``(dest, tag, [(src, tag) of the receives needed])``, receives as
-        ``(src, tag)``."""
+        """``(sends, recvs)`` for the global batch computation: receives as
+        ``(src, tag)``, sends as ``(dest, tag, mask)``, where bit *i* of
+        *mask* says the send needs receive *i* of that list."""
         order: list[Any] = self.dag.order  # receives at self.recvs
-        sends = []
-        for send, d in zip(self.sends, self.send_idx, strict=True):
-            m = self.mask[d]
-            needed = [(order[r].src_rank, order[r].comm_tag)
-                      for i, r in enumerate(self.recvs) if m >> i & 1]
-            sends.append((send.dest_rank, send.comm_tag, needed))
+        sends = [(send.dest_rank, send.comm_tag, self.mask[d])
+                 for send, d in zip(self.sends, self.send_idx, strict=True)]
         recvs = [(order[r].src_rank, order[r].comm_tag) for r in self.recvs]
         return sends, recvs
 
