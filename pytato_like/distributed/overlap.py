@@ -207,6 +207,9 @@ def _slice_rows(n: int, p: int, s: int, start: int, length: int) -> Rows:
 
 
 class _Splitter:
+    """The state of one split: every array's time and rows (by id), the
+    row slices pushed down so far, and the splits made."""
+
     def __init__(self, source_time: Callable[[Array], int | None],
                  min_interior_elements: int) -> None:
         self.source_time = source_time
