@@ -17,6 +17,7 @@ expression over
 .. autoclass:: TypeCast
 .. autofunction:: index_var
 .. autofunction:: index_vars
+.. autofunction:: affine_form
 .. autofunction:: reduction_var
 .. autofunction:: get_dependencies
 .. autofunction:: substitute
@@ -120,6 +121,46 @@ def index_var(i: int) -> prim.Variable:
 def index_vars(ndim: int) -> tuple[prim.Variable, ...]:
     """``(_0, ..., _{ndim-1})``."""
     return tuple(index_var(i) for i in range(ndim))
+
+
+def affine_form(expr: Any, names: tuple[str, ...]
+                ) -> tuple[dict[str, int], int] | None:
+    """``({name: coefficient}, constant)`` of *expr* if it is an integer
+    affine function of the index variables *names* (e.g. ``("_0",)``),
+    else None. Recurses over the expression's nesting only."""
+    if isinstance(expr, (bool, np.bool_)):
+        return None
+    if isinstance(expr, (int, np.integer)):
+        return {}, int(expr)
+    if isinstance(expr, prim.Variable):
+        return ({expr.name: 1}, 0) if expr.name in names else None
+    if isinstance(expr, prim.Sum):
+        coefs: dict[str, int] = {}
+        const = 0
+        for child in expr.children:
+            term = affine_form(child, names)
+            if term is None:
+                return None
+            for name, c in term[0].items():
+                coefs[name] = coefs.get(name, 0) + c
+            const += term[1]
+        return {n: c for n, c in coefs.items() if c}, const
+    if isinstance(expr, prim.Product):
+        coefs, const = {}, 1
+        for child in expr.children:
+            term = affine_form(child, names)
+            if term is None:
+                return None
+            if term[0] and coefs:
+                return None     # a product of indices
+            if term[0]:
+                coefs = {n: c * const for n, c in term[0].items()}
+                const *= term[1]
+            else:
+                coefs = {n: c * term[1] for n, c in coefs.items()}
+                const *= term[1]
+        return {n: c for n, c in coefs.items() if c}, const
+    return None
 
 
 @lru_cache(maxsize=None)

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 import pymbolic.primitives as prim
 
@@ -69,7 +69,13 @@ from pytato_like.distributed.nodes import (
     DistributedSend,
     DistributedSendRefHolder,
 )
-from pytato_like.scalar_expr import INT_CLASSES, IdentityMapper, WalkMapper
+from pytato_like.scalar_expr import (
+    INT_CLASSES,
+    IdentityMapper,
+    WalkMapper,
+    affine_form,
+    index_var,
+)
 from pytato_like.tags import ImplStored
 from pytato_like.transform._graph import toposort, walk_children
 from pytato_like.transform.copy import rebuild_with
@@ -84,27 +90,22 @@ ALL = "all"
 #: ``(p, s)``: the first *p* and the last *s* rows
 Rows = Any
 
-_ROW = prim.Variable("_0")
+_ROW = index_var(0)
+_ROW_NAME = (_ROW.name,)
 
 
 # {{{ reading the first axis of index lambdas
 
 def _row_offset(index: Any) -> int | None:
     """``c`` if *index* is ``_0 + c`` (integer *c*), else None."""
-    if index == _ROW:
-        return 0
-    if isinstance(index, prim.Sum):
-        rows = [c for c in index.children if c == _ROW]
-        rest = [c for c in index.children if c != _ROW]
-        if len(rows) == 1 and all(isinstance(c, INT_CLASSES) for c in rest):
-            return sum(int(cast(int, c)) for c in rest)
-    return None
+    form = affine_form(index, _ROW_NAME)
+    return form[1] if form is not None and form[0] == {"_0": 1} else None
 
 
 class _Accesses(WalkMapper):
-    """For each binding name, how its first axis is read: a list of row
-    offsets ``c`` (reads at ``_0 + c``), ``int`` entries for fixed rows
-    (``("row", k)``), and ``None`` for anything else."""
+    """For each binding name, how its first axis is read: a list with an
+    offset ``c`` per read at row ``_0 + c``, ``("row", k)`` per read of the
+    fixed row *k*, and ``None`` per read of any other kind."""
 
     def __init__(self, names) -> None:
         super().__init__()

@@ -303,9 +303,7 @@ def _comm_batches(summaries: list[tuple[list, list]]) -> dict[CommID, int]:
             missing[u] -= 1
             if not missing[u]:
                 ready.append(u)
-    batch = dict(zip(comms, batch_of, strict=True))
-    missing_of = dict(zip(comms, missing, strict=True))
-    stuck = [c for c, m in missing_of.items() if m]
+    stuck = [comms[c] for c in range(len(comms)) if missing[c]]
     if stuck:
         raise CycleAcrossRanksError(
             "the sends and receives of all ranks depend on each other in a "
@@ -313,7 +311,14 @@ def _comm_batches(summaries: list[tuple[list, list]]) -> dict[CommID, int]:
             "after the cycle (source rank -> destination rank, tag): "
             + ", ".join(f"{s} -> {d}, tag {t!r}" for s, d, t in stuck[:8])
             + (" ..." if len(stuck) > 8 else ""))
-    return batch
+    return dict(zip(comms, batch_of, strict=True))
+
+
+def _recv_time(node: DistributedRecv, rank: int,
+               batches: dict[CommID, int]) -> int:
+    """The time of a receive of *rank*: one more than its batch."""
+    cid = CommID(node.src_rank, rank, node.comm_tag)
+    return batches[cid] + 1 if cid in batches else 1
 
 # }}}
 
@@ -377,9 +382,8 @@ class _LocalAnalysis:
             if canon[i] != i:
                 continue
             if kind[i] is RECV:
-                node = cast(DistributedRecv, order[i])
-                cid = CommID(node.src_rank, rank, node.comm_tag)
-                time[i] = batches[cid] + 1 if cid in batches else 1
+                time[i] = _recv_time(cast(DistributedRecv, order[i]), rank,
+                                     batches)
             elif kind[i] is COMPUTED:
                 t = 0
                 for k in kids[i]:
@@ -519,9 +523,8 @@ def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int]
     rank = local.rank
 
     def recv_time(ary: Array) -> int | None:
-        if not isinstance(ary, DistributedRecv):
-            return None
-        return batches.get(CommID(ary.src_rank, rank, ary.comm_tag), 0) + 1
+        return (_recv_time(ary, rank, batches)
+                if isinstance(ary, DistributedRecv) else None)
 
     outputs, n_split = split_interior_from_boundary(local.output_map,
                                                     recv_time)

@@ -31,9 +31,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import pymbolic.primitives as prim
 from pymbolic.mapper import IdentityMapper
+
+from pytato_like.scalar_expr import affine_form
 
 _COMPARE = {
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
@@ -42,52 +43,14 @@ _COMPARE = {
 }
 
 
-def _affine(expr: Any, names: tuple[str, ...]) -> tuple[dict[str, int], int] | None:
-    """``({canonical index: coefficient}, constant)`` of *expr* if it is an
-    integer affine function of the canonical indices *names*, else None."""
-    if isinstance(expr, (bool, np.bool_)):
-        return None
-    if isinstance(expr, (int, np.integer)):
-        return {}, int(expr)
-    if isinstance(expr, prim.Variable):
-        return ({expr.name: 1}, 0) if expr.name in names else None
-    if isinstance(expr, prim.Sum):
-        coefs: dict[str, int] = {}
-        const = 0
-        for child in expr.children:
-            term = _affine(child, names)
-            if term is None:
-                return None
-            for name, c in term[0].items():
-                coefs[name] = coefs.get(name, 0) + c
-            const += term[1]
-        return {n: c for n, c in coefs.items() if c}, const
-    if isinstance(expr, prim.Product):
-        coefs, const = {}, 1
-        for child in expr.children:
-            term = _affine(child, names)
-            if term is None:
-                return None
-            if term[0] and coefs:
-                return None     # a product of indices
-            if term[0]:
-                coefs = {n: c * const for n, c in term[0].items()}
-                const *= term[1]
-            else:
-                coefs = {n: c * term[1] for n, c in coefs.items()}
-                const *= term[1]
-        return {n: c for n, c in coefs.items() if c}, const
-    return None
-
-
 def _condition(cond: Any, names: tuple[str, ...]
                ) -> tuple[str, int, int, str] | None:
     """``(index, a, b, op)`` when *cond* is ``a * index + b op 0`` with one
     canonical index, else None."""
     if not (isinstance(cond, prim.Comparison) and cond.operator in _COMPARE):
         return None
-    left = _affine(cond.left, names)
-    right = _affine(cond.right, names)
+    left = affine_form(cond.left, names)
+    right = affine_form(cond.right, names)
     if left is None or right is None:
         return None
     coefs = dict(left[0])
