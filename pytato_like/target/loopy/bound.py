@@ -26,7 +26,12 @@ from typing import Any
 import numpy as np
 
 from pytato_like.target import BoundProgram, check_input_value
-from pytato_like.target.loopy.codegen import KernelSource, ProgramPlan, storage_dtype
+from pytato_like.target.loopy.codegen import (
+    KernelSource,
+    ProgramPlan,
+    hoist_group_ids,
+    storage_dtype,
+)
 from pytato_like.target.loopy.replay import MAX_REPLAYS, LaunchReplay, layout_key
 
 # context -> memory pool (one per context, shared by all programs)
@@ -321,7 +326,7 @@ class BoundPyOpenCLProgram(BoundProgram):
                 f"the transformed program lacks the entrypoint(s) "
                 f"{sorted(missing)} the program launches")
         cg = lp.generate_code_v2(program)
-        device, host = cg.device_code(), cg.host_code()
+        device, host = hoist_group_ids(cg.device_code()), cg.host_code()
         key = hashlib.sha256((device + host).encode()).hexdigest()
         kernels = [dataclasses.replace(
             k, key=f"{key}:{k.host_function}", device_code=device,

@@ -22,7 +22,12 @@ from typing import Any
 import numpy as np
 
 from pytato_like.target.loopy.chunk_spec import INT32_MAX
-from pytato_like.target.loopy.codegen import KernelSource, Launch, merge_device_code
+from pytato_like.target.loopy.codegen import (
+    KernelSource,
+    Launch,
+    hoist_group_ids,
+    merge_device_code,
+)
 from pytato_like.target.loopy.report import progress
 
 _INT_LITERAL = re.compile(r"\d+")
@@ -156,7 +161,7 @@ class KernelGenerator:
         t0 = time.perf_counter()
         _cache.CODEGEN_CALLS += 1
         cg = lp.generate_code_v2(knl)
-        device = cg.device_code()
+        device = hoist_group_ids(cg.device_code())
         host = cg.host_code()
         self.codegen_time += time.perf_counter() - t0
         arg_names = tuple(a.name for a in spec["args"])

@@ -4,7 +4,20 @@ work-items, without user transformations.
 For a loop group with inames ``(i_0, ..., i_{d-1})`` (``i_{d-1}`` the
 contiguous axis):
 
-* ``i_{d-1}`` is split by :data:`WORK_GROUP_SIZE` (when it is shorter than that, it is
+* in groups without reductions, unless their contiguous axis is short
+  and not their only axis (next rule),
+  ``i_{d-1}`` is split by :data:`CONTIGUOUS_RUN`: the outer part is
+  ``g.0``, the inner part a loop that each work-item (work-groups of one)
+  runs over consecutive elements, which LLVM vectorises with the loop
+  bound as its only condition. PoCL's work-group compiler vectorises the
+  ``l.0`` loop of the rule below only when the body has no condition,
+  and the last work-group's bounds check is one: a one-dimensional
+  stencil step ran 4-8x faster per kernel as runs of 4096 than as
+  work-groups of 64 (with the work-group ids hoisted, see
+  :func:`~pytato_like.target.loopy.codegen.hoist_group_ids`); runs of
+  1024 and 16384 were within noise of 4096 at 2*10^5 cells, 512 and
+  1024 slower at 2*10^6;
+* otherwise ``i_{d-1}`` is split by :data:`WORK_GROUP_SIZE` (when it is shorter than that, it is
   ``l.0`` whole and ``i_{d-2}`` is split into ``l.1`` and ``g.0`` to fill
   the work-group): the inner part becomes
   ``l.0`` (consecutive work-items touch consecutive addresses; PoCL's
@@ -59,6 +72,7 @@ mapping and this size: see :doc:`/codegen` (measured in
 ``bench/bench_execution.py``).
 
 .. autodata:: WORK_GROUP_SIZE
+.. autodata:: CONTIGUOUS_RUN
 .. autodata:: REDUCTION_ILP
 .. autodata:: TILE_ROWS
 .. autodata:: TILE_COLS
@@ -82,6 +96,11 @@ from pytato_like._env import env_int
 #: work-items per work-group along the contiguous axis
 WORK_GROUP_SIZE = env_int("PYTATO_LIKE_WORK_GROUP_SIZE", 64)
 
+
+#: elements of the contiguous axis that each work-item of a group without
+#: reductions computes as one loop (0 or 1: one work-item per element, in
+#: work-groups of WORK_GROUP_SIZE)
+CONTIGUOUS_RUN = env_int("PYTATO_LIKE_CONTIGUOUS_RUN", 4096, minimum=0)
 
 #: outputs per work-item along the second-to-last axis of reduction groups
 #: with a short contiguous axis (independent accumulators, shared loads)
@@ -273,7 +292,8 @@ def parameters() -> tuple:
     :mod:`~pytato_like.target.loopy.instructions` (which stored
     concatenations are written piece by piece)."""
     from pytato_like.target.loopy import instructions
-    return (WORK_GROUP_SIZE, REDUCTION_ILP, TILE_ROWS, TILE_COLS, TILE_LOCAL,
+    return (WORK_GROUP_SIZE, CONTIGUOUS_RUN, REDUCTION_ILP, TILE_ROWS,
+            TILE_COLS, TILE_LOCAL,
             SMALL_OPERATOR_OUTPUTS, SMALL_OPERATOR_STAGED,
             SMALL_OPERATOR_LOCAL, SMALL_OPERATOR_MIN_BATCH,
             instructions.PIECES_MIN_SIZE, instructions.PIECES_MAX)
@@ -331,7 +351,13 @@ def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = Non
             outer_axes = outer_axes[1:]
             hw_names = ("g.1", "g.2")
         else:
-            if size > 1:
+            if (CONTIGUOUS_RUN > 1 and g not in reduction_groups
+                    and not (isinstance(extent, int) and extent <= 1)):
+                # each work-item loops over a run of the axis (work-groups
+                # of one): LLVM vectorises that loop, bounds and all
+                knl = lp.split_iname(knl, last, CONTIGUOUS_RUN,
+                                     outer_tag="g.0")
+            elif size > 1:
                 knl = lp.split_iname(knl, last, size, outer_tag="g.0",
                                      inner_tag="l.0")
             else:
