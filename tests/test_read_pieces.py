@@ -82,14 +82,41 @@ def test_an_inlined_stack_is_cut_per_position(queue):
     assert not has_select(prg.get_source())
 
 
-def test_selects_on_two_axes_stay_whole(queue):
-    # cutting one axis would leave the other's selects in the bulk
-    u = pt.make_placeholder("u", (64, 64), np.float64)
+def test_selects_on_two_axes_are_cut_along_the_last(queue):
+    # the 2-d heat equation: rolls along both axes; the pieces cut the
+    # contiguous axis, the row selects stay, constant along each run
+    u = pt.make_placeholder("u", (64, 100), np.float64)
+    v = (pt.roll(u, 1, axis=0) + pt.roll(u, -1, axis=0)
+         + pt.roll(u, 1, axis=1) + pt.roll(u, -1, axis=1) - 4 * u)
+    uv = np.random.default_rng(5).random((64, 100))
+    prg = _run(queue, {"v": v}, {"u": uv},
+               {"v": np.roll(uv, 1, axis=0) + np.roll(uv, -1, axis=0)
+                + np.roll(uv, 1, axis=1) + np.roll(uv, -1, axis=1)
+                - 4 * uv})
+    source = prg.get_source()
+    conditions = _select_conditions(source)
+    assert conditions       # the rows' wrap-around
+    # no select tests a column (the run loop's index or its group id)
+    assert all("_pt_group_id_1" in c for c in conditions)
+    assert not [c for c in conditions
+                if "_inner" in c or "_pt_group_id_0" in c]
+
+
+def test_selects_on_two_outer_axes_stay_whole(queue):
+    # cutting one would leave the other's selects in every piece's bulk
+    u = pt.make_placeholder("u", (16, 16, 64), np.float64)
     v = pt.roll(u, 1, axis=0) + pt.roll(u, -1, axis=1)
-    uv = np.random.default_rng(5).random((64, 64))
+    uv = np.random.default_rng(5).random((16, 16, 64))
     prg = _run(queue, {"v": v}, {"u": uv},
                {"v": np.roll(uv, 1, axis=0) + np.roll(uv, -1, axis=1)})
     assert has_select(prg.get_source())
+
+
+def _select_conditions(source: str) -> list[str]:
+    """The conditions of the ``?:`` selects outside loop headers."""
+    import re
+    body = re.sub(r"for \([^;]*;[^;]*;[^)]*\)", "for (...)", source)
+    return re.findall(r"\(([^()?]*)\) \?", body)
 
 
 def test_small_arrays_stay_whole(queue):
@@ -163,11 +190,12 @@ def test_cut_positions_of_affine_conditions(cond, n, cuts):
     assert {i for i in range(1, n) if truth[i] != truth[i - 1]} == cuts
 
 
-def test_selects_changing_along_two_indices_give_no_cuts():
+def test_selects_changing_along_two_indices_give_cuts_on_both():
     expr = prim.Sum((
         prim.If(prim.Comparison(_var("i"), "<", 3), _var("a"), _var("b")),
         prim.If(prim.Comparison(_var("j"), "<", 5), _var("a"), _var("b"))))
-    assert read_pieces._cuts(expr, ("i", "j"), (100, 100)) is None
+    assert read_pieces._cuts(expr, ("i", "j"), (100, 100)) == {
+        "i": {3}, "j": {5}}
     # one of them alone is cut
     assert read_pieces._cuts(expr.children[0], ("i", "j"),
                              (100, 100)) == {"i": {3}}

@@ -15,9 +15,13 @@ cells share another.
 A select is decided in a range when its condition compares an affine
 function of one canonical index with integer coefficients (``a * i + b <
 k``, any comparison); the ranges are cut where such a condition changes
-value. An instruction is left whole if it has reductions, symbolic
-sizes, fewer than :data:`~pytato_like.target.loopy.instructions.PIECES_MIN_SIZE`
-elements, selects on more than one axis, more than
+value. Where selects test several axes, the instruction is cut along
+the contiguous (last) one, and the selects on the others stay: they are
+constant along each piece's innermost loop (the 2-D heat equation's
+``roll`` along both axes). An instruction is left whole if it has
+reductions, symbolic sizes, fewer than
+:data:`~pytato_like.target.loopy.instructions.PIECES_MIN_SIZE`
+elements, selects on several axes but not on the last, more than
 :data:`~pytato_like.target.loopy.instructions.PIECES_MAX` ranges, or if its
 largest range would still hold a select, or if its expression is deeper
 than :data:`MAX_DEPTH`.
@@ -92,8 +96,7 @@ def _cuts(expr: Any, names: tuple[str, ...], shape: tuple[int, ...]
           ) -> dict[str, set[int]] | None:
     """Per canonical index, the positions (within its extent) where a
     select's decidable condition changes value; None if some select is
-    not decidable, selects change value along two indices, or *expr* is
-    deeper than :data:`MAX_DEPTH`."""
+    not decidable or *expr* is deeper than :data:`MAX_DEPTH`."""
     cuts: dict[str, set[int]] = {}
     extent = dict(zip(names, shape, strict=True))
     for e, depth in _walk(expr):
@@ -112,8 +115,6 @@ def _cuts(expr: Any, names: tuple[str, ...], shape: tuple[int, ...]
                   math.ceil(root), math.ceil(root) + 1}:
             if 0 < t < n and _truth(a, b, op, t) != _truth(a, b, op, t - 1):
                 cuts.setdefault(name, set()).add(t)
-        if len(cuts) > 1:
-            return None     # selects on two axes: nothing to gain, stop
     return cuts
 
 
@@ -128,6 +129,8 @@ class _Resolver(IdentityMapper):
         self.name = name
         self.offset = offset
         self.length = length
+        #: selects on *name* left undecided (those on other indices stay
+        #: as they are: constant along the cut axis)
         self.undecided = 0
 
     def map_variable(self, expr, *args):
@@ -144,7 +147,8 @@ class _Resolver(IdentityMapper):
             if first == _truth(a, b, op, self.length - 1):
                 # affine: the same at both ends is the same throughout
                 return self.rec(expr.then if first else expr.else_)
-        self.undecided += 1
+        if found is None or found[0] == self.name:
+            self.undecided += 1
         return prim.If(condition, self.rec(expr.then), self.rec(expr.else_))
 
     def map_type_cast(self, expr, *args):
@@ -173,7 +177,15 @@ def split_reads(insn: Any) -> list[Any] | None:
     cuts = _cuts(insn.expr, names, shape)
     if not cuts:
         return None
-    (name, positions), = cuts.items()
+    if len(cuts) == 1:
+        (name, positions), = cuts.items()
+    elif names[-1] in cuts:
+        # selects on several axes: cut the contiguous one, whose selects
+        # would sit inside the innermost loop; the others are constant
+        # along it (loop-invariant in a work-item's run)
+        name, positions = names[-1], cuts[names[-1]]
+    else:
+        return None
     axis = names.index(name)
     bounds = [0, *sorted(positions), shape[axis]]
     if len(bounds) - 1 > PIECES_MAX:
