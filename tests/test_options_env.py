@@ -48,6 +48,7 @@ def test_options_of_the_wrong_type():
 # variable -> (module constant, smallest accepted value)
 SCHEDULE_SETTINGS = {
     "PYTATO_LIKE_WORK_GROUP_SIZE": ("WORK_GROUP_SIZE", 1),
+    "PYTATO_LIKE_CONTIGUOUS_RUN": ("CONTIGUOUS_RUN", 0),
     "PYTATO_LIKE_REDUCTION_ILP": ("REDUCTION_ILP", 1),
     "PYTATO_LIKE_TILE_ROWS": ("TILE_ROWS", 1),
     "PYTATO_LIKE_TILE_COLS": ("TILE_COLS", 1),
