@@ -350,9 +350,10 @@ def hoist_group_ids(code: str) -> str:
     PoCL reads ``get_group_id`` from the work-group's context through a
     pointer that the kernel's global stores may alias, so a loop that
     indexes with ``gid(0)`` reloads it at every iteration and LLVM does
-    not vectorise the loop: a one-dimensional stencil that each
-    work-item runs as a loop over 4096 cells went 4x faster with the id
-    hoisted (``bench/bench_execution.py``)."""
+    not vectorise the loop: the heat solver's stencil kernel, each
+    work-item a loop over 4096 of 10^6 cells, took 760-1010 µs with
+    ``gid(0)`` in the loop and 180-220 µs with it hoisted (see
+    :doc:`/codegen`, "Schedule")."""
     macro = _GID_MACRO.search(code)
     if macro is None:
         return code
