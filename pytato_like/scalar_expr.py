@@ -155,10 +155,9 @@ def affine_form(expr: Any, names: tuple[str, ...]
                 return None     # a product of indices
             if term[0]:
                 coefs = {n: c * const for n, c in term[0].items()}
-                const *= term[1]
             else:
                 coefs = {n: c * term[1] for n, c in coefs.items()}
-                const *= term[1]
+            const *= term[1]
         return {n: c for n, c in coefs.items() if c}, const
     return None
 

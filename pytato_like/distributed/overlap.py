@@ -175,6 +175,21 @@ class _ShiftRows(IdentityMapper):
 # }}}
 
 
+def _is_row_slice(index: Any) -> bool:
+    """Whether *index* takes consecutive rows ``start:stop``."""
+    return (isinstance(index, NormalizedSlice) and index.step == 1
+            and index.stop is not None)
+
+
+def _index_rest(rows: Array, n: int, rest: tuple, tags: Any) -> Array:
+    """*rows* (an array of *n* rows) indexed on its other axes by *rest*:
+    *rows* itself when *rest* takes them whole."""
+    if all(isinstance(i, NormalizedSlice) and i.step == 1 and i.start == 0
+           and i.stop == d for i, d in zip(rest, rows.shape[1:], strict=True)):
+        return rows
+    return BasicIndex(rows, (NormalizedSlice(0, n, 1), *rest), tags=tags)
+
+
 def _rows_len(ary: Any) -> int | None:
     if not isinstance(ary, Array) or not ary.shape:
         return None
@@ -270,8 +285,7 @@ class _Splitter:
         if isinstance(node, BasicIndex):
             r = self._child_rows(node.array, t)
             first = node.indices[0]
-            if (isinstance(first, NormalizedSlice) and first.step == 1
-                    and first.stop is not None and r is not ALL):
+            if _is_row_slice(first) and r is not ALL:
                 na = node.array.shape[0]
                 return _slice_rows(na, r[0], r[1], first.start, n)
             return ALL
@@ -350,18 +364,10 @@ class _Splitter:
                 got, axis=0, tags=ary.tags)
         if isinstance(ary, BasicIndex):
             first = ary.indices[0]
-            if (isinstance(first, NormalizedSlice) and first.step == 1
-                    and first.stop is not None):
-                inner = ary.array
+            if _is_row_slice(first):
                 lo, hi = first.start + a, first.start + b
-                rest = ary.indices[1:]
-                if all(isinstance(i, NormalizedSlice) and i.step == 1
-                       and i.start == 0 and i.stop == d
-                       for i, d in zip(rest, inner.shape[1:], strict=True)):
-                    return [(inner, lo, hi)], lambda got: got[0]
-                return [(inner, lo, hi)], lambda got: BasicIndex(
-                    got[0], (NormalizedSlice(0, hi - lo, 1), *rest),
-                    tags=ary.tags)
+                return [(ary.array, lo, hi)], lambda got: _index_rest(
+                    got[0], hi - lo, ary.indices[1:], ary.tags)
         if isinstance(ary, IndexLambda) and (root
                                              or id(ary) not in self.shared):
             # (an operand of one user: its rows computed where they are used)
@@ -547,17 +553,10 @@ def _through_concatenate(splitter: _Splitter, sliced: BasicIndex) -> Array:
     reading pieces of a concatenation computes nothing twice)."""
     n = _rows_len(sliced)
     first = sliced.indices[0]
-    if n is None or not isinstance(first, NormalizedSlice) \
-            or first.step != 1 or first.stop is None:
+    if n is None or not _is_row_slice(first):
         return sliced
     inner = splitter.rows_of(sliced.array, first.start, first.start + n,
                              splitter.time[id(sliced)])
-    rest = sliced.indices[1:]
-    if all(isinstance(i, NormalizedSlice) and i.step == 1 and i.start == 0
-           and i.stop == d for i, d in zip(rest, sliced.array.shape[1:],
-                                           strict=True)):
-        return inner
-    return BasicIndex(inner, (NormalizedSlice(0, n, 1), *rest),
-                      tags=sliced.tags)
+    return _index_rest(inner, n, sliced.indices[1:], sliced.tags)
 
 # vim: foldmethod=marker
