@@ -6,9 +6,23 @@ import re
 
 # a sequential loop's header: its bound may be a min() written as a select
 _LOOP_HEADER = re.compile(r"for \([^;]*;[^;]*;[^)]*\)")
+# the condition of a ``(cond) ? a : b`` select
+_SELECT_CONDITION = re.compile(r"\(([^()?]*)\) \?")
+
+
+def kernels(source: str) -> list[str]:
+    """Each ``__kernel`` function of *source*, from its keyword on."""
+    return ["__kernel" + k for k in source.split("__kernel")[1:]]
+
+
+def select_conditions(source: str) -> list[str]:
+    """The conditions of the ``?:`` selects of *source* that compute
+    values (loop headers, whose bounds are ``min`` written as a select, do
+    not count)."""
+    return _SELECT_CONDITION.findall(_LOOP_HEADER.sub("for (...)", source))
 
 
 def has_select(source: str) -> bool:
     """Whether *source* computes any value through a ``?:`` select (loop
-    headers, whose bounds are ``min`` written as a select, do not count)."""
+    headers do not count)."""
     return "?" in _LOOP_HEADER.sub("for (...)", source)

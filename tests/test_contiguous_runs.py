@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from _kernel_source import kernels
 
 import pytato_like as pt
 from pytato_like.target.loopy import schedule
@@ -25,10 +26,6 @@ RUN = schedule.CONTIGUOUS_RUN
 @pytest.fixture(scope="module")
 def queue():
     return cl.CommandQueue(cl.create_some_context(interactive=False))
-
-
-def _kernels(source: str) -> list[str]:
-    return ["__kernel" + k for k in source.split("__kernel")[1:]]
 
 
 @pytest.mark.parametrize("n", [1, 7, RUN - 1, RUN, RUN + 1, 3 * RUN + 5])
@@ -61,7 +58,7 @@ def test_multidimensional_groups_match_numpy(queue, shape):
 def test_elementwise_kernel_is_a_loop_per_work_item():
     u = pt.make_placeholder("u", (100_000,), np.float64)
     source = pt.generate_loopy(2 * u + 1).get_source()
-    (kernel,) = _kernels(source)
+    (kernel,) = kernels(source)
     assert "reqd_work_group_size(1, 1, 1)" in kernel
     assert kernel.count("for (") == 1
     assert f"{RUN} * _pt_group_id_0" in kernel
@@ -113,7 +110,7 @@ __kernel void b(__global double *__restrict__ x)
 
 def test_hoist_reads_each_used_id_once_per_kernel():
     out = hoist_group_ids(_TWO_KERNELS)
-    a, b = _kernels(out)
+    a, b = kernels(out)
     assert "int const _pt_group_id_0 = gid(0);" in a
     assert "int const _pt_group_id_1 = gid(1);" in a
     assert "x[4 * _pt_group_id_0 + i] = _pt_group_id_1;" in a
@@ -125,7 +122,7 @@ def test_hoist_reads_each_used_id_once_per_kernel():
 
 def test_hoist_keeps_the_macros_index_type():
     code = _TWO_KERNELS.replace("((int) get_group_id", "((long) get_group_id")
-    (a, _) = _kernels(hoist_group_ids(code))
+    (a, _) = kernels(hoist_group_ids(code))
     assert "long const _pt_group_id_0 = gid(0);" in a
 
 

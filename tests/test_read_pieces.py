@@ -11,7 +11,7 @@ import numpy as np
 import pymbolic.primitives as prim
 import pytest
 
-from _kernel_source import has_select
+from _kernel_source import has_select, select_conditions
 
 import pytato_like as pt
 from pytato_like.target.loopy import read_pieces
@@ -94,7 +94,7 @@ def test_selects_on_two_axes_are_cut_along_the_last(queue):
                 + np.roll(uv, 1, axis=1) + np.roll(uv, -1, axis=1)
                 - 4 * uv})
     source = prg.get_source()
-    conditions = _select_conditions(source)
+    conditions = select_conditions(source)
     assert conditions       # the rows' wrap-around
     # no select tests a column (the run loop's index or its group id)
     assert all("_pt_group_id_1" in c for c in conditions)
@@ -110,13 +110,6 @@ def test_selects_on_two_outer_axes_stay_whole(queue):
     prg = _run(queue, {"v": v}, {"u": uv},
                {"v": np.roll(uv, 1, axis=0) + np.roll(uv, -1, axis=1)})
     assert has_select(prg.get_source())
-
-
-def _select_conditions(source: str) -> list[str]:
-    """The conditions of the ``?:`` selects outside loop headers."""
-    import re
-    body = re.sub(r"for \([^;]*;[^;]*;[^)]*\)", "for (...)", source)
-    return re.findall(r"\(([^()?]*)\) \?", body)
 
 
 def test_small_arrays_stay_whole(queue):
