@@ -128,12 +128,18 @@ class _ChunkRewriter(IdentityMapper):
     arrays and sizes."""
 
     def __init__(self, scope: _ChunkScope, specs: ChunkSpecBuilder,
-                 insn: Instruction, inames: tuple[str, ...]) -> None:
+                 insn: Instruction, inames: tuple[str, ...],
+                 positions: tuple | None = None) -> None:
         super().__init__()
         self.scope = scope
         self.specs = specs
         self.insn = insn
-        self.subst = dict(zip(insn.canon, inames, strict=True))
+        # canonical iname -> its value: the group iname, or the position
+        # *positions* gives (a stage of a fused run: tile and window)
+        self.subst = dict(zip(insn.canon, positions if positions is not None
+                              else tuple(prim.Variable(i) for i in inames),
+                              strict=True))
+        self.inames = inames
         self.red: dict[str, str] = {}
         for name, _, _ in insn.reduction_inames:
             self.red[name] = f"_pt_red{scope.n_reductions}"
@@ -142,7 +148,7 @@ class _ChunkRewriter(IdentityMapper):
     def map_variable(self, expr, *args):
         name = expr.name
         if name in self.subst:
-            return prim.Variable(self.subst[name])
+            return self.subst[name]
         if name in self.red:
             return prim.Variable(self.red[name])
         if self.scope.names.is_size(name):
@@ -163,9 +169,12 @@ class _ChunkRewriter(IdentityMapper):
         if nid is not None:
             dep = specs.insn_of.get(nid)
             priv = specs.private_of.get(nid)
+            if dep is not None and dep.tiled is not None \
+                    and dep.tiled is insn.tiled and dep.stage < insn.stage:
+                return self._scratch_read(dep, nid, expr.index)
             if (priv is not None and dep is not None
                     and dep.chunk == insn.chunk
-                    and dep.level == insn.level
+                    and dep.level == insn.level and dep.stage == insn.stage
                     and (expr.index == tuple(prim.Variable(v) for v in insn.canon)
                          or (not insn.canon and not dep.shape))
                     and len(dep.shape) == len(insn.shape)):
@@ -173,6 +182,18 @@ class _ChunkRewriter(IdentityMapper):
             scope.arrays_used.add(name)
         return prim.Subscript(prim.Variable(scope.local(name, "a")),
                               tuple(self.rec(i, *args) for i in expr.index))
+
+    def _scratch_read(self, dep: Instruction, nid: int, index: tuple) -> Any:
+        """A read of an earlier stage's array in a fused run: its scratch
+        array at the reader's window position, shifted."""
+        from pytato_like.target.loopy.time_tiles import shift
+        run = self.insn.tiled
+        name, stage = run.scratch[nid]
+        delta = (run.offsets[self.insn.stage] + shift(index, self.insn.canon)
+                 - run.offsets[stage])
+        w = prim.Variable(self.inames[0])
+        return prim.Subscript(prim.Variable(name),
+                              (w + delta if delta else w,))
 
 
 @dataclasses.dataclass
@@ -311,6 +332,9 @@ class ChunkSpecBuilder:
         ``reduction_groups``, ``const_sizes`` (local size name -> value)
         and ``name`` (set by the kernel generator).
         """
+        if chunk and chunk[0].tiled is not None:
+            from pytato_like.target.loopy.time_tiles import tiled_spec
+            return tiled_spec(self, chunk, k, written_in, read_in, canonical)
         scope = _ChunkScope(self.names, canonical)
         # one phase per (level, loop group): loopy needs all instructions
         # of a device kernel to use the same hardware axes, and global

@@ -266,11 +266,13 @@ class _Builder:
             split_chunks,
         )
         from pytato_like.target.loopy.kernels import KernelGenerator
+        from pytato_like.target.loopy.time_tiles import tile_time_steps
 
         max_insns = int(self.options.get("max_instructions_per_kernel", 128))
         assign_levels(insns, insn_of, stored)
         assign_chunks(insns, insn_of, max_insns)
         private_of = assign_storage(insns, insn_of, stored, self.buffers)
+        tile_time_steps(insns, self.buffers, max_insns=max_insns)
         chunks = split_chunks(insns)
         written_in, read_in = chunk_boundaries(chunks, self.names.array_name)
 

@@ -146,6 +146,11 @@ class Instruction:
     #: for a piece: the instructions of all pieces of :attr:`node` (one
     #: list shared by them); readers of the array wait for all of them
     pieces: list[Instruction] | None = None
+    #: for a step of a fused run of chunks (see
+    #: :mod:`~pytato_like.target.loopy.time_tiles`): the run, and the
+    #: position of the instruction's chunk in it
+    tiled: Any = None
+    stage: int = 0
 
     def writers(self) -> list[Instruction]:
         """The instructions writing :attr:`node`: the pieces, or this one."""

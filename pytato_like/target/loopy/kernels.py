@@ -147,6 +147,8 @@ class KernelGenerator:
         knl = register_helpers(knl, spec["helpers"])
         knl = parallelize(knl, spec["groups"],
                           reduction_groups=spec["reduction_groups"])
+        if spec.get("tags"):  # a fused run of chunks tags its own inames
+            knl = lp.tag_inames(knl, spec["tags"])
         self.translation_units.append(knl)
         if logger.isEnabledFor(logging.DEBUG):  # PYTATO_LIKE_REPORT=debug
             logger.debug("loopy kernel %s:\n%s", spec["name"], knl)

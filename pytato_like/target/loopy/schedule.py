@@ -291,8 +291,8 @@ def parameters() -> tuple:
     generated with other values is another kernel), with those of
     :mod:`~pytato_like.target.loopy.instructions` (which stored
     concatenations are written piece by piece)."""
-    from pytato_like.target.loopy import instructions
-    return (WORK_GROUP_SIZE, CONTIGUOUS_RUN, REDUCTION_ILP, TILE_ROWS,
+    from pytato_like.target.loopy import instructions, time_tiles
+    return (time_tiles.TIME_TILE, time_tiles.TIME_TILE_STAGES, WORK_GROUP_SIZE, CONTIGUOUS_RUN, REDUCTION_ILP, TILE_ROWS,
             TILE_COLS, TILE_LOCAL,
             SMALL_OPERATOR_OUTPUTS, SMALL_OPERATOR_STAGED,
             SMALL_OPERATOR_LOCAL, SMALL_OPERATOR_MIN_BATCH,

@@ -1,0 +1,296 @@
+"""Consecutive stencil steps fused into one tiled kernel
+(target/loopy/time_tiles.py): the same values as NumPy at sizes around
+the tile, with ghost cells, several fields and dtypes, skip connections
+and intermediate outputs; the kernels have the shape the speed depends on
+(one launch per run, intermediate steps in private scratch arrays, two
+per field for a chain); and the pass needs no recursion on deep chains."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _kernel_source import kernels
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pytato_like as pt
+from pytato_like.target.loopy import time_tiles
+from pytato_like.target.loopy.codegen import BufferSpec
+from pytato_like.target.loopy.instructions import Instruction
+
+cl = pytest.importorskip("pyopencl")
+
+TILE = time_tiles.TIME_TILE
+STAGES = time_tiles.TIME_TILE_STAGES
+
+
+@pytest.fixture(scope="module")
+def queue():
+    return cl.CommandQueue(cl.create_some_context(interactive=False))
+
+
+def heat_step(u):
+    return u[1:-1] + 0.25 * (u[:-2] - 2 * u[1:-1] + u[2:])
+
+
+def heat_steps_numpy(u, steps):
+    for _ in range(steps):
+        u = u[1:-1] + 0.25 * (u[:-2] - 2 * u[1:-1] + u[2:])
+    return u
+
+
+def chain(n, steps, fields=1, dtype=np.float64):
+    inputs = [pt.make_placeholder(f"u{f}", (n + 2 * steps,), dtype)
+              for f in range(fields)]
+    outputs = {}
+    for f, u in enumerate(inputs):
+        for _ in range(steps):
+            u = heat_step(u)
+        outputs[f"o{f}"] = u
+    return outputs
+
+
+@pytest.mark.parametrize("n", [1, 5, TILE - 1, TILE, TILE + 1, 3 * TILE + 7])
+@pytest.mark.parametrize("steps", [2, 8])
+def test_chain_matches_numpy_around_the_tile(queue, n, steps):
+    prg = pt.generate_loopy(chain(n, steps, fields=2))
+    assert len(prg.plan.launches) == 1
+    rng = np.random.default_rng(n + steps)
+    host = {f"u{f}": rng.random(n + 2 * steps) for f in range(2)}
+    _, out = prg(queue, **host)
+    for f in range(2):
+        np.testing.assert_allclose(out[f"o{f}"],
+                                   heat_steps_numpy(host[f"u{f}"], steps),
+                                   rtol=1e-14, atol=0)
+
+
+def test_a_long_chain_is_cut_into_runs(queue):
+    steps = STAGES + 5
+    prg = pt.generate_loopy(chain(1000, steps))
+    assert len(prg.plan.launches) == 2
+    uv = np.random.default_rng(0).random(1000 + 2 * steps)
+    _, out = prg(queue, u0=uv)
+    np.testing.assert_allclose(out["o0"], heat_steps_numpy(uv, steps),
+                               rtol=1e-14, atol=0)
+
+
+def test_intermediate_steps_live_in_two_scratch_arrays_per_field():
+    (kernel,) = kernels(pt.generate_loopy(chain(10_000, 8, fields=3)).get_source())
+    declared = [line for line in kernel.splitlines()
+                if line.strip().startswith("double _pt_scratch")]
+    assert len(declared) == 2 * 3
+    # one work-item per tile, one loop per step, the id read once
+    assert "reqd_work_group_size(1, 1, 1)" in kernel
+    assert kernel.count("for (") == 8
+    assert kernel.count("gid(0)") == 1
+    # only the inputs are read from and the outputs written to memory
+    assert kernel.count("__global double const") == 3
+    assert kernel.count("__global double *") == 3
+
+
+def test_mixed_dtypes_and_inputs_read_inside_steps(queue):
+    n = 2 * TILE + 3
+    a = pt.make_placeholder("a", (n + 6,), np.float32)
+    b = pt.make_placeholder("b", (n + 6,), np.int64)
+    c = pt.make_placeholder("c", (n + 6,), np.float64)  # a coefficient
+    ua, ub = a, b
+    for k in range(3):
+        ua = ua[1:-1] * 0.5 + ua[2:] * 0.25 + ua[:-2] * 0.25
+        ub = ub[:-2] + 3 * ub[2:] - ub[1:-1]
+        ub = ub + (ua > 0.5)  # reads another field of the same step
+        # the coefficient sliced to the step's extent
+        ua = ua * c[k + 1:n + 6 - k - 1].astype(np.float32)
+    prg = pt.generate_loopy({"a": ua, "b": ub})
+    rng = np.random.default_rng(1)
+    av = rng.random(n + 6, dtype=np.float32)
+    bv = rng.integers(-5, 5, n + 6)
+    cv = rng.random(n + 6)
+    _, out = prg(queue, a=av, b=bv, c=cv)
+    ra, rb = av, bv
+    for k in range(3):
+        ra = ra[1:-1] * np.float32(0.5) + ra[2:] * np.float32(0.25) \
+            + ra[:-2] * np.float32(0.25)
+        rb = rb[:-2] + 3 * rb[2:] - rb[1:-1]
+        rb = rb + (ra > 0.5)
+        ra = ra * cv[k + 1:n + 6 - k - 1].astype(np.float32)
+    np.testing.assert_allclose(out["a"], ra, rtol=1e-6)
+    np.testing.assert_array_equal(out["b"], rb)
+
+
+def test_skip_connections_widen_the_windows(queue):
+    n = 3 * TILE
+    u0 = pt.make_placeholder("u", (n + 12,), np.float64)
+    u1 = heat_step(u0)
+    u2 = heat_step(u1) + u0[2:-2]
+    u3 = heat_step(u2) - u1[2:-2] * 0.5  # reads two steps back, shifted
+    u4 = u3[:-3] + u3[3:] + u1[3:-4]
+    prg = pt.generate_loopy(u4)
+    assert len(prg.plan.launches) == 1
+    uv = np.random.default_rng(2).random(n + 12)
+    r1 = heat_steps_numpy(uv, 1)
+    r2 = heat_steps_numpy(r1, 1) + uv[2:-2]
+    r3 = heat_steps_numpy(r2, 1) - r1[2:-2] * 0.5
+    r4 = r3[:-3] + r3[3:] + r1[3:-4]
+    _, (out,) = prg(queue, u=uv)
+    np.testing.assert_allclose(out, r4, rtol=1e-14)
+
+
+def test_an_intermediate_output_ends_a_run(queue):
+    n = 2000
+    u0 = pt.make_placeholder("u", (n + 8,), np.float64)
+    u = u0
+    steps = []
+    for _ in range(4):
+        u = heat_step(u)
+        steps.append(u)
+    # the second step is also an output: written to memory, so the run
+    # ends there and a second run fuses the last two steps
+    prg = pt.generate_loopy({"mid": steps[1], "end": steps[3]})
+    assert len(prg.plan.launches) == 2
+    uv = np.random.default_rng(3).random(n + 8)
+    _, out = prg(queue, u=uv)
+    np.testing.assert_allclose(out["mid"], heat_steps_numpy(uv, 2), rtol=1e-14)
+    np.testing.assert_allclose(out["end"], heat_steps_numpy(uv, 4), rtol=1e-14)
+
+
+def test_rolls_and_other_axes_are_left_alone(queue):
+    # a periodic (roll) step is written piece by piece, a 2-d step has
+    # two axes: neither is fused, and both still match NumPy
+    u = pt.make_placeholder("u", (5000,), np.float64)
+    v = u
+    for _ in range(3):
+        v = v + 0.25 * (pt.roll(v, 1) - 2 * v + pt.roll(v, -1))
+    x = pt.make_placeholder("x", (40, 50), np.float64)
+    y = x
+    for _ in range(3):
+        y = y[1:-1, 1:-1] + y[2:, 2:]
+    prg = pt.generate_loopy({"v": v, "y": y})
+    assert "_pt_scratch" not in prg.get_source()
+    rng = np.random.default_rng(4)
+    uv, xv = rng.random(5000), rng.random((40, 50))
+    rv, ry = uv, xv
+    for _ in range(3):
+        rv = rv + 0.25 * (np.roll(rv, 1) - 2 * rv + np.roll(rv, -1))
+        ry = ry[1:-1, 1:-1] + ry[2:, 2:]
+    _, out = prg(queue, u=uv, x=xv)
+    np.testing.assert_allclose(out["v"], rv, rtol=1e-14)
+    np.testing.assert_allclose(out["y"], ry, rtol=1e-14)
+
+
+def test_tile_zero_turns_fusion_off():
+    code = ("import sys; sys.path.insert(0, 'tests')\n"
+            "from test_time_tiles import chain\n"
+            "import pytato_like as pt\n"
+            "print(len(pt.generate_loopy(chain(10000, 6)).plan.launches))\n")
+    env = dict(os.environ, PYTATO_LIKE_TIME_TILE="0")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    launches = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                              capture_output=True, text=True, cwd=root,
+                              timeout=300).stdout
+    assert int(launches) == 6
+
+
+# {{{ random chains against NumPy
+
+@st.composite
+def random_chains(draw):
+    """A chain of steps on one or two fields: each step of a field is a
+    sum of shifted slices of the field's previous steps (up to two back)
+    and maybe of the other field's step, with a random extent shrink."""
+    n_fields = draw(st.integers(1, 2))
+    n_steps = draw(st.integers(2, 6))
+    steps = []
+    for _ in range(n_steps):
+        terms = draw(st.lists(st.tuples(st.integers(1, 2), st.integers(0, 3),
+                                        st.floats(-2, 2, width=32)),
+                              min_size=1, max_size=3))
+        cross = draw(st.booleans())
+        steps.append((terms, cross))
+    n = draw(st.integers(1, 3 * TILE))
+    return n_fields, steps, n
+
+
+def _evaluate(steps, fields, slice_, cross_add):
+    """The chain's outputs, on pt arrays or NumPy arrays alike."""
+    history = [list(fields)]
+    for terms, cross in steps:
+        new = []
+        for f in range(len(fields)):
+            # the new step is as long as its shortest term
+            lengths = []
+            for back, shift, _ in terms:
+                src = history[max(len(history) - back, 0)][f]
+                lengths.append(src.shape[0] - shift)
+            length = min(lengths)
+            value = None
+            for back, shift, coef in terms:
+                src = history[max(len(history) - back, 0)][f]
+                term = slice_(src, shift, length) * coef
+                value = term if value is None else value + term
+            new.append(value)
+        if cross and len(new) == 2:
+            new[1] = cross_add(new[1], new[0])
+        history.append(new)
+    return history[-1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(random_chains())
+def test_random_chains_match_numpy(queue, drawn):
+    n_fields, steps, n = drawn
+    size = n + 3 * len(steps)
+    rng = np.random.default_rng(n)
+    host = [rng.random(size) for _ in range(n_fields)]
+    placeholders = [pt.make_placeholder(f"u{f}", (size,), np.float64)
+                    for f in range(n_fields)]
+    outs = _evaluate(steps, placeholders,
+                     lambda a, s, m: a[s:s + m], lambda a, b: a + b[:a.shape[0]])
+    refs = _evaluate(steps, host,
+                     lambda a, s, m: a[s:s + m], lambda a, b: a + b[:a.shape[0]])
+    if any(o.shape[0] < 1 for o in outs):
+        return
+    prg = pt.generate_loopy({f"o{f}": o for f, o in enumerate(outs)})
+    _, out = prg(queue, **{f"u{f}": h for f, h in enumerate(host)})
+    for f, ref in enumerate(refs):
+        np.testing.assert_allclose(out[f"o{f}"], ref, rtol=1e-13, atol=1e-13)
+
+# }}}
+
+
+# {{{ the pass on a deep chain
+
+def test_pass_on_a_100_000_step_chain_needs_no_recursion():
+    # instructions as the lowering makes them: step k reads step k - 1 at
+    # i, i + 1 and i + 2; only the last step is an output
+    import pymbolic.primitives as prim
+    depth = 100_000
+    c0 = prim.Variable("_pt_c0")
+    buffers = {}
+    insns = []
+    previous = None
+    for k in range(depth):
+        extent = 2 * (depth - k) + 1
+        node = pt.make_placeholder(f"s{k}", (extent,), np.float64)
+        name = f"t{k}"
+        buffers[name] = BufferSpec(name, (extent,), np.float64,
+                                   "output" if k == depth - 1 else "temporary")
+        refs = [] if previous is None else [
+            (id(previous), (c0 + c,)) for c in (0, 1, 2)]
+        insn = Instruction(node, [name], prim.Variable("x"), ("_pt_c0",),
+                           (extent,), refs, [], set())
+        insn.level = insn.chunk = k
+        insns.append(insn)
+        previous = node
+    runs = time_tiles.tile_time_steps(insns, buffers, tile=TILE)
+    assert len(runs) == -(-depth // STAGES)
+    assert insns[-1].chunk == len(runs) - 1
+    assert all(r.widths[0] == 2 * (r.n_stages - 1) for r in runs)
+    # the steps inside the runs lost their buffers, the run ends kept them
+    kept = {n for n, b in buffers.items()}
+    assert len(kept) == len(runs)
+
+# }}}
