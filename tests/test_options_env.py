@@ -43,7 +43,8 @@ def test_options_of_the_wrong_type():
 # }}}
 
 
-# {{{ environment variables of the schedule (read once, at import)
+# {{{ environment variables of the schedule and the time tiles (read once,
+# at import)
 
 # variable -> (module constant, smallest accepted value)
 SCHEDULE_SETTINGS = {
@@ -57,6 +58,9 @@ SCHEDULE_SETTINGS = {
     "PYTATO_LIKE_SMALL_OPERATOR_STAGED": ("SMALL_OPERATOR_STAGED", 0),
     "PYTATO_LIKE_SMALL_OPERATOR_LOCAL": ("SMALL_OPERATOR_LOCAL", 1),
     "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH": ("SMALL_OPERATOR_MIN_BATCH", 0),
+    # read by the time tiles (fused stencil steps)
+    "PYTATO_LIKE_TIME_TILE": ("time_tiles.TIME_TILE", 0),
+    "PYTATO_LIKE_TIME_TILE_STAGES": ("time_tiles.TIME_TILE_STAGES", 1),
 }
 
 # Reloads the schedule module once per (variable, value) in one process
@@ -64,14 +68,17 @@ SCHEDULE_SETTINGS = {
 _PROBE = r"""
 import importlib, json, os, sys
 import pytato_like.target.loopy.schedule as schedule
+import pytato_like.target.loopy.time_tiles as time_tiles
 from pytato_like.diagnostic import ConfigurationError
 cases = json.loads(sys.argv[1])
 out = []
 for name, attr, value in cases:
+    module = time_tiles if attr.startswith("time_tiles.") else schedule
+    attr = attr.rpartition(".")[2]
     os.environ[name] = value
     try:
-        importlib.reload(schedule)
-        out.append(["ok", getattr(schedule, attr)])
+        importlib.reload(module)
+        out.append(["ok", getattr(module, attr)])
     except ConfigurationError as exc:
         out.append(["error", str(exc)])
     del os.environ[name]

@@ -21,7 +21,9 @@ def _shrinking_steps(n: int, steps: int, shape_tail=()):
 
 
 def _run_both(queue, y, **inputs):
-    prg = pt.generate_loopy(y)
+    # steps not fused into one kernel (time tiles, tested on their own):
+    # one launch per step, of one kernel
+    prg = pt.generate_loopy(y, options={"time_tile": 0})
     _, (out,) = prg(queue, **inputs)
     ref = pt.generate_numpy(y)(**inputs)
     ref = ref[0] if isinstance(ref, tuple) else ref
@@ -73,7 +75,8 @@ def test_reductions_keep_constant_sizes(queue, rng):
 
 def test_option_turns_sizes_as_arguments_off(queue, rng):
     _, y = _shrinking_steps(500, 3)
-    prg = pt.generate_loopy(y, options={"sizes_as_arguments": False})
+    prg = pt.generate_loopy(y, options={"sizes_as_arguments": False,
+                                        "time_tile": 0})
     uv = rng.standard_normal(500)
     _, (out,) = prg(queue, u=uv)
     np.testing.assert_allclose(out, pt.generate_numpy(y)(u=uv), rtol=1e-14)

@@ -194,6 +194,21 @@ def test_tile_zero_turns_fusion_off():
     assert int(launches) == 6
 
 
+def test_the_time_tile_option(queue):
+    outputs = chain(3000, 6)
+    assert len(pt.generate_loopy(outputs, options={"time_tile": 0})
+               .plan.launches) == 6
+    prg = pt.generate_loopy(outputs, options={"time_tile": 1024})
+    (kernel,) = kernels(prg.get_source())
+    assert "1024 * _pt_group_id_0" in kernel
+    uv = np.random.default_rng(5).random(3012)
+    _, out = prg(queue, u0=uv)
+    np.testing.assert_allclose(out["o0"], heat_steps_numpy(uv, 6), rtol=1e-14)
+    for bad in (-1, 2.5, "512", True):
+        with pytest.raises(pt.diagnostic.ConfigurationError, match="time_tile"):
+            pt.generate_loopy(outputs, options={"time_tile": bad})
+
+
 # {{{ random chains against NumPy
 
 @st.composite

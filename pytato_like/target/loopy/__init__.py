@@ -82,7 +82,7 @@ class LoopyPyOpenCLTarget(LoopyTarget):
 
 
 _KEYED_OPTIONS = ("cost_model", "max_instructions_per_kernel",
-                  "sizes_as_arguments")
+                  "sizes_as_arguments", "time_tile")
 #: keys of the dict form of *options* that are ours, not loopy's
 _OWN_OPTIONS = ("report", "runtime_checks", *_KEYED_OPTIONS)
 
@@ -170,8 +170,11 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     :arg options: a :class:`loopy.Options`, None, or a dict. The dict may
         hold loopy option names and our own keys: ``"report"`` (bool) prints
         compile and launch times, ``"cost_model"`` (a
-        :class:`~pytato_like.transform.materialize_cost.CostModel`) and
-        ``"max_instructions_per_kernel"`` tune code generation; any other
+        :class:`~pytato_like.transform.materialize_cost.CostModel`),
+        ``"max_instructions_per_kernel"``, ``"sizes_as_arguments"`` and
+        ``"time_tile"`` (elements per tile of fused stencil steps, 0 for
+        none: :mod:`~pytato_like.target.loopy.time_tiles`) tune code
+        generation; any other
         key raises :class:`~pytato_like.diagnostic.ConfigurationError`.
         ``return_dict`` must match the result (true for a dict of arrays):
         a mismatch raises :class:`ValueError`, as in pytato.

@@ -272,7 +272,8 @@ class _Builder:
         assign_levels(insns, insn_of, stored)
         assign_chunks(insns, insn_of, max_insns)
         private_of = assign_storage(insns, insn_of, stored, self.buffers)
-        tile_time_steps(insns, self.buffers, max_insns=max_insns)
+        tile_time_steps(insns, self.buffers, self.options.get("time_tile"),
+                        max_insns=max_insns)
         chunks = split_chunks(insns)
         written_in, read_in = chunk_boundaries(chunks, self.names.array_name)
 

@@ -57,7 +57,8 @@ if TYPE_CHECKING:
     from pytato_like.target.loopy.instructions import Instruction
 
 #: elements of the last step computed by one work-item of a fused run (0:
-#: no fusion)
+#: no fusion); the ``time_tile`` option of
+#: :func:`~pytato_like.target.loopy.generate_loopy` overrides it
 TIME_TILE = env_int("PYTATO_LIKE_TIME_TILE", 512, minimum=0)
 #: most chunks (steps) fused into one
 TIME_TILE_STAGES = env_int("PYTATO_LIKE_TIME_TILE_STAGES", 16, minimum=1)
@@ -242,6 +243,10 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
     from pytato_like.target.loopy.chunks import split_chunks
     if tile is None:
         tile = TIME_TILE
+    if not isinstance(tile, int) or isinstance(tile, bool) or tile < 0:
+        from pytato_like.diagnostic import ConfigurationError
+        raise ConfigurationError(
+            f"the time_tile option must be an int >= 0, not {tile!r}")
     if tile < 1:
         return []
     chunks = split_chunks(insns)
