@@ -172,18 +172,20 @@ class _RunFinder:
         offsets = [0] * n
         widths = [0] * n
         for s in range(n - 2, -1, -1):
-            lo = hi = None
+            starts: list[int] = []
+            ends: list[int] = []
             for insn in chunks[s]:
                 for k, c, _ in self.readers.get(id(insn.node), ()):
                     if k == first + s:
                         continue  # read elementwise in its own stage
+                    if c is None:
+                        return None
                     r = k - first
-                    lo = offsets[r] + c if lo is None else min(lo, offsets[r] + c)
-                    end = offsets[r] + widths[r] + c
-                    hi = end if hi is None else max(hi, end)
-            if lo is None:
+                    starts.append(offsets[r] + c)
+                    ends.append(offsets[r] + widths[r] + c)
+            if not starts:
                 return None  # a stage nobody after it reads
-            offsets[s], widths[s] = lo, hi - lo
+            offsets[s], widths[s] = min(starts), max(ends) - min(starts)
         if max(widths) * 4 > tile:
             return None
         scratch, arrays = self._scratch(tile, first, chunks, widths)
@@ -211,12 +213,14 @@ class _RunFinder:
                          if k - first > s]
                 if not later:
                     continue
+                assert insn.node is not None  # (fusable chunks only)
                 dtype = insn.node.dtype
-                name = next((f for f in free if arrays[f][0] == dtype), None)
-                if name is None:
+                reused = next((f for f in free if arrays[f][0] == dtype), None)
+                if reused is None:
                     name = f"_pt_scratch{len(arrays)}"
                     arrays[name] = (dtype, 0)
                 else:
+                    name = reused
                     free.remove(name)
                 arrays[name] = (dtype, max(arrays[name][1], tile + widths[s]))
                 busy[name] = max(later)
@@ -355,6 +359,7 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
         deps = set(stage_ids[s - 1]) if s else set()
         deps.update(writer_id[nid] for nid, _ in insn.refs if nid in writer_id)
         nid = id(insn.node)
+        assert insn.node is not None  # (fusable chunks only)
         if insn.private is not None:
             pname = scope.local(insn.private, "p")
             temps[pname] = lp.TemporaryVariable(
