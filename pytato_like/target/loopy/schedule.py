@@ -290,13 +290,15 @@ def parameters() -> tuple:
     """Every tunable above, for the kernel and plan cache keys (a kernel
     generated with other values is another kernel), with those of
     :mod:`~pytato_like.target.loopy.instructions` (which stored
-    concatenations are written piece by piece)."""
+    concatenations are written piece by piece) and of
+    :mod:`~pytato_like.target.loopy.time_tiles` (which steps are fused)."""
     from pytato_like.target.loopy import instructions, time_tiles
-    return (time_tiles.TIME_TILE, time_tiles.TIME_TILE_STAGES, WORK_GROUP_SIZE, CONTIGUOUS_RUN, REDUCTION_ILP, TILE_ROWS,
+    return (WORK_GROUP_SIZE, CONTIGUOUS_RUN, REDUCTION_ILP, TILE_ROWS,
             TILE_COLS, TILE_LOCAL,
             SMALL_OPERATOR_OUTPUTS, SMALL_OPERATOR_STAGED,
             SMALL_OPERATOR_LOCAL, SMALL_OPERATOR_MIN_BATCH,
-            instructions.PIECES_MIN_SIZE, instructions.PIECES_MAX)
+            instructions.PIECES_MIN_SIZE, instructions.PIECES_MAX,
+            time_tiles.TIME_TILE, time_tiles.TIME_TILE_STAGES)
 
 
 def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = None,

@@ -132,24 +132,24 @@ class _RunFinder:
                 if insn.node is not None:
                     self.chunk_of[id(insn.node)] = k
         #: id(array) -> [(reader chunk, shift or None)]
-        self.readers: dict[int, list[tuple[int, int | None, Instruction]]] = {}
+        self.readers: dict[int, list[tuple[int, int | None]]] = {}
+        #: chunk -> the chunks whose arrays it reads at an index that is
+        #: not its own plus a constant
+        self.unshifted_reads: list[set[int]] = [set() for _ in chunks]
         for k, chunk in enumerate(chunks):
             for insn in chunk:
                 for nid, idx in insn.refs:
                     if nid in self.chunk_of:
-                        self.readers.setdefault(nid, []).append(
-                            (k, shift(idx, insn.canon), insn))
+                        c = shift(idx, insn.canon)
+                        self.readers.setdefault(nid, []).append((k, c))
+                        if c is None:
+                            self.unshifted_reads[k].add(self.chunk_of[nid])
         self.fusable = [_fusable(c) for c in chunks]
 
-    def _reads_shifted(self, k: int, first: int) -> bool:
+    def reads_shifted(self, k: int, first: int) -> bool:
         """Whether chunk *k* reads the arrays of chunks ``first..k-1`` at
         shifted indices only."""
-        for insn in self.chunks[k]:
-            for nid, idx in insn.refs:
-                c = self.chunk_of.get(nid)
-                if c is not None and first <= c < k and shift(idx, insn.canon) is None:
-                    return False
-        return True
+        return not any(first <= c < k for c in self.unshifted_reads[k])
 
     def _internal(self, insn: Instruction, first: int, last: int) -> bool:
         """Whether the array of *insn* is a temporary read only in chunks
@@ -158,7 +158,7 @@ class _RunFinder:
             if self.buffers[t].kind != "temporary":
                 return False
         return all(first <= k <= last
-                   for k, _, _ in self.readers.get(id(insn.node), ()))
+                   for k, _ in self.readers.get(id(insn.node), ()))
 
     def run(self, tile: int, first: int, last: int) -> TiledRun | None:
         """The fused run of chunks ``first..last``, or None if one of the
@@ -175,7 +175,7 @@ class _RunFinder:
             starts: list[int] = []
             ends: list[int] = []
             for insn in chunks[s]:
-                for k, c, _ in self.readers.get(id(insn.node), ()):
+                for k, c in self.readers.get(id(insn.node), ()):
                     if k == first + s:
                         continue  # read elementwise in its own stage
                     if c is None:
@@ -197,7 +197,8 @@ class _RunFinder:
                  widths: list[int]) -> tuple[dict | None, dict]:
         """Scratch arrays for the arrays read by later stages, reused once
         their last reader is done; None if they need more than
-        :data:`TIME_TILE_SCRATCH_BYTES` at once."""
+        :data:`TIME_TILE_SCRATCH_BYTES` at once, or twice that in all
+        (arrays of several dtypes are not shared)."""
         scratch: dict[int, tuple[str, int]] = {}
         arrays: dict[str, tuple[Any, int]] = {}
         free: list[str] = []
@@ -209,7 +210,7 @@ class _RunFinder:
                     free.append(name)
                     del busy[name]
             for insn in chunk:
-                later = [k - first for k, _, _ in self.readers.get(id(insn.node), ())
+                later = [k - first for k, _ in self.readers.get(id(insn.node), ())
                          if k - first > s]
                 if not later:
                     continue
@@ -265,7 +266,7 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
         while (last + 1 < len(chunks) and last + 1 - first < TIME_TILE_STAGES
                and size + len(chunks[last + 1]) <= max_insns
                and finder.fusable[last + 1]
-               and finder._reads_shifted(last + 1, first)):
+               and finder.reads_shifted(last + 1, first)):
             last += 1
             size += len(chunks[last])
         found = None
@@ -324,8 +325,10 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
     as_arguments = builder.sizes_as_arguments
 
     def extent(n: int) -> Any:
+        # as in ChunkSpecBuilder.spec: a program size name, made local by
+        # scope.isl
         if as_arguments and n > 1:
-            return prim.Variable(scope.local(scope.const_size(n), "s"))
+            return prim.Variable(scope.const_size(n))
         return n
 
     temps = {name: lp.TemporaryVariable(
