@@ -209,6 +209,126 @@ def test_the_time_tile_option(queue):
             pt.generate_loopy(outputs, options={"time_tile": bad})
 
 
+# {{{ a concatenation's pieces as the first stage
+
+def padded_chain(n, halo, steps, fields=1, stored=True, ghost_dtype=np.float64):
+    """The halo-extended steps of examples/distributed_heat.py: each field
+    concatenated with its ghost cells (a stored concatenation written
+    piece by piece), then *steps* steps."""
+    from pytato_like.tags import ImplStored
+    outputs = {}
+    for f in range(fields):
+        u = pt.make_placeholder(f"u{f}", (n,), np.float64)
+        left = pt.make_placeholder(f"l{f}", (halo,), ghost_dtype)
+        right = pt.make_placeholder(f"r{f}", (halo,), ghost_dtype)
+        ext = pt.concatenate([left, 2 * u, right])
+        if stored:
+            ext = ext.tagged(ImplStored())
+        for _ in range(steps):
+            ext = heat_step(ext)
+        outputs[f"o{f}"] = ext
+    return outputs
+
+
+def padded_inputs(n, halo, fields, seed, ghost_dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    host = {}
+    for f in range(fields):
+        host[f"u{f}"] = rng.random(n)
+        host[f"l{f}"] = rng.random(halo).astype(ghost_dtype)
+        host[f"r{f}"] = rng.random(halo).astype(ghost_dtype)
+    return host
+
+
+def padded_reference(host, f, steps):
+    ext = np.concatenate([host[f"l{f}"], 2 * host[f"u{f}"], host[f"r{f}"]])
+    return heat_steps_numpy(ext.astype(np.float64), steps)
+
+
+@pytest.mark.parametrize("n", [time_tiles.TIME_TILE * 3 + 5, 100_000])
+@pytest.mark.parametrize(("halo", "steps"), [(1, 1), (8, 8), (8, 3)])
+def test_concatenation_pieces_are_the_first_stage(queue, n, halo, steps):
+    prg = pt.generate_loopy(padded_chain(n, halo, steps, fields=2))
+    # one launch: no kernel writing the concatenation first
+    assert len(prg.plan.launches) == 1
+    (kernel,) = kernels(prg.get_source())
+    # the concatenation lives in scratch arrays only: the global arrays
+    # are the 6 inputs and the 2 outputs
+    assert kernel.count("__global double const") == 6
+    assert kernel.count("__global double *") == 2
+    host = padded_inputs(n, halo, 2, n + steps)
+    _, out = prg(queue, **host)
+    for f in range(2):
+        np.testing.assert_array_equal(out[f"o{f}"], padded_reference(host, f, steps))
+
+
+def test_pieces_of_another_dtype_and_an_unstored_concatenation(queue):
+    n = 5000
+    for stored in (True, False):
+        prg = pt.generate_loopy(padded_chain(n, 4, 4, stored=stored,
+                                             ghost_dtype=np.float32))
+        assert len(prg.plan.launches) == 1
+        host = padded_inputs(n, 4, 1, 7, ghost_dtype=np.float32)
+        _, out = prg(queue, **host)
+        np.testing.assert_array_equal(out["o0"], padded_reference(host, 0, 4))
+
+
+def test_a_concatenation_read_elsewhere_is_written_first(queue):
+    # the concatenation is also an output (and, in the second program,
+    # read unshifted by a reduction): it is written to memory by its
+    # pieces, and the steps read it from there
+    n, halo, steps = 4000, 8, 4
+    u, left, right = (pt.make_placeholder("u0", (n,), np.float64),
+                      pt.make_placeholder("l0", (halo,), np.float64),
+                      pt.make_placeholder("r0", (halo,), np.float64))
+    host = padded_inputs(n, halo, 1, 11)
+    from pytato_like.tags import ImplStored
+    cat = pt.concatenate([left, 2 * u, right]).tagged(ImplStored())
+    stepped = cat
+    for _ in range(steps):
+        stepped = heat_step(stepped)
+    reference = padded_reference(host, 0, steps)
+    whole = np.concatenate([host["l0"], 2 * host["u0"], host["r0"]])
+    for extra in ({"cat": cat}, {"total": pt.sum(cat)}):
+        prg = pt.generate_loopy({"o0": stepped, **extra})
+        assert len(prg.plan.launches) > 1
+        _, out = prg(queue, **host)
+        np.testing.assert_array_equal(out["o0"], reference)
+        if "cat" in extra:
+            np.testing.assert_array_equal(out["cat"], whole)
+        else:
+            np.testing.assert_allclose(out["total"], whole.sum(), rtol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(1, TILE + 3), min_size=2, max_size=5),
+       st.integers(1, 6), st.integers(0, 2))
+def test_random_piece_layouts_match_numpy(queue, lengths, steps, store_step):
+    """Concatenations of 2-5 pieces of random lengths (each piece an
+    expression of its input), then a chain; sometimes a stored step."""
+    from pytato_like.tags import ImplStored
+    total = sum(lengths)
+    if total - 2 * steps < 1:
+        return
+    pieces = [pt.make_placeholder(f"p{j}", (m,), np.float64)
+              for j, m in enumerate(lengths)]
+    rng = np.random.default_rng(total)
+    host = {f"p{j}": rng.random(m) for j, m in enumerate(lengths)}
+    ext = pt.concatenate([p * (j + 1) for j, p in enumerate(pieces)]
+                         ).tagged(ImplStored())
+    ref = np.concatenate([host[f"p{j}"] * (j + 1) for j in range(len(lengths))])
+    for k in range(steps):
+        ext = heat_step(ext)
+        ref = heat_step(ref)
+        if k == store_step:
+            ext = ext.tagged(ImplStored())
+    prg = pt.generate_loopy({"o": ext})
+    _, out = prg(queue, **host)
+    np.testing.assert_array_equal(out["o"], ref)
+
+# }}}
+
+
 # {{{ random chains against NumPy
 
 @st.composite
@@ -286,24 +406,41 @@ def test_pass_on_a_100_000_step_chain_needs_no_recursion():
     c0 = prim.Variable("_pt_c0")
     buffers = {}
     insns = []
-    previous = None
+    # step 0 reads a concatenation of two pieces, written by chunk 0
+    from pytato_like.target.loopy.instructions import Placement
+    cat_extent = 2 * depth + 3
+    cat = pt.make_placeholder("cat", (cat_extent,), np.float64)
+    buffers["cat"] = BufferSpec("cat", (cat_extent,), np.float64, "temporary")
+    group = []
+    for offset, length in ((0, 5), (5, cat_extent - 5)):
+        piece = Instruction(cat, ["cat"], prim.Variable("x"), ("_pt_c0",),
+                            (length,), [], [], set(),
+                            placement=Placement(0, offset), pieces=group)
+        group.append(piece)
+    insns.extend(group)
+    previous = cat
     for k in range(depth):
         extent = 2 * (depth - k) + 1
         node = pt.make_placeholder(f"s{k}", (extent,), np.float64)
         name = f"t{k}"
         buffers[name] = BufferSpec(name, (extent,), np.float64,
                                    "output" if k == depth - 1 else "temporary")
-        refs = [] if previous is None else [
-            (id(previous), (c0 + c,)) for c in (0, 1, 2)]
+        refs = [(id(previous), (c0 + c,)) for c in (0, 1, 2)]
         insn = Instruction(node, [name], prim.Variable("x"), ("_pt_c0",),
                            (extent,), refs, [], set())
-        insn.level = insn.chunk = k
+        insn.level = insn.chunk = k + 1
         insns.append(insn)
         previous = node
     runs = time_tiles.tile_time_steps(insns, buffers, tile=TILE)
     assert len(runs) == -(-depth // STAGES)
     assert insns[-1].chunk == len(runs) - 1
     assert all(r.widths[0] == 2 * (r.n_stages - 1) for r in runs)
+    # the first run computes the concatenation's pieces first: their
+    # chunk is gone, and so is the concatenation's buffer
+    assert runs[0].pieces == group and runs[0].n_stages == STAGES + 1
+    assert all(not r.pieces for r in runs[1:])
+    assert insns[:2] == group and group[0].chunk == 0 and group[1].stage == 0
+    assert "cat" not in buffers
     # the steps inside the runs lost their buffers, the run ends kept them
     kept = {n for n, b in buffers.items()}
     assert len(kept) == len(runs)

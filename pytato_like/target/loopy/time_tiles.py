@@ -18,9 +18,11 @@ intermediate steps stay in the cache of the core running the tile.
 
 A run of chunks is fused when
 
-- every chunk is a one-dimensional loop group of constant extent without
-  reductions, written in one piece (no concatenation pieces, see
-  :func:`~pytato_like.target.loopy.instructions.stored_pieces`);
+- every chunk is a one-dimensional loop group of constant extent (at
+  most :data:`MAX_EXTENT`) without reductions, written in one piece (no
+  concatenation pieces, see
+  :func:`~pytato_like.target.loopy.instructions.stored_pieces`; but see
+  the pieces stage below);
 - every read of an array of the run by a later chunk of the run is at the
   reader's own index plus a constant (``u[i + c]``);
 - the arrays of all its chunks but the last are temporaries read nowhere
@@ -32,6 +34,17 @@ A run of chunks is fused when
   a work-item keeps alive at once hold at most
   :data:`TIME_TILE_SCRATCH_BYTES`.
 
+A run may start with a *pieces stage*: the pieces of the stored
+concatenations that its first chunk reads (a field extended by halo
+cells, :func:`~pytato_like.target.loopy.instructions.stored_pieces`),
+when each concatenation is a one-dimensional temporary of constant
+extent read only in the run, at shifted indices, and its pieces are
+one-dimensional, of constant extent and offset, without reductions. Each
+piece gets a loop of its own over the part of the window inside it,
+writing the concatenation's scratch array: the concatenation is never
+written to memory, and its pieces' chunks (one per piece shape) are
+gone. Behind a pieces stage, one chunk is a run.
+
 Scratch arrays are reused once the last chunk reading them is done: a
 chain keeps two per field alive. Measured (1-D heat step, 4 fields, 8
 steps, 10^6 cells, PoCL on 2 cores): 12.9 ms as 8 kernels, 3.3 ms fused;
@@ -40,6 +53,7 @@ with one core 15 ms and 6.2 ms (tiles of 256 to 4096 within noise).
 .. autodata:: TIME_TILE
 .. autodata:: TIME_TILE_STAGES
 .. autodata:: TIME_TILE_SCRATCH_BYTES
+.. autodata:: MAX_EXTENT
 .. autoclass:: TiledRun
 .. autofunction:: tile_time_steps
 """
@@ -83,6 +97,9 @@ class TiledRun:
     scratch: dict[int, tuple[str, int]]
     #: scratch array name -> (dtype, length)
     scratch_arrays: dict[str, tuple[Any, int]]
+    #: the pieces of the concatenations computed by stage 0 (empty when
+    #: stage 0 is a chunk of its own); see :func:`tile_time_steps`
+    pieces: list = dataclasses.field(default_factory=list)
 
     @property
     def n_stages(self) -> int:
@@ -102,12 +119,18 @@ def shift(idx: tuple, canon: tuple[str, ...]) -> int | None:
     return const if isinstance(const, int) else None
 
 
+#: largest extent of a fused run's arrays: tile and window positions are
+#: computed in 32-bit integers, with room for a tile's widening
+MAX_EXTENT = 2**30
+
+
 def _fusable(chunk: list[Instruction]) -> bool:
     """Whether *chunk* can be a stage of a fused run."""
     extent = None
     for insn in chunk:
         if (insn.node is None or len(insn.shape) != 1
-                or not isinstance(insn.shape[0], int) or insn.shape[0] < 1
+                or not isinstance(insn.shape[0], int)
+                or not 1 <= insn.shape[0] <= MAX_EXTENT
                 or insn.reduction_inames or insn.placement is not None
                 or insn.pieces is not None):
             return False
@@ -118,19 +141,38 @@ def _fusable(chunk: list[Instruction]) -> bool:
     return extent is not None
 
 
+def _piece_fusable(insn: Instruction) -> bool:
+    """Whether the piece *insn* of a stored concatenation can be computed
+    by stage 0 of a fused run: one-dimensional, of constant extent and
+    offset, without reductions."""
+    p = insn.placement
+    node = insn.node
+    return (node is not None and p is not None and p.position is None
+            and p.axis == 0 and isinstance(p.offset, int)
+            and len(node.shape) == 1 and isinstance(node.shape[0], int)
+            and node.shape[0] <= MAX_EXTENT
+            and len(insn.shape) == 1 and isinstance(insn.shape[0], int)
+            and insn.shape[0] >= 1 and not insn.reduction_inames
+            and insn.private is None)
+
+
 class _RunFinder:
     """Finds the fusable runs of a program's chunks."""
 
     def __init__(self, chunks: list[list[Instruction]],
-                 buffers: dict[str, BufferSpec]) -> None:
+                 buffers: dict[str, BufferSpec], max_insns: int) -> None:
         self.chunks = chunks
         self.buffers = buffers
-        #: id(array) -> chunk writing it
+        self.max_insns = max_insns
+        #: id(array) -> chunk writing it (its last piece's)
         self.chunk_of: dict[int, int] = {}
+        #: id(array) -> an instruction writing it
+        self.writer: dict[int, Instruction] = {}
         for k, chunk in enumerate(chunks):
             for insn in chunk:
                 if insn.node is not None:
                     self.chunk_of[id(insn.node)] = k
+                    self.writer[id(insn.node)] = insn
         #: id(array) -> [(reader chunk, shift or None)]
         self.readers: dict[int, list[tuple[int, int | None]]] = {}
         #: chunk -> the chunks whose arrays it reads at an index that is
@@ -151,6 +193,37 @@ class _RunFinder:
         shifted indices only."""
         return not any(first <= c < k for c in self.unshifted_reads[k])
 
+    def pulled_pieces(self, first: int, last: int) -> list[Instruction]:
+        """The pieces of the stored concatenations that chunk *first*
+        reads and that a run of chunks ``first..last`` may compute in a
+        stage before its first chunk (stage 0): temporaries read only in
+        the run, at shifted indices, whose pieces are all
+        :func:`_piece_fusable` and read no private variable (which lives
+        only in the piece's own chunk)."""
+        pieces: list[Instruction] = []
+        seen: set[int] = set()
+        for insn in self.chunks[first]:
+            for nid, _ in insn.refs:
+                if nid in seen:
+                    continue
+                seen.add(nid)
+                writer = self.writer.get(nid)
+                if writer is None or not writer.pieces:
+                    continue
+                group = writer.pieces
+                if not all(_piece_fusable(p) for p in group):
+                    continue
+                if any(self.writer[r].private is not None
+                       for p in group for r, _ in p.refs if r in self.writer):
+                    continue
+                if any(self.buffers[t].kind != "temporary"
+                       for t in writer.targets):
+                    continue
+                if all(first <= k <= last and c is not None
+                       for k, c in self.readers.get(nid, ())):
+                    pieces.extend(group)
+        return pieces
+
     def _internal(self, insn: Instruction, first: int, last: int) -> bool:
         """Whether the array of *insn* is a temporary read only in chunks
         ``first..last``."""
@@ -161,26 +234,38 @@ class _RunFinder:
                    for k, _ in self.readers.get(id(insn.node), ()))
 
     def run(self, tile: int, first: int, last: int) -> TiledRun | None:
-        """The fused run of chunks ``first..last``, or None if one of the
+        """The fused run of chunks ``first..last`` -- preceded by a stage
+        computing the pieces of the concatenations chunk *first* reads
+        (:meth:`pulled_pieces`), if any -- or None if one of the
         conditions of the module fails."""
-        chunks = self.chunks[first:last + 1]
-        for insn in (i for chunk in chunks[:-1] for i in chunk):
+        pieces = self.pulled_pieces(first, last)
+        stages = ([pieces] if pieces else []) + self.chunks[first:last + 1]
+        n = len(stages)
+        if n < 2 or sum(len(st) for st in stages) > self.max_insns:
+            return None
+        base = 1 if pieces else 0
+
+        def stage_of(k: int) -> int:
+            return k - first + base
+
+        for insn in (i for chunk in stages[:-1] for i in chunk):
             if not self._internal(insn, first, last):
                 return None
-        n = len(chunks)
-        extents = [chunk[0].shape[0] for chunk in chunks]
+        # (a pieces stage: its arrays' whole length; each piece is bounded
+        # by its own range)
+        extents = [max(i.node.shape[0] for i in st) for st in stages]
         offsets = [0] * n
         widths = [0] * n
         for s in range(n - 2, -1, -1):
             starts: list[int] = []
             ends: list[int] = []
-            for insn in chunks[s]:
+            for insn in stages[s]:
                 for k, c in self.readers.get(id(insn.node), ()):
-                    if k == first + s:
+                    r = stage_of(k)
+                    if r == s:
                         continue  # read elementwise in its own stage
                     if c is None:
                         return None
-                    r = k - first
                     starts.append(offsets[r] + c)
                     ends.append(offsets[r] + widths[r] + c)
             if not starts:
@@ -188,12 +273,13 @@ class _RunFinder:
             offsets[s], widths[s] = min(starts), max(ends) - min(starts)
         if max(widths) * 4 > tile:
             return None
-        scratch, arrays = self._scratch(tile, first, chunks, widths)
+        scratch, arrays = self._scratch(tile, stages, stage_of, widths)
         if scratch is None:
             return None
-        return TiledRun(tile, extents, offsets, widths, scratch, arrays)
+        return TiledRun(tile, extents, offsets, widths, scratch, arrays,
+                        pieces)
 
-    def _scratch(self, tile: int, first: int, chunks: list,
+    def _scratch(self, tile: int, stages: list, stage_of: Any,
                  widths: list[int]) -> tuple[dict | None, dict]:
         """Scratch arrays for the arrays read by later stages, reused once
         their last reader is done; None if they need more than
@@ -204,16 +290,16 @@ class _RunFinder:
         free: list[str] = []
         #: scratch name -> last stage reading it
         busy: dict[str, int] = {}
-        for s, chunk in enumerate(chunks[:-1]):
+        for s, chunk in enumerate(stages[:-1]):
             for name, until in list(busy.items()):
                 if until < s:
                     free.append(name)
                     del busy[name]
             for insn in chunk:
-                later = [k - first for k, _ in self.readers.get(id(insn.node), ())
-                         if k - first > s]
-                if not later:
-                    continue
+                later = [stage_of(k) for k, _ in self.readers.get(id(insn.node), ())
+                         if stage_of(k) > s]
+                if not later or id(insn.node) in scratch:
+                    continue  # (the pieces of one array share its scratch)
                 assert insn.node is not None  # (fusable chunks only)
                 dtype = insn.node.dtype
                 reused = next((f for f in free if arrays[f][0] == dtype), None)
@@ -239,10 +325,11 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
                     tile: int | None = None, max_insns: int = 128
                     ) -> list[TiledRun]:
     """Fuse the runs of chunks of *insns* described in the module (chunks
-    and storage already assigned) into one chunk each: renumbers the
-    chunks, sets :attr:`Instruction.tiled` and :attr:`Instruction.stage`,
-    and removes the buffers (and targets) of the arrays that now live in
-    scratch arrays only. A run holds at most *max_insns* instructions (the
+    and storage already assigned) into one chunk each: moves the pieces
+    of a run's pieces stage into it (reordering *insns*; a chunk left
+    empty is gone), renumbers the chunks, sets :attr:`Instruction.tiled`
+    and :attr:`Instruction.stage`, and removes the buffers (and targets)
+    of the arrays that now live in scratch arrays only. A run holds at most *max_insns* instructions (the
     bound on a kernel's size of :func:`~pytato_like.target.loopy.chunks.assign_chunks`).
     Returns the runs."""
     from pytato_like.target.loopy.chunks import split_chunks
@@ -255,7 +342,7 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
     if tile < 1:
         return []
     chunks = split_chunks(insns)
-    finder = _RunFinder(chunks, buffers)
+    finder = _RunFinder(chunks, buffers, max_insns)
     runs: list[tuple[int, int, TiledRun]] = []
     first = 0
     while first < len(chunks):
@@ -270,7 +357,8 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
             last += 1
             size += len(chunks[last])
         found = None
-        for end in range(last, first, -1):
+        # (one chunk is a run only behind a pieces stage)
+        for end in range(last, first - 1, -1):
             found = finder.run(tile, first, end)
             if found is not None:
                 runs.append((first, end, found))
@@ -278,29 +366,35 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
         first = (runs[-1][1] if found is not None else first) + 1
     if not runs:
         return []
-    new_chunk: list[int] = []
-    merged = 0
-    run_of = {}
-    for first, last, run in runs:
-        for k in range(first, last + 1):
-            run_of[k] = (first, run)
-    for k in range(len(chunks)):
-        if k in run_of and run_of[k][0] != k:
-            merged += 1
-            new_chunk.append(new_chunk[run_of[k][0]])
-        else:
-            new_chunk.append(k - merged)
-    for k, chunk in enumerate(chunks):
+    run_at = {first: (last, run) for first, last, run in runs}
+    pulled = {id(p) for _, _, run in runs for p in run.pieces}
+    new_chunks: list[list[Instruction]] = []
+    k = 0
+    while k < len(chunks):
+        if k not in run_at:
+            rest = [i for i in chunks[k] if id(i) not in pulled]
+            if rest:  # (a chunk of pieces only is gone into its run)
+                new_chunks.append(rest)
+            k += 1
+            continue
+        last, run = run_at[k]
+        base = 1 if run.pieces else 0
+        staged = [(0, p) for p in run.pieces] + [
+            (j - k + base, insn) for j in range(k, last + 1)
+            for insn in chunks[j]]
+        for stage, insn in staged:
+            insn.tiled = run
+            insn.stage = stage
+            if stage < run.n_stages - 1:
+                for t in insn.targets:
+                    buffers.pop(t, None)  # (pieces share their targets)
+                insn.targets = []
+        new_chunks.append([insn for _, insn in staged])
+        k = last + 1
+    for n, chunk in enumerate(new_chunks):
         for insn in chunk:
-            insn.chunk = new_chunk[k]
-            if k in run_of:
-                first, run = run_of[k]
-                insn.tiled = run
-                insn.stage = k - first
-                if insn.stage < run.n_stages - 1:
-                    for t in insn.targets:
-                        del buffers[t]
-                    insn.targets = []
+            insn.chunk = n
+    insns[:] = [insn for chunk in new_chunks for insn in chunk]
     return [run for _, _, run in runs]
 
 
@@ -349,14 +443,32 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
         stage_ids[stage].append(iid)
         return iid
 
+    def local_size(n: int) -> Any:
+        # a size in an instruction: the local name of extent(n)
+        e = extent(n)
+        return prim.Variable(scope.local(e.name, "s")) \
+            if isinstance(e, prim.Variable) else e
+
+    #: ``(iname, offset, length)`` of the pieces of stage 0
+    piece_loops: list[tuple[str, int, int]] = []
+    #: scratch name -> positions in lp_insns of the pieces writing it
+    piece_writes: dict[str, list[int]] = {}
     for insn in sorted(chunk, key=lambda i: i.stage):
         s = insn.stage
         w = f"_pt_w{s}"
         offset = run.offsets[s]
+        if insn.placement is not None:
+            # a piece of a concatenation: a loop of its own over the part
+            # of the window inside the piece
+            w = f"_pt_w{s}_{len(piece_loops)}"
+            piece_loops.append((w, insn.placement.offset, insn.shape[0]))
         position = run.tile * tile + prim.Variable(w)
         if offset:
             position = position + offset
-        rw = _ChunkRewriter(scope, builder, insn, (w,), positions=(position,))
+        index = position
+        if insn.placement is not None and insn.placement.offset:
+            index = position - local_size(insn.placement.offset)
+        rw = _ChunkRewriter(scope, builder, insn, (w,), positions=(index,))
         expr = rw(insn.expr)
         helpers |= insn.helpers
         deps = set(stage_ids[s - 1]) if s else set()
@@ -376,19 +488,37 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
             iid = add(prim.Subscript(prim.Variable(name), (prim.Variable(w),)),
                       expr, deps, s, w)
             writer_id.setdefault(nid, iid)
+            if insn.placement is not None:
+                piece_writes.setdefault(name, []).append(len(lp_insns) - 1)
         for t in insn.targets:
             scope.arrays_used.add(t)
             iid = add(prim.Subscript(prim.Variable(scope.local(t, "a")),
                                      (position,)), expr, deps, s, w)
             writer_id.setdefault(nid, iid)
 
-    extents = [extent(n) for n in run.extents]
+    # the pieces of one array write disjoint ranges of its scratch: no
+    # order among them
+    for positions in piece_writes.values():
+        ids = {lp_insns[i].id for i in positions}
+        for i in positions:
+            lp_insns[i] = lp_insns[i].copy(no_sync_with=frozenset(
+                (other, "any") for other in ids - {lp_insns[i].id}))
+    # (a pieces stage is bounded by its pieces' ranges, not its extent)
+    extents = [None if s == 0 and piece_loops else extent(n)
+               for s, n in enumerate(run.extents)]
     args, bindings, wide = builder._arguments(scope, k, written_in, read_in, temps)
     params = ",".join(sorted(a.name for a in args if isinstance(a, lp.ValueArg)))
     domains = [f"[{params}] -> {{[{TILE_INAME}]: 0 <= {run.tile}*{TILE_INAME} "
                f"< {scope.isl(extents[-1])}}}"]
     sep = "," if params else ""
-    for s in range(run.n_stages):
+    for w, start, length in piece_loops:
+        lo = scope.isl(extent(start))
+        hi = scope.isl(extent(length))
+        domains.append(
+            f"[{params}{sep}{TILE_INAME}] -> {{[{w}]: 0 <= {w} < "
+            f"{run.tile + run.widths[0]} and {lo} <= {run.tile}*{TILE_INAME} + "
+            f"{w} + {run.offsets[0]} < {lo} + {hi}}}")
+    for s in range(1 if piece_loops else 0, run.n_stages):
         w = f"_pt_w{s}"
         domains.append(
             f"[{params}{sep}{TILE_INAME}] -> {{[{w}]: 0 <= {w} < "
