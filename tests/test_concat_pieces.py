@@ -150,6 +150,10 @@ def _piece_arrays(rng, sizes, axis, other, dtype, computed):
     ((5, 0, 1, 60, 3), "bool", True),
     ((33, 33, 34), "complex128", False),
     ((33, 33, 34), "bool", False),
+    # three or more pieces of one shape share a loop (found by
+    # test_time_tiles' random piece layouts: a missing barrier exemption)
+    ((1, 341, 341, 341), "float64", True),
+    ((20, 20, 20, 20, 5), "int32", False),
 ])
 def test_stored_concatenation_equals_numpy(queue, rng, small_pieces, axis,
                                            sizes, dtype, computed):

@@ -212,7 +212,7 @@ class _ChunkBody:
     #: ``(position in lp_insns, group inames, placement)`` of the
     #: assignments of pieces at a constant offset (see :meth:`place`)
     placed: list = dataclasses.field(default_factory=list)
-    #: ``id(array) -> ids of the assignments of its last piece`` so far
+    #: ``id(array) -> ids of the assignments of its pieces`` so far
     piece_ids: dict = dataclasses.field(default_factory=dict)
     #: whether some piece's offset plus extent passes 2^31 - 1 (the
     #: kernel needs 64-bit indices)
@@ -408,9 +408,10 @@ class ChunkSpecBuilder:
         idx = tuple(prim.Variable(v) for v in inames) or (0,)
         placement = insn.placement
         if placement is not None:
-            # after the assignments of the previous piece of the array in
+            # after the assignments of the earlier pieces of the array in
             # this chunk: loopy wants the writers of one variable ordered;
             # the pieces write disjoint elements, no barrier between them
+            # (with any of them: three pieces of one shape need it too)
             previous = body.piece_ids.get(id(insn.node), ())
             deps.update(previous)
             no_sync = frozenset((iid, "any") for iid in previous)
@@ -455,7 +456,7 @@ class ChunkSpecBuilder:
             if insn.node is not None and insn.private is None:
                 body.writer_id.setdefault(id(insn.node), iid)
         if placement is not None:
-            body.piece_ids[id(insn.node)] = ids
+            body.piece_ids[id(insn.node)] = [*previous, *ids]
         body.phase_insn_ids.setdefault(phase, []).extend(ids)
 
     def _arguments(self, scope: _ChunkScope, k: int, written_in: dict[str, int],
