@@ -127,6 +127,7 @@ class KernelGenerator:
         """The scheduled loopy kernel of *spec*."""
         import loopy as lp
 
+        from pytato_like.target.loopy.evaluation_order import OrderedPyOpenCLTarget
         from pytato_like.target.loopy.functions import register_helpers
         from pytato_like.target.loopy.report import logger
         from pytato_like.target.loopy.schedule import parallelize
@@ -135,7 +136,7 @@ class KernelGenerator:
         knl = lp.make_kernel(
             spec["domains"] or "{:}", spec["insns"],
             [*spec["args"], *spec["temps"]],
-            lang_version=(2018, 2), target=lp.PyOpenCLTarget(),
+            lang_version=(2018, 2), target=OrderedPyOpenCLTarget(),
             name=spec["name"], seq_dependencies=False,
             index_dtype=np.int64 if spec["wide_indices"] else np.int32,
             # index expressions are guarded by Ifs (concatenate, padding)

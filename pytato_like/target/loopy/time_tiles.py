@@ -141,6 +141,12 @@ def _fusable(chunk: list[Instruction]) -> bool:
     return extent is not None
 
 
+def _node(insn: Instruction) -> Any:
+    """The array of *insn* (of a fusable chunk or piece: never None)."""
+    assert insn.node is not None
+    return insn.node
+
+
 def _piece_fusable(insn: Instruction) -> bool:
     """Whether the piece *insn* of a stored concatenation can be computed
     by stage 0 of a fused run: one-dimensional, of constant extent and
@@ -253,7 +259,7 @@ class _RunFinder:
                 return None
         # (a pieces stage: its arrays' whole length; each piece is bounded
         # by its own range)
-        extents = [max(i.node.shape[0] for i in st) for st in stages]
+        extents = [max(_node(i).shape[0] for i in st) for st in stages]
         offsets = [0] * n
         widths = [0] * n
         for s in range(n - 2, -1, -1):
