@@ -5,7 +5,7 @@ printer writes a sum nested in a sum (and a product nested in a product)
 without parentheses, as ``a + b + c``, which C groups from the left --
 ``(a + b) + c``: another rounding, so floating-point results differed
 from NumPy's in the last bits (a 2-d stencil chain ``y[1:-1, 1:-1] +
-y[2:, 2:]``: 631 of 1 224 elements one ulp off). :class:`OrderedPyOpenCLTarget`
+y[2:, 2:]``: 631 of 1 496 elements one ulp off). :class:`OrderedPyOpenCLTarget`
 is loopy's PyOpenCL target with a printer that parenthesizes every sum
 (product) that is a later operand of a sum (product); the first operand
 needs none, as C groups from the left. Together with
