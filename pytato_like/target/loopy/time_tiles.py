@@ -170,14 +170,12 @@ class _RunFinder:
         self.chunks = chunks
         self.buffers = buffers
         self.max_insns = max_insns
-        #: id(array) -> chunk writing it (its last piece's)
-        self.chunk_of: dict[int, int] = {}
-        #: id(array) -> an instruction writing it
+        #: id(array) -> the instruction writing it (the last piece of a
+        #: piecewise array; its ``chunk`` is its index in *chunks*)
         self.writer: dict[int, Instruction] = {}
-        for k, chunk in enumerate(chunks):
+        for chunk in chunks:
             for insn in chunk:
                 if insn.node is not None:
-                    self.chunk_of[id(insn.node)] = k
                     self.writer[id(insn.node)] = insn
         #: id(array) -> [(reader chunk, shift or None)]
         self.readers: dict[int, list[tuple[int, int | None]]] = {}
@@ -187,11 +185,11 @@ class _RunFinder:
         for k, chunk in enumerate(chunks):
             for insn in chunk:
                 for nid, idx in insn.refs:
-                    if nid in self.chunk_of:
+                    if nid in self.writer:
                         c = shift(idx, insn.canon)
                         self.readers.setdefault(nid, []).append((k, c))
                         if c is None:
-                            self.unshifted_reads[k].add(self.chunk_of[nid])
+                            self.unshifted_reads[k].add(self.writer[nid].chunk)
         self.fusable = [_fusable(c) for c in chunks]
 
     def reads_shifted(self, k: int, first: int) -> bool:
@@ -441,11 +439,12 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
     lp_insns: list = []
     helpers: set = set()
 
-    def add(assignee: Any, expr: Any, deps: set, stage: int, w: str) -> str:
+    def add(assignee: Any, expr: Any, deps: set, stage: int, w: str,
+            no_sync: frozenset = frozenset()) -> str:
         iid = f"_pt_insn{len(lp_insns)}"
         lp_insns.append(lp.Assignment(
             assignee, expr, id=iid, depends_on=frozenset(deps),
-            within_inames=frozenset({TILE_INAME, w})))
+            within_inames=frozenset({TILE_INAME, w}), no_sync_with=no_sync))
         stage_ids[stage].append(iid)
         return iid
 
@@ -457,8 +456,8 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
 
     #: ``(iname, offset, length)`` of the pieces of stage 0
     piece_loops: list[tuple[str, int, int]] = []
-    #: scratch name -> positions in lp_insns of the pieces writing it
-    piece_writes: dict[str, list[int]] = {}
+    #: scratch name -> ids of the pieces' writes to it so far
+    piece_writes: dict[str, list[str]] = {}
     for insn in sorted(chunk, key=lambda i: i.stage):
         s = insn.stage
         w = f"_pt_w{s}"
@@ -491,24 +490,25 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
             expr, deps = prim.Variable(pname), {iid}
         if nid in run.scratch:
             name = run.scratch[nid][0]
+            no_sync: frozenset = frozenset()
+            if insn.placement is not None:
+                # after the earlier pieces of the array, as in
+                # ChunkSpecBuilder: they write disjoint ranges of its
+                # scratch, no synchronisation needed
+                previous = piece_writes.setdefault(name, [])
+                deps.update(previous)
+                no_sync = frozenset((i, "any") for i in previous)
             iid = add(prim.Subscript(prim.Variable(name), (prim.Variable(w),)),
-                      expr, deps, s, w)
+                      expr, deps, s, w, no_sync)
             writer_id.setdefault(nid, iid)
             if insn.placement is not None:
-                piece_writes.setdefault(name, []).append(len(lp_insns) - 1)
+                piece_writes[name].append(iid)
         for t in insn.targets:
             scope.arrays_used.add(t)
             iid = add(prim.Subscript(prim.Variable(scope.local(t, "a")),
                                      (position,)), expr, deps, s, w)
             writer_id.setdefault(nid, iid)
 
-    # the pieces of one array write disjoint ranges of its scratch: no
-    # order among them
-    for positions in piece_writes.values():
-        ids = {lp_insns[i].id for i in positions}
-        for i in positions:
-            lp_insns[i] = lp_insns[i].copy(no_sync_with=frozenset(
-                (other, "any") for other in ids - {lp_insns[i].id}))
     # (a pieces stage is bounded by its pieces' ranges, not its extent)
     extents = [None if s == 0 and piece_loops else extent(n)
                for s, n in enumerate(run.extents)]
