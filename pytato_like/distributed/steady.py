@@ -244,17 +244,13 @@ class _SteadyRun:
                 if fwd is not None:
                     outputs = {out: values[name] for out, name in fwd}
                 else:
-                    # the contract's options, then the inputs (an input
-                    # named like an option is the input)
-                    kwargs: dict[str, Any] = {"allocator": allocator,
-                                              "out_host": False}
-                    for name in input_names[i]:
-                        if name in values:
-                            kwargs[name] = values[name]
+                    inputs = {name: values[name] for name in input_names[i]
+                              if name in values}
                     prg = programs[i]
                     t0 = perf_ns()
                     c0 = cpu_ns()
-                    _, outputs = prg.call_placed(queue, placed[i], **kwargs)
+                    _, outputs = prg.call_steady(queue, placed[i], allocator,
+                                                 inputs)
                     enqueue_ns += perf_ns() - t0
                     enqueue_cpu_ns += cpu_ns() - c0
                     launch_ns += prg.last_launch_ns()
