@@ -40,8 +40,9 @@ infinities (domains are guarded, e.g. ``log(1 + |x|)``), values beyond
 ``1e4``, and comparisons, casts to integers and floor divisions of values
 that another evaluation order could round differently (these only see
 values every correct target computes bit for bit). :meth:`RandomDAG.check`
-compares with tolerances derived from the dtypes and magnitudes each output
-went through.
+compares exactly the outputs NumPy computes through correctly rounded real
+``+ - * /`` at most (:attr:`RandomDAG.bitwise`), and the others with
+tolerances derived from the dtypes and magnitudes each output went through.
 
 .. autoclass:: RandomDAG
     :members: result, check, program_text
@@ -261,6 +262,11 @@ class _Value:
     # integer arithmetic, data movement, max/min, casts): only such values
     # are compared, floor-divided or cast to integers
     exact: bool
+    # what NumPy computes it from, in NumPy's order, through IEEE's
+    # correctly rounded real + - * / at most, besides what ``exact`` allows:
+    # a target that evaluates as NumPy does (no reassociation, no fused
+    # multiply-add; see doc/numerics.rst) gives the same bits
+    bitwise: bool
     # largest machine epsilon of the rounding operations it went through
     eps: float
     # largest magnitude of it and everything it was computed from: sets the
@@ -340,6 +346,14 @@ class RandomDAG:
     .. attribute:: tolerances
 
         Output name -> ``(rtol, atol)`` used by :meth:`check`.
+
+    .. attribute:: bitwise
+
+        The outputs NumPy computes through correctly rounded real ``+ - *
+        /`` at most, besides integer arithmetic, data movement, max/min and
+        casts: a target that evaluates in NumPy's order (no reassociation,
+        no fused multiply-add) returns them bit for bit, and :meth:`check`
+        compares them exactly.
     """
 
     outputs: dict[str, Any]
@@ -352,6 +366,7 @@ class RandomDAG:
     #: values (a negative integer power, an out-of-range gather); None for
     #: a program that must run
     expected_error: type[Exception] | None = None
+    bitwise: frozenset[str] = frozenset()
 
     @property
     def result(self):
@@ -363,15 +378,20 @@ class RandomDAG:
         """The program as NumPy-style lines, one per operation."""
         return "\n".join(self.lines)
 
-    def check(self, actual: Mapping[str, Any]) -> None:
+    def check(self, actual: Mapping[str, Any], *,
+              numpy_rounding: bool = True) -> None:
         """Assert that *actual* (output name -> array, e.g. what a target
         returned for :attr:`result`) matches :attr:`expected` in shape,
-        dtype and value; the message shows the program."""
+        dtype and value; the message shows the program. The outputs in
+        :attr:`bitwise` must be equal, unless *numpy_rounding* is false (a
+        target that does not promise NumPy's order of rounding, such as
+        XLA's); the others match within :attr:`tolerances`."""
         if set(actual) != set(self.expected):
             raise AssertionError(f"outputs {sorted(actual)} != expected "
                                  f"{sorted(self.expected)}")
         for name, expected in self.expected.items():
-            rtol, atol = self.tolerances[name]
+            rtol, atol = ((0.0, 0.0) if numpy_rounding and name in self.bitwise
+                          else self.tolerances[name])
             assert_results_close(
                 actual[name], expected, rtol=rtol, atol=atol,
                 err_msg=f"output {name!r} of the program\n"
@@ -423,7 +443,7 @@ class _DAGBuilder:
             data = self.random_data(shape, dtype)
         self.inputs[name] = data
         value = _Value(name, pt.make_placeholder(name, shape, dtype), data,
-                       exact=True, eps=_eps_of(dtype),
+                       exact=True, bitwise=True, eps=_eps_of(dtype),
                        scale=float(np.max(np.abs(data), initial=0.0)))
         self.pool.append(value)
         self.lines.append(f"{name} = placeholder(shape={shape}, dtype={dtype})")
@@ -459,9 +479,12 @@ class _DAGBuilder:
         return self.c.choice(candidates)
 
     def build(self, text: str, fn: Callable[..., Any], operands: Sequence[_Value],
-              exact: bool, int_range: tuple[float, float] | None = None
-              ) -> _Value | None:
+              exact: bool, int_range: tuple[float, float] | None = None,
+              rounded: bool = False) -> _Value | None:
         """Apply *fn* (``fn(xp, *arrays)``) to the eager and lazy operands.
+        *exact*: the operation gives the same bits in any correct
+        evaluation; *rounded*: it is a fixed sequence of correctly rounded
+        real ``+ - * /`` (same bits when evaluated in NumPy's order).
 
         Returns None (the operation is dropped) if NumPy refuses it, if an
         integer result could leave *int_range*'s bounds for its dtype, or
@@ -507,7 +530,8 @@ class _DAGBuilder:
         scale = max([v.scale for v in operands]
                     + [float(np.max(np.abs(eager), initial=0.0))])
         value = _Value(label, lazy, eager, exact=exact and all(
-            v.exact for v in operands), eps=eps, scale=scale)
+            v.exact for v in operands), bitwise=(exact or rounded) and all(
+            v.bitwise for v in operands), eps=eps, scale=scale)
         self.pool.append(value)
         self.lines.append(f"{label} = {program}")
         return value
@@ -554,7 +578,7 @@ class _DAGBuilder:
         if op in fns:
             fn, rng = fns[op]
             return self.build(f"{{}} {op} {{}}", fn, (a, b), exact=ints,
-                              int_range=rng)
+                              int_range=rng, rounded="c" not in (a.kind, b.kind))
         if op in ("/", "//", "%"):
             # denominator 1 + |b| >= 1: no division by zero
             if b.kind == "c" or (b.kind in "iu" and not _fits(
@@ -570,7 +594,8 @@ class _DAGBuilder:
                   "//": lambda xp, x, y: x // (1 + abs(y)),
                   "%": lambda xp, x, y: x % (1 + abs(y))}[op]
             return self.build(f"{{}} {op} (1 + abs({{}}))", fn, (a, b),
-                              exact=op != "/", int_range=rng)
+                              exact=op != "/", int_range=rng,
+                              rounded=op == "/" and a.kind != "c")
         if op == "**":
             # integer exponents of at most 3 in magnitude; negative ones
             # only for inexact bases (integer bases raise: op_failing)
@@ -625,6 +650,7 @@ class _DAGBuilder:
             reflected = False
         bound = max(abs(ra[0]), abs(ra[1]))
         fn: Callable[..., Any]
+        rounded = False
         if op in ("+", "-", "*"):
             rng = {"+": (ra[0] + rc[0], ra[1] + rc[1]),
                    "-": ((rc[0] - ra[1], rc[1] - ra[0]) if reflected
@@ -632,10 +658,12 @@ class _DAGBuilder:
                    "*": _product_range(ra, rc)}[op]
             fn = _ARITH[op]
             exact = ints and not isinstance(c, float)
+            rounded = a.kind != "c" and not isinstance(c, complex)
         elif op == "/":
             if c == 0:
                 return None
             rng, fn, exact = (0, 0), _ARITH["/"], False
+            rounded = a.kind != "c" and not isinstance(c, complex)
         elif op in ("//", "%"):
             if not a.exact or a.kind == "c" or isinstance(c, complex):
                 return None
@@ -673,12 +701,12 @@ class _DAGBuilder:
             exact = True
         if reflected:
             return self.build(f"{c!r} {op} {{}}", lambda xp, x: fn(xp, c, x), (a,),
-                              exact=exact, int_range=rng)
+                              exact=exact, int_range=rng, rounded=rounded)
         if op in ("maximum", "minimum"):
             return self.build(f"{op}({{}}, {c!r})", lambda xp, x: fn(xp, x, c),
                               (a,), exact=exact, int_range=rng)
         return self.build(f"{{}} {op} {c!r}", lambda xp, x: fn(xp, x, c), (a,),
-                          exact=exact, int_range=rng)
+                          exact=exact, int_range=rng, rounded=rounded)
 
     def op_unary(self) -> _Value | None:
         a = self.pick()
@@ -815,7 +843,7 @@ class _DAGBuilder:
             n = shape[-1]
             return self.build(f"{{}} + arange({n})", lambda xp, x: x + xp.arange(n),
                               (a,), exact=a.kind in "iu",
-                              int_range=(ra[0], ra[1] + n))
+                              int_range=(ra[0], ra[1] + n), rounded=a.kind == "f")
         if which == "ones":
             extra = (self.c.integer(1, 3), *shape)
             return self.build(f"{{}} * ones({extra})",
@@ -825,7 +853,8 @@ class _DAGBuilder:
             c = self.small_constant(a.dtype)
             return self.build(f"{{}} - full({shape}, {c!r})",
                               lambda xp, x: x - xp.full(shape, c), (a,),
-                              exact=a.kind in "iu", int_range=(ra[0] - 3, ra[1] + 3))
+                              exact=a.kind in "iu", int_range=(ra[0] - 3, ra[1] + 3),
+                              rounded=a.kind == "f")
         if which == "eye":
             if len(shape) < 2:
                 return None
@@ -833,7 +862,8 @@ class _DAGBuilder:
             k = self.c.integer(-1, 1)
             return self.build(f"{{}} + eye({n}, {m}, {k})",
                               lambda xp, x: x + xp.eye(n, m, k, dtype=x.dtype), (a,),
-                              exact=a.kind in "iu", int_range=(ra[0], ra[1] + 1))
+                              exact=a.kind in "iu", int_range=(ra[0], ra[1] + 1),
+                              rounded=a.kind == "f")
         if which == "zeros_like":
             return self.build("zeros_like({}) + 1", lambda xp, x: xp.zeros_like(x) + 1,
                               (a,), exact=True, int_range=(1, 1))
@@ -1447,7 +1477,9 @@ def _build_random_dag(c: _Choices, n_ops: int, n_inputs: int, max_outputs: int,
     if builder.failing is not None:
         returned.append(f"'fails': {builder.failing[0]}")
     lines = [*builder.lines, "return {" + ", ".join(returned) + "}"]
-    return RandomDAG(outputs, inputs, expected, tolerances, lines, expected_error)
+    bitwise = frozenset(f"out{i}" for i, v in enumerate(chosen) if v.bitwise)
+    return RandomDAG(outputs, inputs, expected, tolerances, lines, expected_error,
+                     bitwise)
 
 
 def make_random_dag(seed: int, n_ops: int = 12, n_inputs: int = 3,
