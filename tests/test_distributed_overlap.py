@@ -99,7 +99,8 @@ def _placeholder_heat(n, steps):
 def test_stencil_steps_split_with_interiors_of_the_earlier_time():
     outputs, times = _placeholder_heat(60, 5)
     split, n_split = split_interior_from_boundary(
-        outputs, _source_time(times), min_interior_elements=8)
+        outputs, _source_time(times), min_interior_elements=8,
+        deep_interiors=False)
     # every step but the last (whose only user is the output) is split
     assert n_split == 4
     inputs = _inputs(outputs)
@@ -113,7 +114,61 @@ def test_stencil_steps_split_with_interiors_of_the_earlier_time():
     assert sorted(time[id(a)] for a in interiors) == [0, 1, 2, 3]
 
 
-def test_sends_need_only_the_boundary_cells():
+def test_deep_interiors_of_all_steps_need_no_receive():
+    n, steps = 60, 5
+    outputs, times = _placeholder_heat(n, steps)
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8)
+    assert n_split == steps - 1     # (the last step: read by the output only)
+    inputs = _inputs(outputs)
+    np.testing.assert_array_equal(_evaluate(split, inputs)["u"],
+                                  _evaluate(outputs, inputs)["u"])
+    time = _times(split, times)
+    stored = _interiors(split)
+    deep = sorted((a.shape[0], time[id(a)]) for a in stored if a.size > 10)
+    # step k's rows k:n-k read no halo, ever: all are computed before the
+    # first receive, each from the one before
+    assert deep == [(n - 2 * k, 0) for k in range(steps - 1, 0, -1)]
+    # step k's strips hold the rows the later strips read: the last split
+    # step's k rows, one more per earlier step (computed twice where they
+    # overlap the deep rows); each needs the receives of its own step
+    strips = sorted((a.shape[0], time[id(a)]) for a in stored if a.size <= 10)
+    assert strips == sorted(2 * [(2 * (steps - 1) - k, k)
+                                 for k in range(1, steps)])
+
+
+def test_strips_never_read_deep_rows():
+    outputs, times = _placeholder_heat(80, 6)
+    split, _ = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8)
+    n_reading_strips = 0
+    for strip in (a for a in _interiors(split) if a.size <= 12):
+        below = [a for a in toposort(list(walk_children(strip)),
+                                     _unless_stored) if _stored(a)]
+        # (the first step's strips read the input itself)
+        assert all(a.size <= 12 for a in below), [a.shape for a in below]
+        n_reading_strips += bool(below)
+    assert n_reading_strips == 2 * 4
+
+
+def test_strips_wider_than_a_quarter_fall_back_to_steps():
+    # 8 steps: strips of up to 13 rows on each side of 40 rows
+    outputs, times = _placeholder_heat(40, 8)
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8)
+    per_step, n_per_step = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8,
+        deep_interiors=False)
+    assert n_split == n_per_step == 7
+    assert sorted(a.shape for a in _interiors(split)) == \
+        sorted(a.shape for a in _interiors(per_step)) == [(38,)] * 7
+    inputs = _inputs(outputs)
+    np.testing.assert_array_equal(_evaluate(split, inputs)["u"],
+                                  _evaluate(outputs, inputs)["u"])
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_sends_need_only_the_boundary_cells(deep):
     n, steps = 60, 3
     u = pt.make_placeholder("u", (n,))
     times = {}
@@ -126,7 +181,8 @@ def test_sends_need_only_the_boundary_cells():
         ext = pt.concatenate([gl, u, gr])
         u = u + C * (ext[:-2] - 2 * u + ext[2:])
     split, n_split = split_interior_from_boundary(
-        {"u": u}, _source_time(times), min_interior_elements=8)
+        {"u": u}, _source_time(times), min_interior_elements=8,
+        deep_interiors=deep)
     assert n_split == steps - 1
     holders = []
     node = split["u"]
@@ -138,13 +194,19 @@ def test_sends_need_only_the_boundary_cells():
     for holder in holders:
         if holder.comm_tag[1] == 0:
             continue  # slices of the input
-        # what a send computes (stored interiors are computed apart):
-        # single cells, never a whole field
+        # what a send computes (stored interiors and strips are computed
+        # apart): single cells, never a whole field
         computed = [a for a in toposort([holder.send_data], _unless_stored)
                     if not isinstance(a, (Placeholder, pt.array.BasicIndex))
                     and not _stored(a)]
-        assert computed and all(a.size == 1 for a in computed), \
-            [a.shape for a in computed]
+        assert all(a.size == 1 for a in computed), [a.shape for a in computed]
+        assert computed or deep
+        if deep:
+            # the sends read strips of at most 2 * steps cells
+            stored = [a for a in toposort([holder.send_data], _unless_stored)
+                      if _stored(a)]
+            assert all(a.size <= 2 * steps for a in stored), \
+                [a.shape for a in stored]
     # the values, the sends' data included, are those of the DAG as written
     inputs = _inputs({"u": u})
     np.testing.assert_array_equal(_evaluate(split, inputs)["u"],
@@ -209,7 +271,8 @@ def test_split_of_a_shifted_two_dimensional_field():
     x = pt.sin(ext[1:-3]) * ext[4:] + u[:, ::-1]
     outputs = {"a": x + h, "b": x * 2}
     split, n_split = split_interior_from_boundary(
-        outputs, _source_time(times), min_interior_elements=8)
+        outputs, _source_time(times), min_interior_elements=8,
+        deep_interiors=False)
     assert n_split == 1
     interior, = _interiors(split)
     # ext[1:-3] reads one halo row at the top, ext[4:] two at the bottom
@@ -221,7 +284,8 @@ def test_split_of_a_shifted_two_dimensional_field():
         np.testing.assert_array_equal(got[k], want[k])
 
 
-def test_deep_chain_splits_without_recursion():
+@pytest.mark.parametrize("deep", [False, True])
+def test_deep_chain_splits_without_recursion(deep):
     depth = 100_000
     assert sys.getrecursionlimit() <= 10_000
     u = pt.make_placeholder("u", (40,))
@@ -232,10 +296,13 @@ def test_deep_chain_splits_without_recursion():
         x = 0.5 * x + u
     outputs = {"a": x + h, "b": 2 * x}
     split, n_split = split_interior_from_boundary(
-        outputs, _source_time({"g": 1, "h": 2}), min_interior_elements=8)
+        outputs, _source_time({"g": 1, "h": 2}), min_interior_elements=8,
+        deep_interiors=deep)
     assert n_split == 1
-    interior, = _interiors(split)
+    # (deep: the interior, and a strip of the one row that reads g)
+    *strips, interior = sorted(_interiors(split), key=lambda a: a.size)
     assert interior.shape == (39,)
+    assert [a.shape for a in strips] == ([(1,)] if deep else [])
     assert not any(isinstance(a, Placeholder) and a.name == "g"
                    for a in toposort([interior], walk_children))
 
@@ -290,13 +357,19 @@ def stencil_programs(draw):
 @given(stencil_programs())
 def test_random_stencils_keep_their_values(program):
     outputs, times = program
-    split, n_split = split_interior_from_boundary(
-        outputs, _source_time(times), min_interior_elements=4)
     inputs = _inputs(outputs, seed=len(outputs))
-    got, want = _evaluate(split, inputs), _evaluate(outputs, inputs)
-    for k in outputs:
-        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
-    assert len(_interiors(split)) == n_split
+    want = _evaluate(outputs, inputs)
+    for deep in (False, True):
+        split, n_split = split_interior_from_boundary(
+            outputs, _source_time(times), min_interior_elements=4,
+            deep_interiors=deep)
+        got = _evaluate(split, inputs)
+        for k in outputs:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+        stored = len(_interiors(split))
+        # an interior per split; deep: and up to two strips
+        assert stored == n_split if not deep else \
+            n_split <= stored <= 3 * n_split
 
 
 # }}}
@@ -348,12 +421,22 @@ def test_partitioner_splits_by_default_and_sending_parts_compute_boundaries():
     split = find_distributed_partition(None, dag)
     whole = find_distributed_partition(None, dag, split_interior=False)
     # written as a whole, each step's sending part computes the whole field;
-    # split, it computes the boundary cells and the interior runs apart
+    # split, it computes strips of boundary cells (as wide as the later
+    # steps' strips need: 2 * steps - 3 cells at most), and the deep
+    # interiors of all steps are computed apart, before any receive
     assert largest_computed_by_senders(whole) == n
-    assert largest_computed_by_senders(split) == 1
-    interiors = [name for name, ary in split.name_to_output.items()
-                 if ary.shape == (n - 2,)]
-    assert len(interiors) == fields * (steps - 1)
+    assert largest_computed_by_senders(split) == 2 * steps - 3
+    deep_width = n - 2 * (steps - 1)
+    deep_parts = [part for part in split.parts.values()
+                  if any(split.name_to_output[name].shape == (deep_width,)
+                         for name in part.output_names)]
+    assert len(deep_parts) == 1
+    deep_part, = deep_parts
+    assert not deep_part.name_to_recv_node and not deep_part.needed_pids
+    assert sum(split.name_to_output[name].shape == (deep_width,)
+               for name in deep_part.output_names) == fields
+    # a part per step (its strips and sends) instead of two
+    assert len(split.parts) == steps + 2
     for partition in (split, whole):
         got = _run(partition, inputs)
         for name in want:

@@ -52,8 +52,9 @@ DAG depth never reaches Python's recursion limit.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import pymbolic.primitives as prim
 
@@ -227,9 +228,16 @@ class _Splitter:
     row slices pushed down so far, and the splits made."""
 
     def __init__(self, source_time: Callable[[Array], int | None],
-                 min_interior_elements: int) -> None:
+                 min_interior_elements: int, any_time: bool = False) -> None:
         self.source_time = source_time
         self.min_interior = min_interior_elements
+        #: rows that depend on receives of any time, not only of their own
+        #: (for finding deep interiors)
+        self.any_time = any_time
+        #: id of a deep-split array -> ``(lo, hi, piece)``: rows lo:hi of
+        #: the array are the rows of *piece* (its deep interior and its
+        #: strips, which overlap); row slices are served from them
+        self.covers: dict[int, list[tuple[int, int, Array]]] = {}
         # by id of every node built or kept (references held in _keep)
         self.time: dict[int, int] = {}
         self.rows: dict[int, Rows] = {}
@@ -257,9 +265,15 @@ class _Splitter:
         if src is not None:
             self.rows[key] = ALL
             return
+        if isinstance(node, DistributedSendRefHolder):
+            # (the array it passes on: its send is a reader of its own)
+            self.rows[key] = self.rows[id(node.passthrough_data)]
+            return
         self.rows[key] = self._rows_from_children(node, t, kids)
 
     def _child_rows(self, child: Any, t: int) -> Rows:
+        if self.any_time:
+            return self.rows[id(child)]
         return self.rows[id(child)] if self.time[id(child)] == t else None
 
     def _rows_from_children(self, node: Any, t: int, kids) -> Rows:
@@ -346,6 +360,9 @@ class _Splitter:
         n = _rows_len(ary)
         if n is None or (a == 0 and b == n):
             return [], lambda _: ary
+        for lo, hi, piece in self.covers.get(id(ary), ()):
+            if lo <= a and b <= hi:
+                return [(piece, a - lo, b - lo)], lambda got: got[0]
         if isinstance(ary, Concatenate):
             if ary.axis != 0:
                 return ([(p, a, b) for p in ary.arrays],
@@ -442,6 +459,62 @@ class _Splitter:
         self.n_split += 1
         return result
 
+    def deep_split(self, node: Array, edges: tuple[int, int],
+                   strips: tuple[int, int]) -> Array | None:
+        """``concatenate([left, deep, right])`` for *node*: *deep* its
+        rows past the *edges* (those that depend on no receive), computed
+        from the deep rows of the arrays it reads; *left* and *right* the
+        first and last rows of its *strips* (as wide as the strips of its
+        readers need: they are computed from the strips of the arrays it
+        reads, never from their deep rows). None if the deep rows still
+        depend on a receive."""
+        n = _rows_len(node)
+        assert n is not None
+        head, tail = edges
+        t = self.time[id(node)]
+        deep = self.rows_of(node, head, n - tail, t)
+        if self.time[id(deep)] != 0:
+            return None
+        deep = self._stored(deep)
+        # (strips first: a slice within a strip and the deep rows -- the
+        # next step's strip reads such -- is read from the strip, so that
+        # strips never wait for the deep rows)
+        covers = []
+        pieces = []
+        left, right = strips
+        if left:
+            strip = self._stored(self.rows_of(node, 0, left, t))
+            covers.append((0, left, strip))
+            pieces.append(self._piece(strip, 0, head))
+        pieces.append(deep)
+        if right:
+            strip = self._stored(self.rows_of(node, n - right, n, t))
+            covers.append((n - right, n, strip))
+            pieces.append(self._piece(strip, right - tail, right))
+        covers.append((head, n - tail, deep))
+        result = Concatenate([p for p in pieces if p is not None], axis=0,
+                             axes=node.axes, tags=node.tags)
+        self.annotate(result)
+        self.covers[id(result)] = covers
+        self.n_split += 1
+        return result
+
+    def _piece(self, strip: Array, a: int, b: int) -> Array | None:
+        """Rows *a:b* of the stored *strip* (a view), None if empty."""
+        if a >= b:
+            return None
+        n = _rows_len(strip)
+        piece = strip if (a, b) == (0, n) else self._view(strip, a, b)
+        self.annotate(piece)
+        return piece
+
+    def _stored(self, ary: Array) -> Array:
+        if not any(isinstance(tag, ImplStored) for tag in ary.tags):
+            ary = ary.tagged(ImplStored())
+        self.annotate(ary)
+        self.shared.add(id(ary))
+        return ary
+
 
 def _value_of(node: Any) -> Any:
     while isinstance(node, DistributedSendRefHolder):
@@ -453,6 +526,7 @@ def split_interior_from_boundary(
         outputs: Mapping[str, Array],
         source_time: Callable[[Array], int | None],
         min_interior_elements: int = MIN_INTERIOR_ELEMENTS,
+        deep_interiors: bool = True,
 ) -> tuple[dict[str, Array], int]:
     """*outputs* with each array whose first-axis ends alone depend on the
     receives of its time split into boundary and interior (see the module
@@ -469,10 +543,12 @@ def split_interior_from_boundary(
     if not all(isinstance(node, (Array, DictOfNamedArrays)) for node in order):
         # a container rebuild_with does not rebuild
         return dict(outputs), 0
-    return _split(outputs, order, source_time, min_interior_elements)
+    return _split(outputs, order, source_time, min_interior_elements,
+                  deep_interiors)
 
 
-def _split(outputs, order, source_time, min_interior_elements):
+def _split(outputs, order, source_time, min_interior_elements,
+           deep_interiors=True):
     splitter = _Splitter(source_time, min_interior_elements)
 
     # {{{ which arrays to split
@@ -512,6 +588,10 @@ def _split(outputs, order, source_time, min_interior_elements):
     if not any(time[k] for k in shared & early):
         return dict(outputs), 0  # no receives, or no array worth a split
 
+    deep = (_deep_splits(order, source_time, shared & early, shared,
+                         min_interior_elements)
+            if deep_interiors else {})
+
     # }}}
 
     new: dict[int, Any] = {}
@@ -533,7 +613,11 @@ def _split(outputs, order, source_time, min_interior_elements):
         if id(node) in shared and isinstance(built, Array):
             splitter.shared.add(id(built))
         if id(node) in shared and id(node) in early:
-            result = splitter.split(built)
+            result = None
+            if id(node) in deep:
+                result = splitter.deep_split(built, *deep[id(node)])
+            if result is None:
+                result = splitter.split(built)
             if result is not None:
                 split_results.add(id(result))
                 built = result
@@ -546,6 +630,114 @@ def _split(outputs, order, source_time, min_interior_elements):
     for send in sends:
         result[first] = DistributedSendRefHolder(send, result[first])
     return result, splitter.n_split
+
+
+# {{{ deep interiors: which arrays, how wide their strips
+
+def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
+                 min_interior_elements: int
+                 ) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
+    """id of each array of *wanted* to split deep -> ``(edges, strips)``
+    (see :meth:`_Splitter.deep_split`): arrays computed by index lambdas
+    whose first and last rows alone depend on receives of any time, with a
+    deep interior worth computing early and strips narrow beside it.
+
+    The strip of an array must hold every row its readers' strips read
+    (so that strips are computed from strips): a pass from the outputs
+    back to the inputs carries each strip's rows down the way
+    :meth:`_Splitter.rows_of` pushes row slices -- through index lambdas
+    read at row offsets (a deep-split array, or one with a single user),
+    row slices and concatenations."""
+    rows_of_any = _Splitter(source_time, min_interior_elements, any_time=True)
+    for node in order:
+        rows_of_any.annotate(node)
+    edges: dict[int, tuple[int, int]] = {}
+    for node in order:
+        key = id(node)
+        rows = rows_of_any.rows[key]
+        n = _rows_len(node)
+        if (key not in wanted or not isinstance(node, IndexLambda)
+                or not isinstance(rows, tuple) or not any(rows)
+                or n is None or any(not isinstance(d, int)
+                                    for d in node.shape[1:])):
+            continue
+        middle = n - rows[0] - rows[1]
+        width = math.prod(node.shape[1:])
+        if middle >= rows[0] + rows[1] and middle * width >= min_interior_elements:
+            edges[key] = rows
+    if not edges:
+        return {}
+    need: dict[int, list[int]] = {}
+    for node in reversed(order):
+        key = id(node)
+        if key in edges:
+            mine = need.setdefault(key, [0, 0])
+            mine[0] = max(mine[0], edges[key][0])
+            mine[1] = max(mine[1], edges[key][1])
+        wanted_rows = need.get(key)
+        if not wanted_rows or not any(wanted_rows):
+            continue
+        for child, left, right in _strip_reads(
+                node, wanted_rows[0], wanted_rows[1],
+                key in edges or key not in shared):
+            got = need.setdefault(id(child), [0, 0])
+            got[0] = max(got[0], left)
+            got[1] = max(got[1], right)
+    lengths = {id(node): _rows_len(node) for node in order if id(node) in edges}
+    # strips no wider than a quarter of the array: beyond that the
+    # redundant rows cost more than the deep interior saves
+    return {key: (rows, (need[key][0], need[key][1]))
+            for key, rows in edges.items()
+            if 4 * sum(need[key]) <= cast(int, lengths[key])}
+
+
+def _strip_reads(node: Any, left: int, right: int, into_expression: bool):
+    """``(child, first rows, last rows)`` that rows ``:left`` and
+    ``-right:`` of *node* read (an index lambda only if *into_expression*:
+    else its strips are views of it, computed whole)."""
+    if isinstance(node, DistributedSendRefHolder):
+        yield node.passthrough_data, left, right
+        return
+    n = _rows_len(node)
+    if n is None:
+        return
+    if isinstance(node, Concatenate):
+        offset = 0
+        for piece in node.arrays:
+            if node.axis != 0:
+                yield piece, left, right
+                continue
+            m = piece.shape[0]
+            if not isinstance(m, int):
+                return
+            first = min(left - offset, m) if left > offset else 0
+            last = (m - max(n - right - offset, 0)
+                    if right and n - right < offset + m else 0)
+            if first or last:
+                yield piece, first, last
+            offset += m
+    elif isinstance(node, BasicIndex):
+        first_index = node.indices[0]
+        nb = _rows_len(node.array)
+        if _is_row_slice(first_index) and nb is not None:
+            a = first_index.start
+            yield (node.array, a + left if left else 0,
+                   nb - (a + n - right) if right else 0)
+    elif isinstance(node, IndexLambda) and into_expression:
+        all_reads = _reads(node.expr, frozenset(node.bindings))
+        for name, binding in node.bindings.items():
+            reads = all_reads.get(name, ())
+            nb = _rows_len(binding)
+            if (nb is None or not reads
+                    or any(not isinstance(r, INT_CLASSES) for r in reads)):
+                continue
+            first = min(left + max(reads), nb) if left else 0
+            last = (min(nb - (n - right + min(reads)), nb)
+                    if right else 0)
+            if first > 0 or last > 0:
+                yield binding, max(first, 0), max(last, 0)
+
+# }}}
 
 
 def _through_concatenate(splitter: _Splitter, sliced: BasicIndex) -> Array:
