@@ -50,8 +50,9 @@ def build_heat_dag(rank: int, size: int, n_local: int, n_fields: int,
 
     Each step is written as a whole: one stencil over the field extended
     by the neighbours' halos. Only its two end cells read the halos, and
-    the partitioner sees that: it computes the next step's interior while
-    the halos travel, and the sending parts compute the boundary cells only
+    the partitioner sees that: it computes the cells that no halo of any
+    step reaches for all steps at once, before the first halo arrives, and
+    each step's part computes a few boundary cells per field and sends
     (:mod:`pytato_like.distributed.overlap`). With *split* (needs
     ``n_local >= 4``) the DAG spells that split out by hand instead: each
     step computes the two boundary cells apart from the interior. Both

@@ -22,6 +22,32 @@ arrays and rewrites each as ``concatenate([head, interior, tail])``:
 The values are unchanged, bit for bit (each cell is the same expression of
 the same operands).
 
+**Deep interiors** (``deep_interiors=True``, the default). Split step by
+step, step *k*'s interior still waits for step *k-1*'s boundary, so a chain
+of *S* steps costs *S* interior computations, each in its own part. But
+the rows of step *k* farther than *k* stencil reaches from the ends read
+no halo at all, of any step. So an array whose first-axis ends alone
+depend on receives of *any* time is split instead into
+
+* its *deep* rows, past those ends: computed from the deep rows of the
+  arrays it reads, so from no receive -- all steps' deep rows are computed
+  before the first receive, in one part, where the time tiles of
+  :mod:`~pytato_like.target.loopy.time_tiles` fuse the steps;
+* two *strips* of boundary rows, each as wide as the strips of its readers
+  need (one more stencil reach per earlier step): computed from the strips
+  of the arrays it reads, never from their deep rows, so that a strip
+  waits for its own step's receives only. The rows where a strip and the
+  deep rows overlap are computed twice (the same expression of the same
+  values: the same bits).
+
+The strip widths come from a pass from the outputs back to the inputs
+that carries each strip's rows down the way row slices are pushed (index
+lambdas read at row offsets, row slices, concatenations; an array with
+several users that is not split itself is computed whole, and its
+readers' strips read it as it is). An array whose strips would take more
+than a quarter of its rows, or whose deep rows would still depend on a
+receive, is split step by step as above.
+
 How it decides, along the first axis of each array (the one a 1-D domain
 decomposition splits):
 
@@ -42,8 +68,8 @@ decomposition splits):
    time, by a send, or by more than one array (so pushing slices into it
    duplicates no work).
 
-The pass is iterative (a topological order and an explicit work stack), so
-DAG depth never reaches Python's recursion limit.
+The passes are iterative (topological orders and an explicit work stack),
+so DAG depth never reaches Python's recursion limit.
 
 .. autofunction:: split_interior_from_boundary
 .. data:: MIN_INTERIOR_ELEMENTS
@@ -536,7 +562,10 @@ def split_interior_from_boundary(
     communication batch) and None for every other array. Sends held by
     :class:`~pytato_like.DistributedSendRefHolder` nodes are kept (with
     their data rewritten the same way), all held by the first output. With
-    nothing to split *outputs* come back as they are, with 0."""
+    nothing to split *outputs* come back as they are, with 0. With
+    *deep_interiors* (see the module documentation), arrays whose ends
+    depend on receives of any time are split into deep rows and strips
+    where that is worth it; without, every split is step by step."""
     if not outputs:
         return dict(outputs), 0
     order = toposort(list(outputs.values()), walk_children)
