@@ -372,6 +372,82 @@ def test_random_stencils_keep_their_values(program):
             n_split <= stored <= 3 * n_split
 
 
+@st.composite
+def halo_chains(draw):
+    """Several fields stepped together: each step reads each field
+    extended by halos of 1-2 rows (placeholders of that step's time) at
+    random row offsets, plus a multiple of another field; the boundary
+    rows may be sent."""
+    n = draw(st.integers(40, 120))
+    cols = draw(st.sampled_from([(), (2,)]))
+    n_fields = draw(st.integers(1, 2))
+    steps = draw(st.integers(2, 6))
+    fields = [pt.make_placeholder(f"u{f}", (n, *cols))
+              for f in range(n_fields)]
+    times: dict[str, int] = {}
+    for k in range(steps):
+        new = []
+        for f, u in enumerate(fields):
+            if draw(st.booleans()):
+                u = staple_distributed_send(u[:1], 0, ("l", f, k), u)
+            h_l, h_r = draw(st.integers(0, 2)), draw(st.integers(1, 2))
+            pieces = []
+            for side, h in (("l", h_l), ("r", h_r)):
+                if h:
+                    name = f"g{side}{f}_{k}"
+                    times[name] = k + 1
+                    pieces.append(pt.make_placeholder(name, (h, *cols)))
+                else:
+                    pieces.append(None)
+            ext = pt.concatenate([p for p in (pieces[0], u, pieces[1])
+                                  if p is not None])
+            offsets = draw(st.lists(st.integers(0, h_l + h_r), min_size=1,
+                                    max_size=3))
+            value = fields[(f + 1) % n_fields] * 0.5
+            for j, a in enumerate(offsets):
+                value = value + (0.25 + j) * ext[a:a + n]
+            new.append(value)
+        fields = new
+    later = pt.make_placeholder("later", (n, *cols))
+    times["later"] = steps + 1
+    outputs = {f"u{f}": u for f, u in enumerate(fields)}
+    outputs.update({f"l{f}": u * later for f, u in enumerate(fields)})
+    return outputs, times
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(halo_chains())
+def test_random_halo_chains_keep_their_values(program):
+    outputs, times = program
+    inputs = _inputs(outputs, seed=3)
+    want = _evaluate(outputs, inputs)
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8)
+    got = _evaluate(split, inputs)
+    for k in outputs:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    # the stored arrays of time 0 (deep rows, or interiors of the first
+    # step) need no receive; those of later times are narrow strips or
+    # step-by-step interiors
+    time = _times(split, times)
+    for ary in _interiors(split):
+        if time[id(ary)] == 0:
+            assert not any(isinstance(a, Placeholder) and a.name in times
+                           for a in toposort([ary], walk_children))
+
+
+def test_random_halo_chains_do_split_deep():
+    # (what the property above exercises: deep splits in most programs)
+    from hypothesis import find
+    found = find(halo_chains(), lambda program: sum(
+        1 for a in _interiors(split_interior_from_boundary(
+            program[0], _source_time(program[1]), min_interior_elements=8)[0])
+        if a.shape[0] < 10) >= 4,
+        settings=settings(max_examples=200, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow]))
+    assert found
+
 # }}}
 
 
