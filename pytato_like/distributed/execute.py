@@ -82,6 +82,7 @@ from pytato_like.distributed.safety import (
 )
 from pytato_like.distributed.steady import SteadyLoop
 from pytato_like.distributed.threads import configure_device_threads
+from pytato_like.runtime.collector import collection_paused, pausing_enabled
 from pytato_like.runtime.handles import Handle
 from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
 from pytato_like.scheduler import PartHooks, run_parts
@@ -527,10 +528,14 @@ def execute_distributed_partition(
     ticket = plan.take_ticket()
 
     def run(control: DistributedExecution | None = None) -> dict[str, Any]:
+        # (after the first execution of the plan: see runtime.collector)
+        pause = plan.n_executions >= 1 and pausing_enabled()
         try:
-            return _run(partition, prg_per_partition, queue, plan, ticket,
-                        allocator if on_device else None, input_args or {},
-                        run_recorder, run_stats, control)
+            with collection_paused(pause):
+                return _run(partition, prg_per_partition, queue, plan,
+                            ticket, allocator if on_device else None,
+                            input_args or {}, run_recorder, run_stats,
+                            control)
         finally:
             # which execution each record belongs to (for profiles)
             for rec in run_recorder.records:
