@@ -239,6 +239,60 @@ class _ChunkBody:
                 assignee=prim.Subscript(insn.assignee.aggregate, idx))
 
 
+class _OffsetsAsSizes(IdentityMapper):
+    """Integer constants of magnitude 2 or more added in array indices and
+    in conditions (``If``) as size arguments of the chunk: offsets such as
+    where a concatenation's second piece starts, or the last rows of a
+    strip, which differ between the steps of a shrinking loop. The value
+    is unchanged (the argument is bound to it), so chunks that differ only
+    by such offsets share one kernel."""
+
+    def __init__(self, scope: _ChunkScope) -> None:
+        super().__init__()
+        self.scope = scope
+
+    def _size(self, value: int) -> Any:
+        name = prim.Variable(self.scope.local(self.scope.const_size(abs(value)),
+                                              "s"))
+        return name if value > 0 else -name
+
+    def _offsets(self, expr: Any) -> Any:
+        """*expr* (an index or a condition) with its constants replaced."""
+        if isinstance(expr, int) and not isinstance(expr, bool) \
+                and abs(expr) >= 2:
+            return self._size(expr)
+        if isinstance(expr, prim.Sum):
+            # (terms only: a coefficient is a stride, which the compiler
+            # should see)
+            return prim.Sum(tuple(self._offsets(c) for c in expr.children))
+        if isinstance(expr, prim.Comparison):
+            return prim.Comparison(self._offsets(expr.left), expr.operator,
+                                   self._offsets(expr.right))
+        if isinstance(expr, (prim.LogicalAnd, prim.LogicalOr)):
+            return type(expr)(tuple(self._offsets(c) for c in expr.children))
+        if isinstance(expr, prim.LogicalNot):
+            return prim.LogicalNot(self._offsets(expr.child))
+        return self.rec(expr)
+
+    def map_subscript(self, expr, *args):
+        return prim.Subscript(self.rec(expr.aggregate),
+                              tuple(self._offsets(i) for i in expr.index_tuple))
+
+    def map_if(self, expr, *args):
+        return prim.If(self._offsets(expr.condition), self.rec(expr.then),
+                       self.rec(expr.else_))
+
+
+def _offsets_as_sizes(scope: _ChunkScope, insn: Any) -> Any:
+    """*insn* (a loopy instruction of a chunk that takes its sizes as
+    arguments) with :class:`_OffsetsAsSizes` applied."""
+    if not isinstance(insn, lp.Assignment):
+        return insn
+    mapper = _OffsetsAsSizes(scope)
+    return insn.copy(assignee=mapper(insn.assignee),
+                     expression=mapper(insn.expression))
+
+
 def _is_empty(insn: Instruction) -> bool:
     return any(isinstance(d, int) and d == 0 for d in insn.shape)
 
@@ -258,13 +312,21 @@ def _barriers(phases: list[tuple], phase_insn_ids: dict) -> list:
 
 
 def _sizes_as_arguments(enabled: bool, group_extents: dict, reduction_groups: set,
-                        temps: dict, global_temps: bool) -> bool:
+                        temps: dict, global_temps: bool,
+                        shortest_1d: int = 2) -> bool:
     """Whether a chunk takes its constant sizes as arguments: only when
     that cannot change its code beyond the sizes -- no reduction (the
     register-blocked and small-operator schedules need constant
     extents), no global temporary (allocated from its shape), every
-    extent constant, and every last axis at least a work-group long
-    (a shorter one is scheduled by its extent)."""
+    extent constant, and every last axis of a multi-dimensional group at
+    least a work-group long (a shorter one is scheduled by its extent).
+    A one-dimensional group of *shortest_1d* (2) or more elements is a
+    loop over runs whatever its length (see
+    :func:`~pytato_like.target.loopy.schedule.parallelize`; a single
+    element is straight code), so the boundary strips of consecutive
+    steps, a cell narrower each, share one kernel. (With *shortest_1d*
+    1: whether the chunk's index offsets can be arguments, see
+    :class:`_OffsetsAsSizes`.)"""
     from pytato_like.target.loopy.schedule import WORK_GROUP_SIZE
     if not enabled:
         return False
@@ -275,7 +337,10 @@ def _sizes_as_arguments(enabled: bool, group_extents: dict, reduction_groups: se
     for extents in group_extents.values():
         if not all(isinstance(e, int) for e in extents):
             return False
-        if extents and extents[-1] < WORK_GROUP_SIZE:
+        if not extents:
+            continue
+        if extents[-1] < (shortest_1d if len(extents) == 1
+                          else WORK_GROUP_SIZE):
             return False
     return True
 
@@ -365,6 +430,14 @@ class ChunkSpecBuilder:
                     prim.Variable(scope.const_size(e)) if isinstance(e, int) else e
                     for e in extents)
         body.place(scope, as_arguments)
+        # (single elements too: their schedule does not depend on their
+        # offsets, which differ between the steps of a shrinking loop)
+        if as_arguments or _sizes_as_arguments(
+                self.sizes_as_arguments, scope.group_extents,
+                body.reduction_groups, body.temps, global_temps,
+                shortest_1d=1):
+            body.lp_insns = [_offsets_as_sizes(scope, insn)
+                             for insn in body.lp_insns]
 
         args, bindings, wide = self._arguments(scope, k, written_in, read_in,
                                                body.temps, body.wide_offsets)
