@@ -104,3 +104,33 @@ def test_a_deep_split_partition_shares_its_strip_kernels():
     # the input field, the last is read by the output too)
     assert len(frozenset.intersection(*strip_parts)) == 1
     assert collections.Counter(strip_parts).most_common(1)[0][1] == steps - 3
+
+
+def test_which_constants_become_arguments():
+    # the rule on expressions: offsets of magnitude 2 to 2^31 - 1 added in
+    # indices and conditions; coefficients, 0 and +-1, larger constants and
+    # values outside indices and conditions stay literal
+    import pymbolic.primitives as prim
+
+    from pytato_like.target.loopy.chunk_spec import (
+        _ChunkScope,
+        _OffsetsAsSizes,
+    )
+    from pytato_like.target.loopy.naming import ProgramNames
+    from types import SimpleNamespace
+    names = ProgramNames(SimpleNamespace(size_params={}, placeholders={},
+                                         data_wrappers=[]))
+    scope = _ChunkScope(names, canonical=True)
+    i, a = prim.Variable("i"), prim.Variable("a")
+    mapper = _OffsetsAsSizes(scope)
+    expr = prim.If(prim.Comparison(i, "<", 11),
+                   a[i + 11] + a[2 * i - 7] + a[i + 1] + 5,
+                   a[i + 2**40])
+    got = mapper(expr)
+    sizes = {v: prim.Variable(scope.local(n, "s"))
+             for n, v in scope.const_sizes.items()}
+    assert set(sizes) == {11, 7}
+    want = prim.If(prim.Comparison(i, "<", sizes[11]),
+                   a[i + sizes[11]] + a[2 * i - sizes[7]] + a[i + 1] + 5,
+                   a[i + 2**40])
+    assert str(got) == str(want)

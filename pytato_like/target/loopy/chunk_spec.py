@@ -259,7 +259,9 @@ class _OffsetsAsSizes(IdentityMapper):
     def _offsets(self, expr: Any) -> Any:
         """*expr* (an index or a condition) with its constants replaced."""
         if isinstance(expr, int) and not isinstance(expr, bool) \
-                and abs(expr) >= 2:
+                and 2 <= abs(expr) <= INT32_MAX:
+            # (larger ones stay literal: they would make the kernel's
+            # arguments 64-bit, and a uint64 one fits no argument)
             return self._size(expr)
         if isinstance(expr, prim.Sum):
             # (terms only: a coefficient is a stride, which the compiler
