@@ -80,7 +80,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 import pymbolic.primitives as prim
 
@@ -681,6 +681,8 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
     for node in order:
         rows_of_any.annotate(node)
     edges: dict[int, tuple[int, int]] = {}
+    #: rows of each array of *edges*
+    lengths: dict[int, int] = {}
     for node in order:
         key = id(node)
         rows = rows_of_any.rows[key]
@@ -694,30 +696,30 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
         width = math.prod(node.shape[1:])
         if middle >= rows[0] + rows[1] and middle * width >= min_interior_elements:
             edges[key] = rows
+            lengths[key] = n
     if not edges:
         return {}
-    need: dict[int, list[int]] = {}
+    #: id -> (first rows, last rows) its readers' strips need
+    need: dict[int, tuple[int, int]] = {}
+
+    def widen(key: int, left: int, right: int) -> None:
+        old_left, old_right = need.get(key, (0, 0))
+        need[key] = (max(old_left, left), max(old_right, right))
+
     for node in reversed(order):
         key = id(node)
         if key in edges:
-            mine = need.setdefault(key, [0, 0])
-            mine[0] = max(mine[0], edges[key][0])
-            mine[1] = max(mine[1], edges[key][1])
-        wanted_rows = need.get(key)
-        if not wanted_rows or not any(wanted_rows):
+            widen(key, *edges[key])
+        left, right = need.get(key, (0, 0))
+        if not (left or right):
             continue
-        for child, left, right in _strip_reads(
-                node, wanted_rows[0], wanted_rows[1],
-                key in edges or key not in shared):
-            got = need.setdefault(id(child), [0, 0])
-            got[0] = max(got[0], left)
-            got[1] = max(got[1], right)
-    lengths = {id(node): _rows_len(node) for node in order if id(node) in edges}
+        for child, child_left, child_right in _strip_reads(
+                node, left, right, key in edges or key not in shared):
+            widen(id(child), child_left, child_right)
     # strips no wider than a quarter of the array: beyond that the
     # redundant rows cost more than the deep interior saves
-    return {key: (rows, (need[key][0], need[key][1]))
-            for key, rows in edges.items()
-            if 4 * sum(need[key]) <= cast(int, lengths[key])}
+    return {key: (rows, need[key]) for key, rows in edges.items()
+            if 4 * sum(need[key]) <= lengths[key]}
 
 
 def _strip_reads(node: Any, left: int, right: int, into_expression: bool):
