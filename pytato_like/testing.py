@@ -650,7 +650,9 @@ class _DAGBuilder:
             reflected = False
         bound = max(abs(ra[0]), abs(ra[1]))
         fn: Callable[..., Any]
-        rounded = False
+        # (+ - * / of a real array and a real constant: one rounding each)
+        rounded = (op in ("+", "-", "*", "/") and a.kind != "c"
+                   and not isinstance(c, complex))
         if op in ("+", "-", "*"):
             rng = {"+": (ra[0] + rc[0], ra[1] + rc[1]),
                    "-": ((rc[0] - ra[1], rc[1] - ra[0]) if reflected
@@ -658,12 +660,10 @@ class _DAGBuilder:
                    "*": _product_range(ra, rc)}[op]
             fn = _ARITH[op]
             exact = ints and not isinstance(c, float)
-            rounded = a.kind != "c" and not isinstance(c, complex)
         elif op == "/":
             if c == 0:
                 return None
             rng, fn, exact = (0, 0), _ARITH["/"], False
-            rounded = a.kind != "c" and not isinstance(c, complex)
         elif op in ("//", "%"):
             if not a.exact or a.kind == "c" or isinstance(c, complex):
                 return None
