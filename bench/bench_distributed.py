@@ -6,8 +6,8 @@ one-cell halos exchanged every step (``halo 1``) -- and, for comparison, 8
 cells exchanged every 8 steps (``halo 8``: each rank recomputes a few
 cells for 8 times fewer messages and parts) -- loopy part programs on each
 rank's OpenCL device. For 10^5 and 10^6 cells per rank and 8 and 32 steps it
-reports (steady times are medians of repeated runs after a first one that
-compiles kernels):
+reports (steady times are medians of repeated runs after a few warm-up
+runs, the first of which compiles kernels):
 
 * the steady time of one distributed execution on 2 ranks (the slower
   rank's time, every run started after a barrier; each rank's fields
@@ -55,7 +55,11 @@ FIELDS = 4
 #: (cells per rank, steps, halo width)
 CASES = tuple((cells, steps, halo) for cells in (100_000, 1_000_000)
               for steps in (8, 32) for halo in (1, 8))
-REPEATS = 5
+REPEATS = 11
+#: runs before the timed ones: the first compiles; the next few still pay
+#: for first touches (the memory pool filling, replays recorded) -- 6.3,
+#: 4.5, 4.2 ms before a steady 3.9-4.0 ms on 10^5 cells, 32 steps
+WARMUP = 3
 OVERHEAD_KINDS = ("enqueue", "pack", "post", "poll", "unpack")
 #: the time inside OpenCL's launch calls (printed beside the overhead: with
 #: the inline driver, the kernels run there)
@@ -78,7 +82,7 @@ def one_process_s(n_total: int, n_steps: int) -> float:
     """pytato_like on the whole domain in this process (see
     ``distributed_heat.one_process_seconds``)."""
     return _heat_module().one_process_seconds(n_total, FIELDS, n_steps,
-                                              REPEATS)
+                                              REPEATS, WARMUP)
 
 # }}}
 
@@ -122,6 +126,8 @@ def _measure(comm, n_local: int, n_steps: int, halo: int,
             handle, out
 
     first, _, _ = run()
+    for _ in range(WARMUP - 1):
+        run()
     times, handle, out = [], None, None
     for _ in range(REPEATS):
         t, handle, out = run()
@@ -262,7 +268,7 @@ def main(argv=None) -> dict:
             (r["cells_per_rank"], r["steps"])]
     print(f"distributed heat solver, 2 ranks, {FIELDS} fields, loopy part "
           "programs; steady times (median of "
-          f"{REPEATS}); executor overhead per part (us, slower rank)")
+          f"{REPEATS} after {WARMUP} warm-up runs); executor overhead per part (us, slower rank)")
     print(format_table(rows))
     print("device of the ranks: " + ", ".join(sorted({r["device"] for r in rows})))
     print("max |2 ranks - serial NumPy|: "

@@ -164,10 +164,11 @@ def serial_heat(u: np.ndarray, n_steps: int) -> np.ndarray:
 
 
 def one_process_seconds(n_total: int, n_fields: int, n_steps: int,
-                        repeats: int = 5) -> float:
+                        repeats: int = 5, warmup: int = 1) -> float:
     """pytato_like in one process on the whole domain (no MPI): the same
     steps as one loopy program, inputs already on the device; the median
-    steady time (the first call compiles)."""
+    steady time of *repeats* runs after *warmup* (the first call
+    compiles)."""
     import statistics
 
     import pyopencl as cl
@@ -189,7 +190,8 @@ def one_process_seconds(n_total: int, n_fields: int, n_steps: int,
         queue.finish()
         return time.perf_counter() - start
 
-    run()
+    for _ in range(warmup):
+        run()
     return statistics.median(run() for _ in range(repeats))
 
 

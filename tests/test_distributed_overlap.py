@@ -80,6 +80,18 @@ def _unless_stored(ary):
     return () if _stored(ary) else walk_children(ary)
 
 
+def _deep_lengths(outputs, times):
+    """The lengths of the deep rows of the arrays split deep: computed
+    arrays (not stored) of time 0 that are longer than *strip* rows (the
+    pieces of each step's expression have its step's length)."""
+    time = _times(outputs, times)
+    return sorted({node.shape[0]
+                   for node in toposort(list(outputs.values()), walk_children)
+                   if isinstance(node, pt.array.IndexLambda)
+                   and not _stored(node) and node.size > 12
+                   and time[id(node)] == 0})
+
+
 def _placeholder_heat(n, steps):
     """Heat steps whose halos are placeholders ``gl<k>``/``gr<k>`` of time
     ``k + 1`` (standing for the receives of step *k*)."""
@@ -115,26 +127,44 @@ def test_stencil_steps_split_with_interiors_of_the_earlier_time():
 
 
 def test_deep_interiors_of_all_steps_need_no_receive():
-    n, steps = 60, 5
+    n, steps = 80, 5
     outputs, times = _placeholder_heat(n, steps)
     split, n_split = split_interior_from_boundary(
         outputs, _source_time(times), min_interior_elements=8)
-    assert n_split == steps - 1     # (the last step: read by the output only)
+    assert n_split == steps     # (the output's step too)
     inputs = _inputs(outputs)
     np.testing.assert_array_equal(_evaluate(split, inputs)["u"],
                                   _evaluate(outputs, inputs)["u"])
     time = _times(split, times)
-    stored = _interiors(split)
-    deep = sorted((a.shape[0], time[id(a)]) for a in stored if a.size > 10)
-    # step k's rows k:n-k read no halo, ever: all are computed before the
-    # first receive, each from the one before
-    assert deep == [(n - 2 * k, 0) for k in range(steps - 1, 0, -1)]
-    # step k's strips hold the rows the later strips read: the last split
-    # step's k rows, one more per earlier step (computed twice where they
-    # overlap the deep rows); each needs the receives of its own step
-    strips = sorted((a.shape[0], time[id(a)]) for a in stored if a.size <= 10)
-    assert strips == sorted(2 * [(2 * (steps - 1) - k, k)
-                                 for k in range(1, steps)])
+    # step k's rows k:n-k read no halo, ever: each is computed from the one
+    # before, none needs a receive; they are not stored, so the
+    # partitioner computes them with the output's, in one kernel
+    assert _deep_lengths(split, times) == [n - 2 * k
+                                           for k in range(steps, 0, -1)]
+    # step k's strips hold the rows the later strips read: the output's k
+    # rows, one more per earlier step (computed twice where they overlap
+    # the deep rows); each needs the receives of its own step
+    strips = sorted((a.shape[0], time[id(a)]) for a in _interiors(split))
+    assert strips == sorted(2 * [(2 * steps - k, k)
+                                 for k in range(1, steps + 1)])
+
+
+def test_an_output_that_would_widen_the_strips_too_much_stays_whole():
+    # 5 steps of 60 rows: splitting the output too would make the first
+    # step's strips 9 rows on each side, more than a quarter of 60; the
+    # steps before it are split as without the output (strips of 7 rows)
+    n, steps = 60, 5
+    outputs, times = _placeholder_heat(n, steps)
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8)
+    assert n_split == steps - 1
+    assert not isinstance(split["u"], pt.array.Concatenate)
+    assert _deep_lengths(split, times) == [
+        n - 2 * k for k in range(steps - 1, 0, -1)]
+    assert max(a.shape[0] for a in _interiors(split)) == 2 * steps - 3
+    inputs = _inputs(outputs)
+    np.testing.assert_array_equal(_evaluate(split, inputs)["u"],
+                                  _evaluate(outputs, inputs)["u"])
 
 
 def test_strips_never_read_deep_rows():
@@ -183,7 +213,8 @@ def test_sends_need_only_the_boundary_cells(deep):
     split, n_split = split_interior_from_boundary(
         {"u": u}, _source_time(times), min_interior_elements=8,
         deep_interiors=deep)
-    assert n_split == steps - 1
+    # (deep, the output's step is split too)
+    assert n_split == (steps if deep else steps - 1)
     holders = []
     node = split["u"]
     while isinstance(node, pt.DistributedSendRefHolder):
@@ -254,7 +285,7 @@ def test_function_call_results_keep_their_values():
                "c": pt.trace_call(lambda y: 3 * y, x)}
     split, n_split = split_interior_from_boundary(
         outputs, _source_time({"g": 1, "h": 2}), min_interior_elements=8)
-    assert n_split == 1
+    assert n_split == 2    # x, and the output 2 * x (deep)
     inputs = _inputs(outputs)
     got, want = _evaluate(split, inputs), _evaluate(outputs, inputs)
     for k in outputs:
@@ -298,13 +329,17 @@ def test_deep_chain_splits_without_recursion(deep):
     split, n_split = split_interior_from_boundary(
         outputs, _source_time({"g": 1, "h": 2}), min_interior_elements=8,
         deep_interiors=deep)
-    assert n_split == 1
-    # (deep: the interior, and a strip of the one row that reads g)
-    *strips, interior = sorted(_interiors(split), key=lambda a: a.size)
-    assert interior.shape == (39,)
-    assert [a.shape for a in strips] == ([(1,)] if deep else [])
-    assert not any(isinstance(a, Placeholder) and a.name == "g"
-                   for a in toposort([interior], walk_children))
+    # (deep: x and the output 2 * x, each into its deep rows and a strip
+    # of the one row that reads g)
+    assert n_split == (2 if deep else 1)
+    if deep:
+        assert [a.shape for a in _interiors(split)] == [(1,), (1,)]
+        assert _deep_lengths(split, {"g": 1, "h": 2}) == [39]
+    else:
+        interior, = _interiors(split)
+        assert interior.shape == (39,)
+        assert not any(isinstance(a, Placeholder) and a.name == "g"
+                       for a in toposort([interior], walk_children))
 
 # }}}
 
@@ -427,9 +462,9 @@ def test_random_halo_chains_keep_their_values(program):
     got = _evaluate(split, inputs)
     for k in outputs:
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
-    # the stored arrays of time 0 (deep rows, or interiors of the first
-    # step) need no receive; those of later times are narrow strips or
-    # step-by-step interiors
+    # the stored arrays of time 0 (interiors of the first step) need no
+    # receive; those of later times are narrow strips or step-by-step
+    # interiors (deep rows are computed with their users, not stored)
     time = _times(split, times)
     for ary in _interiors(split):
         if time[id(ary)] == 0:
@@ -498,21 +533,18 @@ def test_partitioner_splits_by_default_and_sending_parts_compute_boundaries():
     whole = find_distributed_partition(None, dag, split_interior=False)
     # written as a whole, each step's sending part computes the whole field;
     # split, it computes strips of boundary cells (as wide as the later
-    # steps' strips need: 2 * steps - 3 cells at most), and the deep
-    # interiors of all steps are computed apart, before any receive
+    # steps' strips need: 2 * steps - 1 cells at most), and the deep rows
+    # of all steps are computed with the outputs, in the last part: no
+    # part stores anything wider than a strip but the outputs
     assert largest_computed_by_senders(whole) == n
-    assert largest_computed_by_senders(split) == 2 * steps - 3
-    deep_width = n - 2 * (steps - 1)
-    deep_parts = [part for part in split.parts.values()
-                  if any(split.name_to_output[name].shape == (deep_width,)
-                         for name in part.output_names)]
-    assert len(deep_parts) == 1
-    deep_part, = deep_parts
-    assert not deep_part.name_to_recv_node and not deep_part.needed_pids
-    assert sum(split.name_to_output[name].shape == (deep_width,)
-               for name in deep_part.output_names) == fields
-    # a part per step (its strips and sends) instead of two
-    assert len(split.parts) == steps + 2
+    assert largest_computed_by_senders(split) == 2 * steps - 1
+    stored_wide = [name for part in split.parts.values()
+                   for name in part.output_names
+                   if split.name_to_output[name].size > 2 * steps
+                   and name not in split.overall_output_names]
+    assert stored_wide == []
+    # a part per step (its strips and sends), and the last one
+    assert len(split.parts) == steps + 1
     for partition in (split, whole):
         got = _run(partition, inputs)
         for name in want:

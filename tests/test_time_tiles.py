@@ -329,6 +329,89 @@ def test_random_piece_layouts_match_numpy(queue, lengths, steps, store_step):
 # }}}
 
 
+# {{{ a run whose last step is a piece of the output
+
+def _deep_output(n, steps, fields, lengths):
+    """Per field: a chain of *steps* over ``u`` (its last step *n* rows)
+    placed between two pieces of *lengths* rows -- an output as the
+    distributed partitioner's deep split leaves it."""
+    outputs = {}
+    for f in range(fields):
+        u = pt.make_placeholder(f"u{f}", (n + 2 * steps,), np.float64)
+        left = pt.make_placeholder(f"l{f}", (lengths[0],), np.float64)
+        right = pt.make_placeholder(f"r{f}", (lengths[1],), np.float64)
+        for _ in range(steps):
+            u = heat_step(u)
+        outputs[f"o{f}"] = pt.concatenate([2 * left, u, right + 1])
+    return outputs
+
+
+def _deep_output_inputs(n, steps, fields, lengths, seed):
+    rng = np.random.default_rng(seed)
+    host = {}
+    for f in range(fields):
+        host[f"u{f}"] = rng.random(n + 2 * steps)
+        host[f"l{f}"] = rng.random(lengths[0])
+        host[f"r{f}"] = rng.random(lengths[1])
+    return host
+
+
+@pytest.mark.parametrize(("n", "steps", "lengths"), [
+    (TILE * 3 + 5, 8, (7, 9)), (100_000, 4, (16, 3)), (5000, 1, (1, 1)),
+    (TILE + 1, 2, (2, 600))])
+def test_a_chain_ending_in_a_piece_writes_the_output_at_its_offset(
+        queue, n, steps, lengths):
+    fields = 2
+    outputs = _deep_output(n, steps, fields, lengths)
+    prg = pt.generate_loopy(outputs)
+    tiled = [k for k in kernels(prg.get_source()) if "_pt_scratch" in k]
+    host = _deep_output_inputs(n, steps, fields, lengths, n + steps)
+    _, out = prg(queue, **host)
+    for f in range(fields):
+        want = np.concatenate([2 * host[f"l{f}"],
+                               heat_steps_numpy(host[f"u{f}"], steps),
+                               host[f"r{f}"] + 1])
+        np.testing.assert_array_equal(out[f"o{f}"], want)
+    if steps == 1:
+        assert not tiled    # (one step: nothing to fuse)
+        return
+    # one tiled kernel reads the inputs and writes the outputs' middle
+    # pieces itself: no buffer holds the chain's last step
+    (kernel,) = tiled
+    assert kernel.count("__global double const") == fields
+    assert kernel.count("__global double *") == fields
+    unfused = pt.generate_loopy(outputs, options={"time_tile": 0})
+    assert len(prg.plan.launches) < len(unfused.plan.launches)
+    _, out0 = unfused(queue, **host)
+    for f in range(fields):
+        np.testing.assert_array_equal(out[f"o{f}"], out0[f"o{f}"])
+
+
+def test_a_chain_ending_in_a_range_of_a_stencil_over_pieces(queue):
+    # the output reads a concatenation of halos and the chain through
+    # selects: it is cut into ranges (read pieces), and the middle range
+    # -- the chain's next step at an offset -- ends the chain's run
+    n, steps = 3000, 5
+    u = pt.make_placeholder("u", (n + 2 * steps,), np.float64)
+    g = pt.make_placeholder("g", (2,), np.float64)
+    x = u
+    for _ in range(steps):
+        x = heat_step(x)
+    out = heat_step(pt.concatenate([g[:1], x, g[1:]]))
+    prg = pt.generate_loopy({"o": out})
+    rng = np.random.default_rng(5)
+    host = {"u": rng.random(n + 2 * steps), "g": rng.random(2)}
+    _, got = prg(queue, **host)
+    ext = np.concatenate([host["g"][:1], heat_steps_numpy(host["u"], steps),
+                          host["g"][1:]])
+    np.testing.assert_array_equal(got["o"], heat_step(ext))
+    (kernel,) = [k for k in kernels(prg.get_source()) if "_pt_scratch" in k]
+    # it writes the output (no temporary for the last step of the chain)
+    assert kernel.count("__global double *") == 1
+
+# }}}
+
+
 # {{{ random chains against NumPy
 
 @st.composite

@@ -30,9 +30,14 @@ no halo at all, of any step. So an array whose first-axis ends alone
 depend on receives of *any* time is split instead into
 
 * its *deep* rows, past those ends: computed from the deep rows of the
-  arrays it reads, so from no receive -- all steps' deep rows are computed
-  before the first receive, in one part, where the time tiles of
-  :mod:`~pytato_like.target.loopy.time_tiles` fuse the steps;
+  arrays it reads, so from no receive. They are not stored: the
+  partitioner computes them with their first user, in the end the
+  outputs' own deep rows -- outputs are split deep too -- in the last
+  part, where the time tiles of
+  :mod:`~pytato_like.target.loopy.time_tiles` fuse every step's deep
+  rows into the kernel that writes the outputs' (stored in a part of
+  their own, the last step's deep rows would be written out and read
+  back, one more pass over the fields);
 * two *strips* of boundary rows, each as wide as the strips of its readers
   need (one more stencil reach per earlier step): computed from the strips
   of the arrays it reads, never from their deep rows, so that a strip
@@ -46,7 +51,10 @@ lambdas read at row offsets, row slices, concatenations; an array with
 several users that is not split itself is computed whole, and its
 readers' strips read it as it is). An array whose strips would take more
 than a quarter of its rows, or whose deep rows would still depend on a
-receive, is split step by step as above.
+receive, is split step by step as above. An output is split deep only
+if that widens no other array's strips past that quarter (its strips make
+every earlier strip one stencil reach wider); it is never split step by
+step (its interior would only be copied into it).
 
 How it decides, along the first axis of each array (the one a 1-D domain
 decomposition splits):
@@ -501,7 +509,12 @@ class _Splitter:
         deep = self.rows_of(node, head, n - tail, t)
         if self.time[id(deep)] != 0:
             return None
-        deep = self._stored(deep)
+        # computed once (slices of it are views), but not tagged stored:
+        # the partitioner computes it with its first user -- the output
+        # whose deep rows end the chain, in the last part, where the time
+        # tiles fuse every step's deep rows into the one kernel that
+        # writes the output's
+        self.shared.add(id(deep))
         # (strips first: a slice within a strip and the deep rows -- the
         # next step's strip reads such -- is read from the strip, so that
         # strips never wait for the deep rows)
@@ -617,8 +630,12 @@ def _split(outputs, order, source_time, min_interior_elements,
     if not any(time[k] for k in shared & early):
         return dict(outputs), 0  # no receives, or no array worth a split
 
+    # the outputs too, deep only: their deep rows then join the chain of
+    # deep rows in the kernel that writes them (a step-by-step split of an
+    # output gains nothing: its interior would be copied into it)
+    results = {id(_value_of(o)) for o in outputs.values()}
     deep = (_deep_splits(order, source_time, shared & early, shared,
-                         min_interior_elements)
+                         min_interior_elements, results)
             if deep_interiors else {})
 
     # }}}
@@ -641,11 +658,12 @@ def _split(outputs, order, source_time, min_interior_elements,
         splitter.annotate(built)
         if id(node) in shared and isinstance(built, Array):
             splitter.shared.add(id(built))
-        if id(node) in shared and id(node) in early:
+        step_split = id(node) in shared and id(node) in early
+        if step_split or id(node) in deep:
             result = None
             if id(node) in deep:
                 result = splitter.deep_split(built, *deep[id(node)])
-            if result is None:
+            if result is None and step_split:
                 result = splitter.split(built)
             if result is not None:
                 split_results.add(id(result))
@@ -664,12 +682,15 @@ def _split(outputs, order, source_time, min_interior_elements,
 # {{{ deep interiors: which arrays, how wide their strips
 
 def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
-                 min_interior_elements: int
+                 min_interior_elements: int, results: set[int] = frozenset()
                  ) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
-    """id of each array of *wanted* to split deep -> ``(edges, strips)``
-    (see :meth:`_Splitter.deep_split`): arrays computed by index lambdas
-    whose first and last rows alone depend on receives of any time, with a
-    deep interior worth computing early and strips narrow beside it.
+    """id of each array of *wanted* or *results* to split deep -> ``(edges,
+    strips)`` (see :meth:`_Splitter.deep_split`): arrays computed by index
+    lambdas whose first and last rows alone depend on receives of any
+    time, with a deep interior worth computing early and strips narrow
+    beside it. The *results* (outputs) are split only if that widens no
+    other array's strips past the quarter rule below: their strips make
+    every earlier strip one stencil reach wider.
 
     The strip of an array must hold every row its readers' strips read
     (so that strips are computed from strips): a pass from the outputs
@@ -687,7 +708,8 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
         key = id(node)
         rows = rows_of_any.rows[key]
         n = _rows_len(node)
-        if (key not in wanted or not isinstance(node, IndexLambda)
+        if ((key not in wanted and key not in results)
+                or not isinstance(node, IndexLambda)
                 or not isinstance(rows, tuple) or not any(rows)
                 or n is None or any(not isinstance(d, int)
                                     for d in node.shape[1:])):
@@ -699,7 +721,27 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
             lengths[key] = n
     if not edges:
         return {}
-    #: id -> (first rows, last rows) its readers' strips need
+    need = _strip_needs(order, edges, shared)
+
+    def narrow(key: int) -> bool:
+        # strips no wider than a quarter of the array: beyond that the
+        # redundant rows cost more than the deep interior saves
+        return 4 * sum(need[key]) <= lengths[key]
+
+    if any(not narrow(key) for key in edges if key not in results) \
+            and any(key in results for key in edges):
+        edges = {key: rows for key, rows in edges.items()
+                 if key not in results or key in wanted}
+        need = _strip_needs(order, edges, shared)
+    return {key: (rows, need[key]) for key, rows in edges.items()
+            if narrow(key)}
+
+
+def _strip_needs(order, edges: dict[int, tuple[int, int]], shared: set[int]
+                 ) -> dict[int, tuple[int, int]]:
+    """id -> (first rows, last rows) the strips of the arrays to split
+    (*edges*: id -> their edge rows) need of each array, from the outputs
+    back to the inputs."""
     need: dict[int, tuple[int, int]] = {}
 
     def widen(key: int, left: int, right: int) -> None:
@@ -716,10 +758,7 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
         for child, child_left, child_right in _strip_reads(
                 node, left, right, key in edges or key not in shared):
             widen(id(child), child_left, child_right)
-    # strips no wider than a quarter of the array: beyond that the
-    # redundant rows cost more than the deep interior saves
-    return {key: (rows, need[key]) for key, rows in edges.items()
-            if 4 * sum(need[key]) <= lengths[key]}
+    return need
 
 
 def _strip_reads(node: Any, left: int, right: int, into_expression: bool):

@@ -396,7 +396,7 @@ def case_overlap():
     halo-extended field), large enough for the partitioner to split each
     step's boundary from its interior: the same results as serial NumPy
     and as the partition without the split, and every part that sends
-    computes strips of boundary cells only, at most 2 * steps - 3 wide
+    computes strips of boundary cells only, at most 2 * steps - 1 wide
     (without the split: whole fields)."""
     n, n_fields, n_steps = 40_000, 2, 3
     dag = heat_dag(n, n_fields, n_steps)
@@ -408,7 +408,7 @@ def case_overlap():
         senders = [partition.name_to_output[name].size
                    for part in partition.parts.values()
                    if part.name_to_send_nodes for name in part.output_names]
-        assert max(senders) == (2 * n_steps - 3 if split else n), \
+        assert max(senders) == (2 * n_steps - 1 if split else n), \
             (split, senders)
         partition, _ = number_distributed_tags(comm, partition, base_tag=1000)
         verify_distributed_partition(comm, partition)
