@@ -73,6 +73,39 @@ def test_handles_on_an_executor_run_concurrently():
         assert wait_all(handles, 5) == [0, 1]
 
 
+def test_handles_without_executor_run_concurrently_in_kept_threads():
+    # three tasks that wait for each other: each gets a thread of its own
+    # (none waits for an idle one) ...
+    barrier = threading.Barrier(3, timeout=5)
+
+    def meet(i):
+        barrier.wait()
+        return i, threading.get_ident(), threading.current_thread().name
+
+    handles = [Handle.run_in_thread(meet, i, name=f"meet {i}")
+               for i in range(3)]
+    got = wait_all(handles, 5)
+    assert [g[0] for g in got] == [0, 1, 2]
+    assert len({g[1] for g in got}) == 3
+    assert [g[2] for g in got] == ["meet 0", "meet 1", "meet 2"]
+    # ... and the next task runs in one of those threads, now idle
+    time.sleep(0.05)
+    again = Handle.run_in_thread(threading.get_ident).wait(5)
+    assert again in {g[1] for g in got}
+
+
+def test_an_idle_kept_thread_ends_after_a_while(monkeypatch):
+    from pytato_like.runtime import workers
+    monkeypatch.setattr(workers, "IDLE_S", 0.05)
+    thread = Handle.run_in_thread(threading.current_thread).wait(5)
+    deadline = time.monotonic() + 5
+    while thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not thread.is_alive()
+    # (tasks still run: a new thread)
+    assert Handle.run_in_thread(lambda: 7).wait(5) == 7
+
+
 def test_started_is_when_the_thread_began_running():
     with ThreadPoolExecutor(1) as pool:
         first = Handle.run_in_thread(time.sleep, 0.05, executor=pool)

@@ -54,8 +54,10 @@ class Handle:
                       recorder: TraceRecorder | None = None,
                       executor: Executor | None = None,
                       **kwargs: Any) -> Handle:
-        """Run ``fn(*args, **kwargs)`` in a background thread (a new daemon
-        thread, or *executor*'s). :meth:`wait` returns its result."""
+        """Run ``fn(*args, **kwargs)`` in a background thread (an idle
+        daemon thread kept for such work, or a new one, see
+        :mod:`~pytato_like.runtime.workers`; or *executor*'s).
+        :meth:`wait` returns its result."""
         record = _new_record(recorder, "task", cast(str, name or getattr(
             fn, "__name__", "task")))
         handle = cls(record, recorder)
@@ -79,9 +81,9 @@ class Handle:
                 except BaseException as exc:  # noqa: BLE001 -- re-raised by wait
                     future.set_exception(exc)
 
-            threading.Thread(target=thread_main, daemon=True,
-                             name=record.name).start()
             handle._future = future
+            from pytato_like.runtime.workers import submit
+            submit(thread_main, record.name)
         return handle
 
     @classmethod
