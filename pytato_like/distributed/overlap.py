@@ -88,6 +88,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import pymbolic.primitives as prim
@@ -682,7 +683,8 @@ def _split(outputs, order, source_time, min_interior_elements,
 # {{{ deep interiors: which arrays, how wide their strips
 
 def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
-                 min_interior_elements: int, results: set[int] = frozenset()
+                 min_interior_elements: int,
+                 results: AbstractSet[int] = frozenset()
                  ) -> dict[int, tuple[tuple[int, int], tuple[int, int]]]:
     """id of each array of *wanted* or *results* to split deep -> ``(edges,
     strips)`` (see :meth:`_Splitter.deep_split`): arrays computed by index

@@ -533,24 +533,26 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
         s = insn.stage
         w = f"_pt_w{s}"
         offset = run.offsets[s]
-        pulled = insn.placement is not None and s == 0 and bool(run.pieces)
-        if pulled:
+        placement = insn.placement
+        pulled = placement is not None and s == 0 and bool(run.pieces)
+        if placement is not None and pulled:
             # a piece of a concatenation: a loop of its own over the part
             # of the window inside the piece
             w = f"_pt_w{s}_{len(piece_loops)}"
-            piece_loops.append((w, insn.placement.offset, insn.shape[0]))
+            piece_loops.append((w, placement.offset, insn.shape[0]))
         position = run.tile * tile + prim.Variable(w)
         if offset:
             position = position + offset
         index = position
         #: where the value goes in its targets
         target_index = position
-        if pulled and insn.placement.offset:
-            index = position - local_size(insn.placement.offset)
-        elif insn.placement is not None and insn.placement.offset:
-            # a piece written by the last stage: its window is the piece's
-            # own positions, the piece's offset places them in the array
-            target_index = position + local_size(insn.placement.offset)
+        if placement is not None and placement.offset:
+            if pulled:
+                index = position - local_size(placement.offset)
+            else:
+                # a piece written by the last stage: its window is the
+                # piece's own positions, its offset places them
+                target_index = position + local_size(placement.offset)
         rw = _ChunkRewriter(scope, builder, insn, (w,), positions=(index,))
         expr = rw(insn.expr)
         helpers |= insn.helpers
