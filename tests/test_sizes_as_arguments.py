@@ -76,7 +76,8 @@ def test_reductions_keep_constant_sizes(queue, rng):
 def test_option_turns_sizes_as_arguments_off(queue, rng):
     _, y = _shrinking_steps(500, 3)
     prg = pt.generate_loopy(y, options={"sizes_as_arguments": False,
-                                        "time_tile": 0})
+                                        "time_tile": 0,
+                                        "small_chunk_elements": 0})
     uv = rng.standard_normal(500)
     _, (out,) = prg(queue, u=uv)
     np.testing.assert_allclose(out, pt.generate_numpy(y)(u=uv), rtol=1e-14)

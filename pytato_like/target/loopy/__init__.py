@@ -82,7 +82,7 @@ class LoopyPyOpenCLTarget(LoopyTarget):
 
 
 _KEYED_OPTIONS = ("cost_model", "max_instructions_per_kernel",
-                  "sizes_as_arguments", "time_tile")
+                  "sizes_as_arguments", "time_tile", "small_chunk_elements")
 #: keys of the dict form of *options* that are ours, not loopy's
 _OWN_OPTIONS = ("report", "runtime_checks", *_KEYED_OPTIONS)
 
@@ -171,10 +171,12 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
         hold loopy option names and our own keys: ``"report"`` (bool) prints
         compile and launch times, ``"cost_model"`` (a
         :class:`~pytato_like.transform.materialize_cost.CostModel`),
-        ``"max_instructions_per_kernel"``, ``"sizes_as_arguments"`` and
+        ``"max_instructions_per_kernel"``, ``"sizes_as_arguments"``,
         ``"time_tile"`` (elements per tile of fused stencil steps, 0 for
-        none: :mod:`~pytato_like.target.loopy.time_tiles`) tune code
-        generation; any other
+        none: :mod:`~pytato_like.target.loopy.time_tiles`) and
+        ``"small_chunk_elements"`` (most elements of small kernels merged
+        into one, 0 for none: :mod:`~pytato_like.target.loopy.chunks`)
+        tune code generation; any other
         key raises :class:`~pytato_like.diagnostic.ConfigurationError`.
         ``return_dict`` must match the result (true for a dict of arrays):
         a mismatch raises :class:`ValueError`, as in pytato.

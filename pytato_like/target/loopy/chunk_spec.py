@@ -315,7 +315,7 @@ def _barriers(phases: list[tuple], phase_insn_ids: dict) -> list:
 
 def _sizes_as_arguments(enabled: bool, group_extents: dict, reduction_groups: set,
                         temps: dict, global_temps: bool,
-                        shortest_1d: int = 2) -> bool:
+                        shortest_1d: int = 2, sequential: bool = False) -> bool:
     """Whether a chunk takes its constant sizes as arguments: only when
     that cannot change its code beyond the sizes -- no reduction (the
     register-blocked and small-operator schedules need constant
@@ -328,7 +328,8 @@ def _sizes_as_arguments(enabled: bool, group_extents: dict, reduction_groups: se
     element is straight code), so the boundary strips of consecutive
     steps, a cell narrower each, share one kernel. (With *shortest_1d*
     1: whether the chunk's index offsets can be arguments, see
-    :class:`_OffsetsAsSizes`.)"""
+    :class:`_OffsetsAsSizes`.) In a *sequential* chunk every group is a
+    plain loop, whatever its extents."""
     from pytato_like.target.loopy.schedule import WORK_GROUP_SIZE
     if not enabled:
         return False
@@ -339,7 +340,7 @@ def _sizes_as_arguments(enabled: bool, group_extents: dict, reduction_groups: se
     for extents in group_extents.values():
         if not all(isinstance(e, int) for e in extents):
             return False
-        if not extents:
+        if not extents or sequential:
             continue
         if extents[-1] < (shortest_1d if len(extents) == 1
                           else WORK_GROUP_SIZE):
@@ -403,29 +404,35 @@ class ChunkSpecBuilder:
             from pytato_like.target.loopy.time_tiles import tiled_spec
             return tiled_spec(self, chunk, k, written_in, read_in, canonical)
         scope = _ChunkScope(self.names, canonical)
+        # (small chunks merged: sequential loops in one work-item, see
+        # chunks.merge_small_chunks)
+        sequential = bool(chunk) and chunk[0].sequential
         # one phase per (level, loop group): loopy needs all instructions
         # of a device kernel to use the same hardware axes, and global
         # barriers between phases make each phase its own device kernel
         phases = sorted({(insn.level, scope.group_of(insn)) for insn in chunk
                          if not _is_empty(insn)},
                         key=lambda lg: (lg[0], int(lg[1][len("_pt_g"):])))
-        barrier_of = {phases[pos + 1]: f"_pt_barrier{pos}"
-                      for pos in range(len(phases) - 1)}
+        barrier_of = {} if sequential else {
+            phases[pos + 1]: f"_pt_barrier{pos}"
+            for pos in range(len(phases) - 1)}
         body = _ChunkBody()
         for insn in chunk:
             if not _is_empty(insn):  # an empty array: nothing to write
-                self._emit(scope, body, insn, barrier_of)
-        body.lp_insns.extend(_barriers(phases, body.phase_insn_ids))
+                self._emit(scope, body, insn, barrier_of, sequential)
+        if not sequential:
+            body.lp_insns.extend(_barriers(phases, body.phase_insn_ids))
 
         # sizes as arguments: a chunk whose schedule does not depend on its
         # sizes gets them as kernel arguments, so that the steps of a
         # shrinking (or growing) loop are one kernel
-        global_temps = any(
+        global_temps = not sequential and any(
             self.buffers[n].kind == "temporary" and written_in.get(n) == k
             and not read_in.get(n, set()) - {k} for n in scope.arrays_used)
         as_arguments = _sizes_as_arguments(
             self.sizes_as_arguments, scope.group_extents,
-            body.reduction_groups, body.temps, global_temps)
+            body.reduction_groups, body.temps, global_temps,
+            sequential=sequential)
         if as_arguments:
             for g, extents in scope.group_extents.items():
                 scope.group_extents[g] = tuple(
@@ -442,16 +449,19 @@ class ChunkSpecBuilder:
                              for insn in body.lp_insns]
 
         args, bindings, wide = self._arguments(scope, k, written_in, read_in,
-                                               body.temps, body.wide_offsets)
+                                               body.temps, body.wide_offsets,
+                                               sequential)
         dom_strs = _domain_strings(scope, args, body.domains)
         helpers: set = set()
         for insn in chunk:
             helpers |= insn.helpers
-        key = self._key(wide, dom_strs, body.lp_insns, args, body.temps, helpers)
+        key = self._key(wide, dom_strs, body.lp_insns, args, body.temps,
+                        helpers, sequential)
         return {"key": key, "domains": dom_strs, "insns": body.lp_insns,
                 "args": args, "temps": list(body.temps.values()),
                 "bindings": bindings, "helpers": helpers,
-                "groups": scope.group_extents,
+                # (a sequential chunk: no loop is parallel)
+                "groups": {} if sequential else scope.group_extents,
                 "reduction_groups": body.reduction_groups,
                 "wide_offsets": body.wide_offsets,
                 "const_sizes": {scope.local(n, "s"): v
@@ -459,9 +469,10 @@ class ChunkSpecBuilder:
                 "name": None}  # set by the kernel generator
 
     def _emit(self, scope: _ChunkScope, body: _ChunkBody, insn: Instruction,
-              barrier_of: dict[tuple, str]) -> None:
+              barrier_of: dict[tuple, str], sequential: bool = False) -> None:
         """Add the loopy assignments of *insn* to *body*: one to its
-        private variable (if any), one per target buffer."""
+        private variable (if any), one per target buffer. (*sequential*:
+        after every writer of what it reads, no barriers.)"""
         g = scope.group_of(insn)
         if insn.reduction_inames:
             body.reduction_groups.add(g)
@@ -476,6 +487,9 @@ class ChunkSpecBuilder:
         for nid, _ in insn.refs:
             if nid in body.writer_id:
                 deps.add(body.writer_id[nid])
+            if sequential:
+                # (every piece: no barrier waits for them)
+                deps.update(body.piece_ids.get(nid, ()))
         phase = (insn.level, g)
         if phase in barrier_of:
             deps.add(barrier_of[phase])
@@ -536,19 +550,21 @@ class ChunkSpecBuilder:
 
     def _arguments(self, scope: _ChunkScope, k: int, written_in: dict[str, int],
                    read_in: dict[str, set[int]], temps: dict,
-                   wide_offsets: bool = False
+                   wide_offsets: bool = False, sequential: bool = False
                    ) -> tuple[list, dict[str, str], bool]:
         """The kernel arguments of chunk *k*, their bindings to program
         names, and whether its sizes need 64 bits. Arrays crossing the
         chunk boundary and program inputs and outputs are arguments;
-        other arrays become kernel temporaries (added to *temps*)."""
+        other arrays become kernel temporaries (added to *temps*) --
+        except in a *sequential* chunk, where they stay program buffers
+        (as before the merge: no allocation in loopy's launcher)."""
         args: list = []
         bindings: dict[str, str] = {}
         for name in sorted(scope.arrays_used, key=lambda n: scope.rename.get(n, n)):
             spec = self.buffers[name]
             shape = tuple(scope.dim(d) for d in spec.shape) or (1,)
             lname = scope.local(name, "a")
-            crosses = spec.kind != "temporary" or (
+            crosses = spec.kind != "temporary" or sequential or (
                 written_in.get(name) != k or read_in.get(name, set()) - {k})
             if crosses:
                 self.global_args.add(name)
@@ -572,12 +588,12 @@ class ChunkSpecBuilder:
         return args, bindings, wide
 
     def _key(self, wide: bool, dom_strs: list[str], lp_insns: list, args: list,
-             temps: dict, helpers: set) -> str:
+             temps: dict, helpers: set, sequential: bool = False) -> str:
         """The persistent key of a chunk: a hash of its rendering as text.
         Rendering is the slow part, so chunks equal to an earlier one (the
         steps of a time loop) find their key by (hashed) structural
         equality."""
-        structure = (wide, tuple(dom_strs),
+        structure = (wide, sequential, tuple(dom_strs),
                      tuple((type(i).__name__, i.id, getattr(i, "assignee", None),
                             getattr(i, "expression", None), i.depends_on,
                             i.within_inames) for i in lp_insns),
@@ -588,7 +604,9 @@ class ChunkSpecBuilder:
                      tuple(sorted(helpers)))
         key = self._spec_keys.get(structure)
         if key is None:
-            text = "\n".join([f"wide={wide}", *dom_strs,
+            text = "\n".join([f"wide={wide}",
+                              *(["sequential"] if sequential else []),
+                              *dom_strs,
                               *(str(i) for i in lp_insns),
                               *(f"{a.name}:{a.dtype}:{getattr(a, 'shape', '')}"
                                 for a in args),

@@ -15,7 +15,24 @@ every stored array, this module decides
 - the *storage class* (:func:`assign_storage`): an array read only
   elementwise within its own loop group and chunk lives in a private
   variable; a temporary nobody else reads loses its buffer;
-- which buffers cross chunk boundaries (:func:`chunk_boundaries`).
+- which buffers cross chunk boundaries (:func:`chunk_boundaries`);
+- which consecutive small chunks become one kernel of sequential loops
+  (:func:`merge_small_chunks`).
+
+**Small chunks, one launch.** The parts of a partitioned stencil compute
+a few boundary cells per step, then copy the cells they send: two loop
+groups of a few elements, so two kernels -- and on a CPU device each
+launch costs more host time than its loops (about 5 µs in PoCL and 10
+more in the program's call). Consecutive chunks of at most
+:data:`SMALL_CHUNK_ELEMENTS` elements in all (no reduction, no fused run,
+constant shapes) are merged into one chunk whose kernel runs every loop
+in one work-item, one after the other: data written by one loop and read
+by a later one needs no barrier there. (The ``small_chunk_elements``
+option of :func:`~pytato_like.target.loopy.generate_loopy` overrides it;
+0 merges nothing.)
+
+.. autodata:: SMALL_CHUNK_ELEMENTS
+.. autofunction:: merge_small_chunks
 
 The loopy ingredients of each chunk are made by
 :mod:`~pytato_like.target.loopy.chunk_spec`.
@@ -23,14 +40,23 @@ The loopy ingredients of each chunk are made by
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import pymbolic.primitives as prim
+
+from pytato_like._env import env_int
 
 if TYPE_CHECKING:
     from pytato_like.array import Array
     from pytato_like.target.loopy.codegen import BufferSpec
     from pytato_like.target.loopy.instructions import Instruction
+
+
+#: most elements (summed over the instructions) of small chunks merged
+#: into one sequential kernel
+SMALL_CHUNK_ELEMENTS = env_int("PYTATO_LIKE_SMALL_CHUNK_ELEMENTS", 1024,
+                               minimum=0)
 
 
 def dim_key(d: Any) -> Any:
@@ -171,3 +197,57 @@ def chunk_boundaries(chunks: list[list[Instruction]], array_name: dict[int, str]
                 if name is not None:
                     read_in.setdefault(name, set()).add(k)
     return written_in, read_in
+
+
+def _small_size(chunk: list[Instruction]) -> int | None:
+    """The elements *chunk* computes, if it may join a sequential kernel:
+    constant shapes, no reduction, not a fused run; else None."""
+    total = 0
+    for insn in chunk:
+        if (insn.tiled is not None or insn.reduction_inames
+                or not all(isinstance(d, int) for d in insn.shape)):
+            return None
+        total += math.prod(insn.shape)
+    return total
+
+
+def merge_small_chunks(insns: list[Instruction], max_insns: int,
+                       max_elements: int | None = None) -> int:
+    """Merge runs of consecutive small chunks of *insns* (see the module
+    documentation: at most *max_elements* elements, default
+    :data:`SMALL_CHUNK_ELEMENTS`, and *max_insns* instructions in all)
+    into one chunk each, marked :attr:`Instruction.sequential`, and
+    renumber the chunks. Returns the number of chunks merged away."""
+    if max_elements is None:
+        max_elements = SMALL_CHUNK_ELEMENTS
+    if (not isinstance(max_elements, int) or isinstance(max_elements, bool)
+            or max_elements < 0):
+        from pytato_like.diagnostic import ConfigurationError
+        raise ConfigurationError(
+            "the small_chunk_elements option must be an int >= 0, not "
+            f"{max_elements!r}")
+    if max_elements < 1:
+        return 0
+    chunks = split_chunks(insns)
+    runs: list[list[list[Instruction]]] = []
+    #: elements and instructions of the last run, if it may grow
+    open_run: tuple[int, int] | None = None
+    for chunk in chunks:
+        size = _small_size(chunk)
+        if size is not None and open_run is not None \
+                and open_run[0] + size <= max_elements \
+                and open_run[1] + len(chunk) <= max_insns:
+            runs[-1].append(chunk)
+            open_run = (open_run[0] + size, open_run[1] + len(chunk))
+            continue
+        runs.append([chunk])
+        open_run = (None if size is None or size > max_elements
+                    else (size, len(chunk)))
+    n_merged = 0
+    for n, run in enumerate(runs):
+        for chunk in run:
+            for insn in chunk:
+                insn.chunk = n
+                insn.sequential = len(run) > 1
+        n_merged += len(run) - 1
+    return n_merged

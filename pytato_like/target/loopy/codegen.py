@@ -263,6 +263,7 @@ class _Builder:
             assign_levels,
             assign_storage,
             chunk_boundaries,
+            merge_small_chunks,
             split_chunks,
         )
         from pytato_like.target.loopy.kernels import KernelGenerator
@@ -274,6 +275,8 @@ class _Builder:
         private_of = assign_storage(insns, insn_of, stored, self.buffers)
         tile_time_steps(insns, self.buffers, self.options.get("time_tile"),
                         max_insns=max_insns)
+        merge_small_chunks(insns, max_insns,
+                           self.options.get("small_chunk_elements"))
         chunks = split_chunks(insns)
         written_in, read_in = chunk_boundaries(chunks, self.names.array_name)
 

@@ -151,6 +151,10 @@ class Instruction:
     #: position of the instruction's chunk in it
     tiled: Any = None
     stage: int = 0
+    #: set by :func:`~pytato_like.target.loopy.chunks.merge_small_chunks`:
+    #: the instruction's chunk is small chunks merged into one kernel of
+    #: sequential loops (one work-item, no barrier)
+    sequential: bool = False
 
     def writers(self) -> list[Instruction]:
         """The instructions writing :attr:`node`: the pieces, or this one."""

@@ -290,15 +290,18 @@ def parameters() -> tuple:
     """Every tunable above, for the kernel and plan cache keys (a kernel
     generated with other values is another kernel), with those of
     :mod:`~pytato_like.target.loopy.instructions` (which stored
-    concatenations are written piece by piece) and of
-    :mod:`~pytato_like.target.loopy.time_tiles` (which steps are fused)."""
-    from pytato_like.target.loopy import instructions, time_tiles
+    concatenations are written piece by piece), of
+    :mod:`~pytato_like.target.loopy.time_tiles` (which steps are fused)
+    and of :mod:`~pytato_like.target.loopy.chunks` (which small kernels
+    are merged)."""
+    from pytato_like.target.loopy import chunks, instructions, time_tiles
     return (WORK_GROUP_SIZE, CONTIGUOUS_RUN, REDUCTION_ILP, TILE_ROWS,
             TILE_COLS, TILE_LOCAL,
             SMALL_OPERATOR_OUTPUTS, SMALL_OPERATOR_STAGED,
             SMALL_OPERATOR_LOCAL, SMALL_OPERATOR_MIN_BATCH,
             instructions.PIECES_MIN_SIZE, instructions.PIECES_MAX,
-            time_tiles.TIME_TILE, time_tiles.TIME_TILE_STAGES)
+            time_tiles.TIME_TILE, time_tiles.TIME_TILE_STAGES,
+            chunks.SMALL_CHUNK_ELEMENTS)
 
 
 def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = None,

@@ -592,14 +592,16 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
     # (a pieces stage is bounded by its pieces' ranges, not its extent)
     extents = [None if s == 0 and piece_loops else extent(n)
                for s, n in enumerate(run.extents)]
+    # (the pieces' bounds too before the arguments: a bound of no other
+    # use is a size argument of its own)
+    piece_bounds = [(w, scope.isl(extent(start)), scope.isl(extent(length)))
+                    for w, start, length in piece_loops]
     args, bindings, wide = builder._arguments(scope, k, written_in, read_in, temps)
     params = ",".join(sorted(a.name for a in args if isinstance(a, lp.ValueArg)))
     domains = [f"[{params}] -> {{[{TILE_INAME}]: 0 <= {run.tile}*{TILE_INAME} "
                f"< {scope.isl(extents[-1])}}}"]
     sep = "," if params else ""
-    for w, start, length in piece_loops:
-        lo = scope.isl(extent(start))
-        hi = scope.isl(extent(length))
+    for w, lo, hi in piece_bounds:
         domains.append(
             f"[{params}{sep}{TILE_INAME}] -> {{[{w}]: 0 <= {w} < "
             f"{run.tile + run.widths[0]} and {lo} <= {run.tile}*{TILE_INAME} + "
