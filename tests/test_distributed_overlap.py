@@ -554,6 +554,31 @@ def test_partitioner_splits_by_default_and_sending_parts_compute_boundaries():
     for name in want:
         np.testing.assert_array_equal(got_split[name], got_whole[name])
 
+def test_step_by_step_interiors_on_request():
+    # deep_interiors=False: each step's interior in a part of its own,
+    # computed while that step's halos travel; the same values
+    n, steps, fields = 40_000, 4, 2
+    dag = _periodic_heat(n, steps, fields)
+    rng = np.random.default_rng(5)
+    inputs = {f"u{f}": rng.standard_normal(n) for f in range(fields)}
+    deep = find_distributed_partition(None, dag)
+    per_step = find_distributed_partition(None, dag, deep_interiors=False)
+    interiors = sorted(per_step.name_to_output[name].shape
+                       for part in per_step.parts.values()
+                       for name in part.output_names
+                       if name not in per_step.overall_output_names
+                       and per_step.name_to_output[name].size > 2 * steps)
+    assert interiors == [(n - 2,)] * (fields * (steps - 1))
+    assert len(per_step.parts) > len(deep.parts)
+    got, want = _run(per_step, inputs), _run(deep, inputs)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+    from pytato_like.diagnostic import DistributedPartitionError
+    with pytest.raises(DistributedPartitionError,
+                       match=r"deep_interiors must be True or False"):
+        find_distributed_partition(None, dag, deep_interiors=1)
+
+
 def test_split_interior_must_be_a_bool():
     from pytato_like.diagnostic import DistributedPartitionError
     with pytest.raises(DistributedPartitionError,

@@ -471,7 +471,8 @@ class _LocalAnalysis:
 
 
 def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
-                               split_interior: bool = True
+                               split_interior: bool = True,
+                               deep_interiors: bool = True
                                ) -> DistributedGraphPartition:
     """Partition *outputs* (a :class:`~pytato_like.DictOfNamedArrays`, a
     dict of arrays or an array) into parts joined by sends and receives.
@@ -481,8 +482,12 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
     ``MPI.COMM_WORLD``. See the module documentation for how parts are
     chosen. With *split_interior* (the default), arrays whose first-axis
     ends alone need a time's receives are first split into boundary and
-    interior (:mod:`pytato_like.distributed.overlap`), so the interior is
-    computed while the messages travel."""
+    interior (:mod:`pytato_like.distributed.overlap`): with
+    *deep_interiors* (the default) the rows no halo of any step reaches
+    are computed for all steps in one fused kernel and each step computes
+    thin boundary strips; without, each step's interior is computed while
+    that step's messages travel (one pass over the fields per step, for
+    networks whose latency outweighs it)."""
     if outputs is None:
         if is_communicator(mpi_communicator) and mpi_communicator is not None:
             raise NotAnArrayError(
@@ -498,11 +503,13 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
     analysis: list[_LocalAnalysis] = []
 
     def analyse() -> tuple[list, list]:
-        if not isinstance(split_interior, bool):
-            # (inside the collective, so every rank learns of it)
-            raise DistributedPartitionError(
-                f"split_interior must be True or False, not "
-                f"{split_interior!r} (on rank {rank})")
+        for name, value in (("split_interior", split_interior),
+                            ("deep_interiors", deep_interiors)):
+            if not isinstance(value, bool):
+                # (inside the collective, so every rank learns of it)
+                raise DistributedPartitionError(
+                    f"{name} must be True or False, not {value!r} (on "
+                    f"rank {rank})")
         analysis.append(_LocalAnalysis(outputs, rank))
         return analysis[0].summary()
 
@@ -510,12 +517,12 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
     batches = _comm_batches(summaries)
     local = analysis[0]
     if split_interior:
-        local = _split_interior(local, batches)
+        local = _split_interior(local, batches, deep_interiors)
     return local.make_partition(batches)
 
 
-def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int]
-                    ) -> _LocalAnalysis:
+def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int],
+                    deep_interiors: bool = True) -> _LocalAnalysis:
     """*local*, or the analysis of its DAG with boundary and interior
     split (see :mod:`~pytato_like.distributed.overlap`). The batches stay
     valid: a split only removes dependencies of sends on receives."""
@@ -526,6 +533,6 @@ def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int]
         return (_recv_time(ary, rank, batches)
                 if isinstance(ary, DistributedRecv) else None)
 
-    outputs, n_split = split_interior_from_boundary(local.output_map,
-                                                    recv_time)
+    outputs, n_split = split_interior_from_boundary(
+        local.output_map, recv_time, deep_interiors=deep_interiors)
     return _LocalAnalysis(outputs, rank) if n_split else local
