@@ -80,7 +80,11 @@ def test_a_small_concatenation_and_its_shifted_reader_in_one_kernel(queue):
 def test_pieces_of_a_concatenation_then_a_reader(queue, monkeypatch):
     # a concatenation written piece by piece (each piece a loop of its
     # own), read at shifted indices by the next loop: every piece is
-    # written before the reader's loop starts
+    # written before the reader's loop starts. (With the time tiles, the
+    # pieces are the first stage of the reader's kernel instead; a piece
+    # length nothing else in the kernel has is a size argument of its
+    # own there -- its loop's domain once named a parameter the kernel
+    # did not have.)
     from pytato_like.target.loopy import instructions
     monkeypatch.setattr(instructions, "PIECES_MIN_SIZE", 8)
     a = pt.make_placeholder("a", (30,), np.float64)
@@ -94,9 +98,11 @@ def test_pieces_of_a_concatenation_then_a_reader(queue, monkeypatch):
     merged = pt.generate_loopy({"o": out}, options={"time_tile": 0})
     apart = pt.generate_loopy({"o": out}, options={"small_chunk_elements": 0,
                                                    "time_tile": 0})
+    tiled = pt.generate_loopy({"o": out})
     assert len(merged.plan.launches) == 1 < len(apart.plan.launches)
+    assert len(tiled.plan.launches) == 1
     ref = np.concatenate([2 * inputs["a"], inputs["b"] - 1, inputs["a"][:5]])
-    for prg in (merged, apart):
+    for prg in (merged, apart, tiled):
         np.testing.assert_array_equal(_run(prg, queue, **inputs)["o"],
                                       ref[2:] - ref[:-2])
 

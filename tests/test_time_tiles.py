@@ -18,7 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pytato_like as pt
-from pytato_like.tags import ImplStored
 from pytato_like.target.loopy import time_tiles
 from pytato_like.target.loopy.codegen import BufferSpec
 from pytato_like.target.loopy.instructions import Instruction
@@ -272,25 +271,6 @@ def test_pieces_of_another_dtype_and_an_unstored_concatenation(queue):
         host = padded_inputs(n, 4, 1, 7, ghost_dtype=np.float32)
         _, out = prg(queue, **host)
         np.testing.assert_array_equal(out["o0"], padded_reference(host, 0, 4))
-
-
-def test_a_piece_of_a_length_of_no_other_use(queue, monkeypatch):
-    # the pieces stage bounds a loop by each piece's length; a length
-    # nothing else in the kernel has is a size argument of its own (its
-    # domain once named a parameter missing from the kernel's)
-    from pytato_like.target.loopy import instructions
-    monkeypatch.setattr(instructions, "PIECES_MIN_SIZE", 8)
-    a = pt.make_placeholder("a", (30,), np.float64)
-    b = pt.make_placeholder("b", (40,), np.float64)
-    cat = pt.concatenate([2 * a, b - 1, a[:5]]).tagged(ImplStored())
-    out = cat[2:] - cat[:-2]
-    prg = pt.generate_loopy({"o": out})
-    assert len(prg.plan.launches) == 1
-    rng = np.random.default_rng(4)
-    host = {"a": rng.random(30), "b": rng.random(40)}
-    _, got = prg(queue, **host)
-    ref = np.concatenate([2 * host["a"], host["b"] - 1, host["a"][:5]])
-    np.testing.assert_array_equal(got["o"], ref[2:] - ref[:-2])
 
 
 def test_a_concatenation_read_elsewhere_is_written_first(queue):
