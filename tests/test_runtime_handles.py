@@ -94,6 +94,32 @@ def test_handles_without_executor_run_concurrently_in_kept_threads():
     assert again in {g[1] for g in got}
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"),
+                    reason="needs fork")
+def test_a_forked_child_starts_threads_of_its_own():
+    import os
+    # an idle kept thread in the parent ...
+    assert Handle.run_in_thread(lambda: 1).wait(5) == 1
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:    # pragma: no cover -- the child reports through the pipe
+        code = 1
+        try:
+            # ... is not in the child: the task runs in a new thread
+            h = Handle.run_in_thread(lambda: 42)
+            code = 0 if h.wait(5) == 42 else 1
+        finally:
+            os.write(write, bytes([code]))
+            os._exit(0)
+    os.close(write)
+    try:
+        got = os.read(read, 1)
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert got == b"\x00"
+
+
 def test_an_idle_kept_thread_ends_after_a_while(monkeypatch):
     from pytato_like.runtime import workers
     monkeypatch.setattr(workers, "IDLE_S", 0.05)

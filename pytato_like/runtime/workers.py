@@ -13,7 +13,9 @@ of a 1.6 ms execution.
 own queue, and starts a new thread only when none is idle, so tasks
 never wait for each other (two executions that need each other's
 messages run side by side). A thread idle for :data:`IDLE_S` seconds
-ends. The threads are daemon threads named after the task they run.
+ends. The threads are daemon threads named after the task they run. A
+process forked from this one starts with no idle thread (threads do not
+survive a fork).
 
 .. autofunction:: submit
 .. autodata:: IDLE_S
@@ -21,6 +23,7 @@ ends. The threads are daemon threads named after the task they run.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -31,6 +34,18 @@ IDLE_S = 60.0
 _lock = threading.Lock()
 #: the inboxes of the idle threads (the most recently idle last)
 _idle: list[queue.SimpleQueue] = []
+
+
+def _forget_threads() -> None:
+    # (in a forked child: the idle threads stayed in the parent; a task
+    # handed to one of their inboxes would never run)
+    global _lock
+    _lock = threading.Lock()
+    _idle.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_threads)
 
 
 def submit(task: Callable[[], None], name: str) -> None:
