@@ -17,7 +17,8 @@ every stored array, this module decides
   variable; a temporary nobody else reads loses its buffer;
 - which buffers cross chunk boundaries (:func:`chunk_boundaries`);
 - which consecutive small chunks become one kernel of sequential loops
-  (:func:`merge_small_chunks`).
+  (:func:`merge_small_chunks`); :func:`set_chunks` makes a new order of
+  chunks the program's.
 
 **Small chunks, one launch.** The parts of a partitioned stencil compute
 a few boundary cells per step, then copy the cells they send: two loop
@@ -33,6 +34,7 @@ option of :func:`~pytato_like.target.loopy.generate_loopy` overrides it;
 
 .. autodata:: SMALL_CHUNK_ELEMENTS
 .. autofunction:: merge_small_chunks
+.. autofunction:: set_chunks
 
 The loopy ingredients of each chunk are made by
 :mod:`~pytato_like.target.loopy.chunk_spec`.
@@ -178,6 +180,16 @@ def split_chunks(insns: list[Instruction]) -> list[list[Instruction]]:
     return chunks
 
 
+def set_chunks(insns: list[Instruction], chunks: list[list[Instruction]]
+               ) -> None:
+    """Make *chunks* (lists of the instructions of *insns*) the chunks of
+    *insns*, in that order: numbered, and *insns* ordered by them."""
+    for n, chunk in enumerate(chunks):
+        for insn in chunk:
+            insn.chunk = n
+    insns[:] = [insn for chunk in chunks for insn in chunk]
+
+
 def chunk_boundaries(chunks: list[list[Instruction]], array_name: dict[int, str]
                      ) -> tuple[dict[str, int], dict[str, set[int]]]:
     """``buffer -> chunk writing it`` and ``buffer -> chunks reading it``:
@@ -243,11 +255,11 @@ def merge_small_chunks(insns: list[Instruction], max_insns: int,
         runs.append([chunk])
         open_run = (None if size is None or size > max_elements
                     else (size, len(chunk)))
-    n_merged = 0
-    for n, run in enumerate(runs):
-        for chunk in run:
-            for insn in chunk:
-                insn.chunk = n
-                insn.sequential = len(run) > 1
-        n_merged += len(run) - 1
-    return n_merged
+    merged = []
+    for run in runs:
+        chunk = [insn for part in run for insn in part]
+        for insn in chunk:
+            insn.sequential = len(run) > 1
+        merged.append(chunk)
+    set_chunks(insns, merged)
+    return len(chunks) - len(merged)

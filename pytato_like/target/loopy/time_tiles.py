@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytato_like._env import env_int
 from pytato_like.scalar_expr import affine_form
+from pytato_like.target.loopy.chunks import set_chunks, split_chunks
 
 if TYPE_CHECKING:
     from pytato_like.target.loopy.codegen import BufferSpec
@@ -179,12 +180,7 @@ def _piece_fusable(insn: Instruction) -> bool:
     """Whether the piece *insn* of a stored concatenation can be computed
     by stage 0 of a fused run: one-dimensional, of constant extent and
     offset, without reductions."""
-    p = insn.placement
-    node = insn.node
-    return (node is not None and p is not None and p.position is None
-            and p.axis == 0 and isinstance(p.offset, int)
-            and len(node.shape) == 1 and isinstance(node.shape[0], int)
-            and node.shape[0] <= MAX_EXTENT
+    return (_placed_piece(insn)
             and len(insn.shape) == 1 and isinstance(insn.shape[0], int)
             and insn.shape[0] >= 1 and not insn.reduction_inames
             and insn.private is None)
@@ -359,12 +355,14 @@ class _RunFinder:
         return scratch, arrays
 
 
-def _chains_last(chunks: list[list[Instruction]]) -> list[list[Instruction]]:
-    """*chunks* with, among those of each level, the ones the next level
-    reads at shifted indices last -- next to their readers, where a run
-    can take both. (The chunks of a level are independent of each other
-    unless a loop group too long for one kernel was cut in several: such
-    a level keeps its order.)"""
+def _chains_last(insns: list[Instruction]) -> list[list[Instruction]]:
+    """The chunks of *insns*, with, among those of each level, the ones the
+    next level reads at shifted indices last -- next to their readers,
+    where a run can take both -- made the chunks of *insns* in that order.
+    (The chunks of a level are independent of each other unless a loop
+    group too long for one kernel was cut in several: such a level keeps
+    its order.)"""
+    chunks = split_chunks(insns)
     level = [chunk[0].level for chunk in chunks]
     chunk_of = {id(insn.node): k for k, chunk in enumerate(chunks)
                 for insn in chunk if insn.node is not None}
@@ -387,9 +385,7 @@ def _chains_last(chunks: list[list[Instruction]]) -> list[list[Instruction]]:
     if order == list(range(len(chunks))):
         return chunks
     result = [chunks[k] for k in order]
-    for n, chunk in enumerate(result):
-        for insn in chunk:
-            insn.chunk = n
+    set_chunks(insns, result)
     return result
 
 
@@ -404,7 +400,6 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
     of the arrays that now live in scratch arrays only. A run holds at most *max_insns* instructions (the
     bound on a kernel's size of :func:`~pytato_like.target.loopy.chunks.assign_chunks`).
     Returns the runs."""
-    from pytato_like.target.loopy.chunks import split_chunks
     if tile is None:
         tile = TIME_TILE
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 0:
@@ -413,7 +408,7 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
             f"the time_tile option must be an int >= 0, not {tile!r}")
     if tile < 1:
         return []
-    chunks = _chains_last(split_chunks(insns))
+    chunks = _chains_last(insns)
     finder = _RunFinder(chunks, buffers, max_insns)
     runs: list[tuple[int, int, TiledRun]] = []
     first = 0
@@ -439,7 +434,6 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
                 break
         first = (runs[-1][1] if found is not None else first) + 1
     if not runs:
-        insns[:] = [insn for chunk in chunks for insn in chunk]
         return []
     run_at = {first: (last, run) for first, last, run in runs}
     pulled = {id(p) for _, _, run in runs for p in run.pieces}
@@ -466,10 +460,7 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
                 insn.targets = []
         new_chunks.append([insn for _, insn in staged])
         k = last + 1
-    for n, chunk in enumerate(new_chunks):
-        for insn in chunk:
-            insn.chunk = n
-    insns[:] = [insn for chunk in new_chunks for insn in chunk]
+    set_chunks(insns, new_chunks)
     return [run for _, _, run in runs]
 
 
