@@ -399,6 +399,9 @@ class MessagePlan:
         #: the executor's steady loops, per set of part programs (see
         #: :class:`~pytato_like.distributed.steady.SteadyLoop`)
         self.steady_loops: dict[tuple, Any] = {}
+        #: id -> array: the outputs of frozen part calls (kept from one
+        #: execution to the next; see pytato_like.target.loopy.frozen)
+        self.kept_arrays: dict[int, Any] = {}
         # part -> its placed outputs, once every message of it has its
         # padded buffer (see placed_outputs)
         self._placed: dict[Hashable, dict[str, Any]] = {}
@@ -682,11 +685,13 @@ class MessagePlan:
                 if m.views is not None]
 
     def reused_device_arrays(self) -> set[int]:
-        """``id`` of the device arrays received values are unpacked into
-        (the same in every execution)."""
+        """``id`` of the device arrays the same in every execution:
+        received values are unpacked into them, sent ones computed into
+        them, frozen part calls compute into them."""
         reused = {id(v) for m in self.incoming for v in m.device_values or ()}
         reused.update(id(a) for msgs in self.outgoing.values() for m in msgs
                       if m.padded is not None for a in m.padded.arrays)
+        reused.update(self.kept_arrays)
         return reused
 
     def placed_outputs(self, pid: Hashable) -> dict[str, Any]:

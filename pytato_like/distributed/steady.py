@@ -59,7 +59,9 @@ from pytato_like.distributed.comm import (
     describe_waiting,
     test_receives,
 )
+from pytato_like._env import env_flag
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
+from pytato_like.target.loopy.frozen import FrozenCall
 from pytato_like.target.loopy.lazy import LazyPartProgram
 
 #: how many of the receives not arrived yet (in the plan's order, which is
@@ -67,6 +69,9 @@ from pytato_like.target.loopy.lazy import LazyPartProgram
 #: later one cannot have arrived much earlier, and testing all of a long
 #: execution's receives after every part costs more than it finds
 POLLED_RECEIVES = 4
+#: the switch for frozen part calls (on by default; see
+#: :mod:`pytato_like.target.loopy.frozen`)
+FREEZE_SETTING = "PYTATO_LIKE_FREEZE_PARTS"
 #: a blocking wait tests every receive every this many polls (the first
 #: :data:`POLLED_RECEIVES` on the others)
 FULL_TEST_EVERY = 4
@@ -92,6 +97,13 @@ class SteadyLoop:
         self.dependents: list[list[int]] = [[] for _ in order]
         #: per part: whether it sends messages
         self.sends: list[bool] = []
+        #: per part: whether its program may be frozen (its outputs are
+        #: used inside the execution only: results must be new arrays)
+        #: and the frozen call once made
+        self.freezable: list[bool] = []
+        self.frozen: list[FrozenCall | None] = [None] * len(order)
+        overall = frozenset(partition.overall_output_names)
+        freezing = env_flag(FREEZE_SETTING, True)
         self.waiting: list[int] = []
         # received name -> the parts reading it
         readers: dict[str, list[int]] = {}
@@ -109,6 +121,9 @@ class SteadyLoop:
             self.input_names.append(tuple(sorted(part.all_input_names())))
             self.placed.append(plan.placed_outputs(pid))
             self.sends.append(bool(plan.outgoing.get(pid)))
+            self.freezable.append(
+                freezing and names is None
+                and overall.isdisjoint(part.output_names))
             awaited = [n for n in plan.awaited_names[pid] if n in received]
             for name in awaited:
                 readers.setdefault(name, []).append(i)
@@ -225,6 +240,7 @@ class _SteadyRun:
         perf_ns, cpu_ns = time.perf_counter_ns, time.thread_time_ns
         heappop = heapq.heappop
         allocator = self.allocator
+        frozen, freezable = loop.frozen, loop.freezable
         for i, n in enumerate(self.waiting):
             if not n:
                 records[i] = part_record(order[i])
@@ -244,16 +260,29 @@ class _SteadyRun:
                 if fwd is not None:
                     outputs = {out: values[name] for out, name in fwd}
                 else:
-                    inputs = {name: values[name] for name in input_names[i]
-                              if name in values}
-                    prg = programs[i]
                     t0 = perf_ns()
                     c0 = cpu_ns()
-                    _, outputs = prg.call_steady(queue, placed[i], allocator,
-                                                 inputs)
+                    frozen_call = frozen[i]
+                    outputs = (None if frozen_call is None
+                               else frozen_call(queue, values))
+                    if outputs is None:
+                        if frozen_call is not None:
+                            self.thaw(i)    # another input layout
+                        inputs = {name: values[name]
+                                  for name in input_names[i] if name in values}
+                        if freezable[i]:
+                            frozen_call = self.freeze(i, inputs)
+                            outputs = (None if frozen_call is None
+                                       else frozen_call(queue, values))
+                        if outputs is None:
+                            prg = programs[i]
+                            _, outputs = prg.call_steady(queue, placed[i],
+                                                         allocator, inputs)
+                            launch_ns += prg.last_launch_ns()
+                    if frozen[i] is not None:
+                        launch_ns += frozen_call.launch_ns
                     enqueue_ns += perf_ns() - t0
                     enqueue_cpu_ns += cpu_ns() - c0
-                    launch_ns += prg.last_launch_ns()
                 rec.complete()
                 values.update(outputs)
                 if sends[i]:
@@ -271,6 +300,34 @@ class _SteadyRun:
         return n_done
 
     # }}}
+
+    def freeze(self, i: int, inputs: dict[str, Any]) -> FrozenCall | None:
+        """Freeze the program of part *i* for *inputs* (see
+        :mod:`~pytato_like.target.loopy.frozen`); ``None`` if it cannot be
+        (then it is called as usual from now on)."""
+        loop = self.loop
+        frozen_call = FrozenCall.freeze(loop.programs[i], self.queue,
+                                        self.allocator, inputs, loop.placed[i])
+        if frozen_call is None:
+            # (never, or not before another call has made its replay)
+            loop.freezable[i] = FrozenCall.can_freeze(loop.programs[i],
+                                                      self.queue)
+            return None
+        loop.frozen[i] = frozen_call
+        # results that are kept arrays are copied before they are handed
+        # out (a part forwarding one, a program passing one through)
+        for ary in frozen_call.arrays():
+            self.exchange.plan.kept_arrays[id(ary)] = ary
+        return frozen_call
+
+    def thaw(self, i: int) -> None:
+        """Drop part *i*'s frozen call (it may be frozen again)."""
+        loop = self.loop
+        frozen_call = loop.frozen[i]
+        loop.frozen[i] = None
+        if frozen_call is not None:
+            for ary in frozen_call.arrays():
+                self.exchange.plan.kept_arrays.pop(id(ary), None)
 
     def release(self, parts: Any) -> None:
         """Each of *parts* waits for one thing less (one that no longer

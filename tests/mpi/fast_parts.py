@@ -93,11 +93,20 @@ def main() -> None:
     assert copies_per_run[1:] == [0, 0, 0], copies_per_run
     # the first execution settles the plan; later ones run the steady loop
     assert schedulers == ["general", "steady", "steady", "steady"], schedulers
+    # every later call is a replay or a frozen call (parts whose outputs
+    # stay inside the execution)
     replayed = sum(r.n_runs for p in prgs.values()
                    for r in p.__dict__.get("_replays", {}).values() if r)
+    frozen = [c for loop, _, _ in plan.steady_loops.values()
+              for c in loop.frozen if c is not None]
     n_programs_run = sum(1 for p in prgs.values()
                          if p.__dict__.get("_replays"))
-    assert replayed >= 3 * n_programs_run > 0, (replayed, n_programs_run)
+    assert frozen and all(c.n_calls == 3 for c in frozen), frozen
+    assert replayed + sum(c.n_calls for c in frozen) >= 3 * n_programs_run > 0, \
+        (replayed, frozen, n_programs_run)
+    # a frozen part's outputs are not results of the partition
+    overall = set(partition.overall_output_names)
+    assert all(overall.isdisjoint(c.outputs) for c in frozen)
     # overlap: the executor never blocks for messages while a part is
     # runnable (the interior of a step is enqueued before the wait for
     # that step's halos)

@@ -304,6 +304,17 @@ class LaunchReplay:
         against the record directly (no :func:`layout_key` to build and
         hash) -- device arrays of this :attr:`queue` and sizes only;
         ``None`` (nothing done) otherwise."""
+        bound = self.bind_same_layout(queue, kwargs)
+        if bound is None:
+            return None
+        return self._run(program, queue, pool, wait_for, out_host, *bound,
+                         t_start, placed)
+
+    def bind_same_layout(self, queue: Any, kwargs: dict[str, Any]
+                         ) -> tuple[list[Any], list[Any]] | None:
+        """The slots' buffers with *kwargs*'s put in, and the device arrays
+        passed (in order), if *kwargs* have the recorded layout on *queue*;
+        ``None`` otherwise."""
         if queue is not self.queue or len(kwargs) != len(self.checks):
             return None
         array_class = self.array_class
@@ -326,8 +337,7 @@ class LaunchReplay:
                 return None
             values.append(value)
             bufs[s] = value.base_data
-        return self._run(program, queue, pool, wait_for, out_host, bufs,
-                         values, t_start, placed)
+        return bufs, values
 
     def _check_for(self, queue: Any) -> None:
         """What :meth:`run_if_same_layout` compares, for calls on *queue*
@@ -365,23 +375,8 @@ class LaunchReplay:
             peak = (sum(seen.values()) + self.output_bytes
                     + self.temporary_peak)
         if placed:
-            self._place(placed, queue, bufs, arrays)
-        new = _new_object
-        array_class = self.array_class
-        for s, template, nbytes in self.new_outputs:
-            if bufs[s] is not None:
-                continue        # placed
-            data = bufs[s] = pool(nbytes)
-            # a copy of the record's array with this call's buffer, queue
-            # and allocator (pyopencl's own fast constructor costs 4x more)
-            ary = new(array_class)
-            state = template.copy()
-            state["base_data"] = data
-            state["events"] = []
-            state["queue"] = queue
-            state["allocator"] = pool
-            ary.__dict__ = state
-            arrays[s] = ary
+            self.place(placed, queue, bufs, arrays)
+        self.allocate_outputs(queue, pool, bufs, arrays)
 
         wait_for = list(wait_for) if wait_for else None
         evt = None
@@ -409,7 +404,28 @@ class LaunchReplay:
         return program._finish_call(queue, evt, wait_for, results, out_host,
                                     t_start, launch_times)
 
-    def _place(self, placed: dict[str, Any], queue: Any, bufs: list[Any],
+    def allocate_outputs(self, queue: Any, pool: Any, bufs: list[Any],
+                         arrays: dict[int, Any]) -> None:
+        """Allocate the outputs not placed (their slots in *bufs* empty)
+        from *pool*: buffers in *bufs*, arrays in *arrays*."""
+        new = _new_object
+        array_class = self.array_class
+        for s, template, nbytes in self.new_outputs:
+            if bufs[s] is not None:
+                continue        # placed
+            data = bufs[s] = pool(nbytes)
+            # a copy of the record's array with this call's buffer, queue
+            # and allocator (pyopencl's own fast constructor costs 4x more)
+            ary = new(array_class)
+            state = template.copy()
+            state["base_data"] = data
+            state["events"] = []
+            state["queue"] = queue
+            state["allocator"] = pool
+            ary.__dict__ = state
+            arrays[s] = ary
+
+    def place(self, placed: dict[str, Any], queue: Any, bufs: list[Any],
                arrays: dict[int, Any]) -> None:
         """Put the caller's arrays of *placed* that fit in their output
         slots. An array checked once is known by identity afterwards (its
