@@ -335,14 +335,17 @@ def test_partition_drawing_shows_the_profile_of_a_two_rank_trace(tmp_path):
         assert in_flight and all(abs(float(t)) < 1e3 for t in in_flight)
 
 
-def test_repeated_executions_take_the_fast_paths_and_match_numpy():
+@pytest.mark.parametrize("freeze", [True, False])
+def test_repeated_executions_take_the_fast_paths_and_match_numpy(freeze):
     """The fast paths of repeated executions (tests/mpi/fast_parts.py): the
     heat solver run four times with changing inputs equals serial NumPy
-    every time, part programs replay their recorded launches, messages
-    travel as sub-buffers of one device buffer (no pack or unpack kernels)
-    and sent values are computed in place from the second execution on."""
+    every time, part programs replay their recorded launches or run frozen
+    (``PYTATO_LIKE_FREEZE_PARTS=0``: replay only), messages travel as
+    sub-buffers of one device buffer (no pack or unpack kernels) and sent
+    values are computed in place from the second execution on."""
     pytest.importorskip("pyopencl")
-    proc = launch(2, ROOT / "tests" / "mpi" / "fast_parts.py")
+    proc = launch(2, ROOT / "tests" / "mpi" / "fast_parts.py",
+                  *(() if freeze else ("--no-freeze",)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for rank in range(2):
         assert f"OK fast_parts rank {rank}" in proc.stdout, proc.stdout

@@ -19,7 +19,11 @@ code (:class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram`),
   executor's: a wait is :func:`~pytato_like.distributed.safety.poll_until`
   and sees other ranks' failure notices and a cancel);
 * per part only what must happen each time: integer counters instead of
-  the scheduler's tables, the program called with its placed outputs,
+  the scheduler's tables, the program called with its placed outputs
+  -- a part whose outputs stay inside the execution as a
+  :class:`~pytato_like.target.loopy.frozen.FrozenCall` (its buffers and
+  kernel arguments kept from one execution to the next; switched off by
+  ``PYTATO_LIKE_FREEZE_PARTS=0``),
   the copies of its messages to the host enqueued, the sends whose copy
   has completed started, one non-blocking test of the first
   :data:`POLLED_RECEIVES` receives not arrived yet;
@@ -44,6 +48,7 @@ time goes").
 
 .. autodata:: POLLED_RECEIVES
 .. autodata:: FULL_TEST_EVERY
+.. autodata:: FREEZE_SETTING
 """
 
 from __future__ import annotations
@@ -262,25 +267,19 @@ class _SteadyRun:
                 else:
                     t0 = perf_ns()
                     c0 = cpu_ns()
-                    frozen_call = frozen[i]
-                    outputs = (None if frozen_call is None
-                               else frozen_call(queue, values))
-                    if outputs is None:
-                        if frozen_call is not None:
-                            self.thaw(i)    # another input layout
-                        inputs = {name: values[name]
-                                  for name in input_names[i] if name in values}
-                        if freezable[i]:
-                            frozen_call = self.freeze(i, inputs)
-                            outputs = (None if frozen_call is None
-                                       else frozen_call(queue, values))
-                        if outputs is None:
-                            prg = programs[i]
-                            _, outputs = prg.call_steady(queue, placed[i],
-                                                         allocator, inputs)
-                            launch_ns += prg.last_launch_ns()
-                    if frozen[i] is not None:
-                        launch_ns += frozen_call.launch_ns
+                    called = (self.call_frozen(i)
+                              if frozen[i] is not None or freezable[i]
+                              else None)
+                    if called is not None:
+                        outputs, ns = called
+                        launch_ns += ns
+                    else:
+                        prg = programs[i]
+                        _, outputs = prg.call_steady(
+                            queue, placed[i], allocator,
+                            {name: values[name] for name in input_names[i]
+                             if name in values})
+                        launch_ns += prg.last_launch_ns()
                     enqueue_ns += perf_ns() - t0
                     enqueue_cpu_ns += cpu_ns() - c0
                 rec.complete()
@@ -300,6 +299,31 @@ class _SteadyRun:
         return n_done
 
     # }}}
+
+    def call_frozen(self, i: int) -> tuple[dict[str, Any], int] | None:
+        """Part *i*'s frozen call -- made now if it has none yet and may
+        have one, made again if its inputs' layout changed -- run: its
+        outputs and the nanoseconds its enqueues took; ``None`` if it is
+        not frozen (nothing ran)."""
+        loop, values = self.loop, self.values
+        frozen_call = loop.frozen[i]
+        if frozen_call is not None:
+            outputs = frozen_call(self.queue, values)
+            if outputs is not None:
+                return outputs, frozen_call.launch_ns
+            self.thaw(i)            # another input layout
+        if not loop.freezable[i]:
+            return None
+        frozen_call = self.freeze(i, {name: values[name]
+                                      for name in loop.input_names[i]
+                                      if name in values})
+        if frozen_call is None:
+            return None
+        outputs = frozen_call(self.queue, values)
+        if outputs is None:
+            self.thaw(i)
+            return None
+        return outputs, frozen_call.launch_ns
 
     def freeze(self, i: int, inputs: dict[str, Any]) -> FrozenCall | None:
         """Freeze the program of part *i* for *inputs* (see

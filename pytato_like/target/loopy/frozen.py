@@ -103,34 +103,50 @@ class FrozenCall:
             for s, nbytes in launch[4]:
                 bufs[s] = pool(nbytes)      # kept, never released
 
-        self = cls()
-        self.program = program
-        self.queue = queue
-        self.replay = replay
-        self.names = tuple(inputs)
-        self.refs = list(inputs.values())
-        #: slot -> [(step, argument position)] reading it
-        self.uses: dict[int, list[tuple[int, int]]] = {}
-        self.arg_lists: list[list[Any]] = []
-        self.steps: list[tuple] = []
+        uses: dict[int, list[tuple[int, int]]] = {}
+        arg_lists: list[list[Any]] = []
+        steps: list[tuple] = []
         for launch in replay.launches:
             for knl, template, fills, packed, gsize, lsize, offset, \
                     g_times_l, allow_empty in launch[-1]:
                 args = list(template)
                 for pos, s in fills:
                     args[pos] = bufs[s]
-                    self.uses.setdefault(s, []).append((len(self.steps), pos))
-                self.arg_lists.append(args)
-                self.steps.append((knl, tuple(args), packed, gsize, lsize,
-                                   offset, g_times_l, allow_empty))
-        self.outputs = {name: arrays[s]
-                        for name, s in replay.output_slots.items()}
-        self.buffers = bufs
+                    uses.setdefault(s, []).append((len(steps), pos))
+                arg_lists.append(args)
+                steps.append((knl, tuple(args), packed, gsize, lsize, offset,
+                              g_times_l, allow_empty))
+        outputs = {name: arrays[s] for name, s in replay.output_slots.items()}
+        return cls(program, queue, replay, inputs, uses, arg_lists, steps,
+                   outputs, bufs, cl.enqueue_nd_range_kernel)
+
+    def __init__(self, program: Any, queue: Any, replay: Any,
+                 inputs: dict[str, Any],
+                 uses: dict[int, list[tuple[int, int]]],
+                 arg_lists: list[list[Any]], steps: list[tuple],
+                 outputs: dict[str, Any], buffers: list[Any], enqueue: Any
+                 ) -> None:
+        self.program = program
+        self.queue = queue
+        self.replay = replay
+        #: the inputs' names (in the replay's order) and the arrays last
+        #: passed for them
+        self.names = tuple(inputs)
+        self.refs = list(inputs.values())
+        #: slot -> [(step, argument position)] reading it
+        self.uses = uses
+        #: per kernel enqueue: its arguments, and (kernel, argument tuple,
+        #: packed scalars, sizes...) as :func:`capture_launcher` captured
+        self.arg_lists = arg_lists
+        self.steps = steps
+        self.outputs = outputs
+        #: every slot's buffer (the kept ones held here)
+        self.buffers = buffers
+        self.enqueue = enqueue
+        #: nanoseconds the last call spent enqueueing its kernels
         self.launch_ns = 0
         #: calls that enqueued the kernels
         self.n_calls = 0
-        self.enqueue = cl.enqueue_nd_range_kernel
-        return self
 
     def arrays(self) -> list[Any]:
         """The output arrays this call keeps (the same every call)."""
