@@ -206,3 +206,29 @@ def test_an_output_that_is_an_input_is_a_kept_copy(queue):
                                       np.arange(40.0) * (k + 2))
         np.testing.assert_array_equal(out["y"].get(),
                                       np.arange(40.0) * (k + 2) + 1)
+
+
+def test_calls_sharing_a_kernel_keep_their_own_arguments(queue):
+    """Two programs of the same code share their compiled kernels; frozen
+    calls of both, alternating with full calls that set the shared
+    kernels' arguments, each compute from their own inputs."""
+    pool = _pool(queue)
+    rng = np.random.default_rng(10)
+    first, second = _stencil_program(), _stencil_program()
+    (u1, v1), in1 = _inputs(queue, rng)
+    (u2, v2), in2 = _inputs(queue, rng)
+    frozen1 = _frozen(queue, first, pool, in1)
+    frozen2 = _frozen(queue, second, pool, in2)
+    shared = {id(step[0]) for launch in first._last_replay.launches
+              for step in launch[-1]}
+    assert shared & {id(step[0]) for launch in second._last_replay.launches
+                     for step in launch[-1]}, "no kernel shared: nothing tested"
+    (u3, v3), in3 = _inputs(queue, rng)
+    for _ in range(2):
+        out1 = frozen1(queue, in1)
+        _, out3 = second.call_steady(queue, {}, pool, in3)
+        out2 = frozen2(queue, in2)
+        for out, (uv, vv) in ((out1, (u1, v1)), (out2, (u2, v2)),
+                              (out3, (u3, v3))):
+            for name, ref in _numpy(uv, vv).items():
+                np.testing.assert_array_equal(out[name].get(), ref)

@@ -17,11 +17,13 @@ A :class:`FrozenCall` does that work once. Its part's outputs and
 temporaries get buffers of their own, kept from one execution to the next
 (the same memory every execution; the queue is in order and the plan runs
 one execution at a time, so the next execution writes them only after the
-last one's kernels read them), and each launch's arguments are a tuple
-made once. A call then checks the inputs by identity -- an input that is
-another array of the same layout (a solver passes each step's results
-back in) is put into the argument tuples that read it -- and enqueues the
-kernels. Anything else (another layout or queue) returns ``None``: the
+last one's kernels read them), and each launch gets a kernel object of
+its own (another instance of the same compiled kernel) whose arguments
+are set once: OpenCL takes a kernel's arguments as they are when it is
+enqueued, and no one else sets these. A call then checks the inputs by
+identity -- an input that is another array of the same layout (a solver
+passes each step's results back in) is set on the kernels that read it
+-- and enqueues the kernels. Anything else (another layout or queue) returns ``None``: the
 caller calls the program as usual and may freeze it again.
 
 Only parts whose outputs are used inside the execution are frozen (the
@@ -114,8 +116,15 @@ class FrozenCall:
                     args[pos] = bufs[s]
                     uses.setdefault(s, []).append((len(steps), pos))
                 arg_lists.append(args)
-                steps.append((knl, tuple(args), packed, gsize, lsize, offset,
-                              g_times_l, allow_empty))
+                # a kernel object of its own (the program's kernels are
+                # shared with other programs and calls): its arguments,
+                # set now, stay set until an input is rebound
+                own = cl.Kernel(knl.program, knl.function_name)
+                own._set_arg_multi(tuple(args))
+                if packed is not None:
+                    own._set_arg_buf_pack_multi(packed)
+                steps.append((own, gsize, lsize, offset, g_times_l,
+                              allow_empty))
         outputs = {name: arrays[s] for name, s in replay.output_slots.items()}
         return cls(program, queue, replay, inputs, uses, arg_lists, steps,
                    outputs, bufs, cl.enqueue_nd_range_kernel)
@@ -135,8 +144,9 @@ class FrozenCall:
         self.refs = list(inputs.values())
         #: slot -> [(step, argument position)] reading it
         self.uses = uses
-        #: per kernel enqueue: its arguments, and (kernel, argument tuple,
-        #: packed scalars, sizes...) as :func:`capture_launcher` captured
+        #: per kernel enqueue: its arguments (as captured by
+        #: :func:`~pytato_like.target.loopy.replay.capture_launcher`), and
+        #: (its own kernel object, arguments set; sizes and offsets)
         self.arg_lists = arg_lists
         self.steps = steps
         self.outputs = outputs
@@ -166,11 +176,7 @@ class FrozenCall:
                 return None
         t0 = time.perf_counter_ns()
         enqueue = self.enqueue
-        for knl, args, packed, gsize, lsize, offset, g_times_l, \
-                allow_empty in self.steps:
-            knl._set_arg_multi(args)
-            if packed is not None:
-                knl._set_arg_buf_pack_multi(packed)
+        for knl, gsize, lsize, offset, g_times_l, allow_empty in self.steps:
             # (an in-order queue: no events to chain)
             enqueue(queue, knl, gsize, lsize, offset, None,
                     g_times_l=g_times_l, allow_empty_ndrange=allow_empty)
@@ -197,6 +203,5 @@ class FrozenCall:
             for j, pos in self.uses.get(s, ()):
                 args = self.arg_lists[j]
                 args[pos] = data
-                step = self.steps[j]
-                self.steps[j] = (step[0], tuple(args), *step[2:])
+                self.steps[j][0]._set_arg_multi(tuple(args))
         return True
