@@ -12,3 +12,14 @@ def recorded_replays(prg):
 def n_replayed(prg):
     """How many calls of *prg* its replays ran."""
     return sum(r.n_runs for r in recorded_replays(prg))
+
+
+def sized_sum_program():
+    """``s = x + 3 y`` over inputs of a size parameter ``n``."""
+    import numpy as np
+
+    import pytato_like as pt
+    n = pt.make_size_param("n")
+    x = pt.make_placeholder("x", (n,), np.float64)
+    y = pt.make_placeholder("y", (n,), np.float64)
+    return pt.generate_loopy({"s": x + 3 * y})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _replays import n_replayed
+from _replays import n_replayed, sized_sum_program
 
 import pytato_like as pt
 from pytato_like.diagnostic import InputDTypeMismatchError, MissingInputError
@@ -71,10 +71,7 @@ def test_steady_calls_compute_into_placed_arrays(queue):
 
 @pytest.mark.parametrize("change", ["shape", "dtype", "order", "missing"])
 def test_inputs_the_last_replay_does_not_fit_take_the_full_call(queue, change):
-    n = pt.make_size_param("n")
-    x = pt.make_placeholder("x", (n,), np.float64)
-    y = pt.make_placeholder("y", (n,), np.float64)
-    prg = pt.generate_loopy({"s": x + 3 * y})
+    prg = sized_sum_program()
     pool = _pool(queue)
     xv, yv = np.arange(8.0), np.linspace(0, 1, 8)
     inputs = {"x": cla.to_device(queue, xv), "y": cla.to_device(queue, yv)}

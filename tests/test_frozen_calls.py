@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _replays import sized_sum_program
 
 import pytato_like as pt
 from pytato_like.target.loopy import frozen as frozen_module
@@ -89,10 +90,7 @@ def test_other_arrays_of_the_same_layout_are_rebound(queue):
 def test_sizes_are_part_of_the_layout(queue):
     """A size parameter's value is part of the layout: the same value
     (a NumPy integer too) is rebound, another refused."""
-    n = pt.make_size_param("n")
-    x = pt.make_placeholder("x", (n,), np.float64)
-    y = pt.make_placeholder("y", (n,), np.float64)
-    prg = pt.generate_loopy({"s": x + 3 * y})
+    prg = sized_sum_program()
     pool = _pool(queue)
     xv, yv = np.arange(8.0), np.linspace(0, 1, 8)
     inputs = {"x": cla.to_device(queue, xv), "y": cla.to_device(queue, yv),
