@@ -119,7 +119,7 @@ class FrozenCall:
                 # a kernel object of its own (the program's kernels are
                 # shared with other programs and calls): its arguments,
                 # set now, stay set until an input is rebound
-                own = cl.Kernel(knl.program, knl.function_name)
+                own: Any = cl.Kernel(knl.program, knl.function_name)
                 own._set_arg_multi(tuple(args))
                 if packed is not None:
                     own._set_arg_buf_pack_multi(packed)
