@@ -58,13 +58,13 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from pytato_like._env import env_flag
 from pytato_like.diagnostic import DistributedPartitionError
 from pytato_like.distributed.comm import (
     _Described,
     describe_waiting,
     test_receives,
 )
-from pytato_like._env import env_flag
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 from pytato_like.target.loopy.frozen import FrozenCall
 from pytato_like.target.loopy.lazy import LazyPartProgram
