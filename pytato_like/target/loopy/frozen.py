@@ -126,6 +126,11 @@ class FrozenCall:
                 steps.append((own, gsize, lsize, offset, g_times_l,
                               allow_empty))
         outputs = {name: arrays[s] for name, s in replay.output_slots.items()}
+        # the inputs' buffers are held by the arrays passed (the last ones:
+        # refs), not here -- the first call's inputs may be freed
+        for s in replay.input_slots:
+            if s is not None:
+                bufs[s] = None
         return cls(program, queue, replay, inputs, uses, arg_lists, steps,
                    outputs, bufs, cl.enqueue_nd_range_kernel)
 
@@ -150,7 +155,8 @@ class FrozenCall:
         self.arg_lists = arg_lists
         self.steps = steps
         self.outputs = outputs
-        #: every slot's buffer (the kept ones held here)
+        #: the kept buffers (outputs and temporaries) and bound data, by
+        #: slot
         self.buffers = buffers
         self.enqueue = enqueue
         #: nanoseconds the last call spent enqueueing its kernels
