@@ -46,7 +46,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
+from pytato_like.target.loopy.replay import fits_layout
 
 #: the most temporary memory (bytes) a frozen part program keeps
 FROZEN_TEMPORARY_BYTES = 1 << 20
@@ -193,15 +193,8 @@ class FrozenCall:
 
     def _rebind(self, k: int, value: Any) -> bool:
         """Put *value* in for input *k* if it has the recorded layout."""
-        name, s, layout = self.replay.checks[k]
-        if s is None:
-            # a size: the value itself is the layout
-            ok = isinstance(value, (int, np.integer)) and value == layout
-        else:
-            ok = type(value) is self.replay.array_class and (
-                value.shape, value.dtype, value.strides, value.offset,
-                value.queue) == layout
-        if not ok:
+        _, s, layout = self.replay.checks[k]
+        if not fits_layout(value, s, layout, self.replay.array_class):
             return False
         self.refs[k] = value
         if s is not None:

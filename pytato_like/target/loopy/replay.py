@@ -324,6 +324,8 @@ class LaunchReplay:
                 kwargs.items(), self.checks, strict=True):
             if name != key_name:
                 return None
+            # (fits_layout, inlined: a call per argument costs 0.4-0.8 µs
+            # of a 16 µs call of a 16-input part program)
             if s is None:
                 if not (isinstance(value, (int, np.integer))
                         and value == layout):
@@ -449,6 +451,21 @@ class LaunchReplay:
                 fitting[name] = ary
             arrays[s] = ary
             bufs[s] = ary.base_data
+
+
+def fits_layout(value: Any, slot: int | None, layout: Any,
+                array_class: Any) -> bool:
+    """Whether *value* has the recorded *layout* of an argument (one of
+    :attr:`LaunchReplay.checks`, which
+    :meth:`LaunchReplay.bind_same_layout` compares the same way): for a
+    size (*slot* ``None``) the same integer value; for an array, a device
+    array of *array_class* with the same (shape, dtype, strides, offset,
+    queue)."""
+    if slot is None:
+        return isinstance(value, (int, np.integer)) and value == layout
+    return type(value) is array_class and (
+        value.shape, value.dtype, value.strides, value.offset,
+        value.queue) == layout
 
 
 class _Allocate:
