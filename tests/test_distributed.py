@@ -561,7 +561,7 @@ def test_one_rank_execution_handle_trace_and_reused_plan():
     partition, _ = number_distributed_tags(None, partition, 5)
     prgs = generate_code_for_partition(partition, target="numpy")
     plans = []
-    for scale in (1.0, 3.0):
+    for execution, scale in enumerate((1.0, 3.0)):
         xv = scale * np.arange(3.0)
         handle = execute_distributed_partition_async(
             partition, prgs, None, None, input_args={"x": xv})
@@ -571,6 +571,8 @@ def test_one_rank_execution_handle_trace_and_reused_plan():
         np.testing.assert_array_equal(got["r"], 2 * xv)
         records = handle.fetch_trace()
         assert sum(rec.kind == "part" for rec in records) == len(partition.parts)
+        # numbered by the plan, in the order the executions started
+        assert {rec.args["execution"] for rec in records} == {execution}
         assert not any(rec.kind in ("send", "recv") for rec in records)
         assert handle.summary()[0]["n_parts"] == len(partition.parts)
         plans.append(handle.plan)

@@ -69,6 +69,22 @@ def test_disabled_recorder_keeps_nothing():
     assert tracer.records == []
 
 
+def test_recorder_of_one_execution_stamps_its_number_on_each_record():
+    tracer = TraceRecorder(rank=2, execution=7)
+    made = [tracer.part("a", n_inputs=3),
+            tracer.message("send", 1, tag=4, nbytes=8, part_id="a"),
+            tracer.record("pack", "pack 1", peer=1),
+            tracer.wait("wait for messages"),
+            tracer.record("unpack", execution=5)]     # its own number wins
+    assert [rec.args.get("execution") for rec in made] == [7, 7, 7, 7, 5]
+    assert made[0].args["n_inputs"] == 3
+    assert (made[1].name, made[1].peer, made[1].tag, made[1].nbytes,
+            made[1].part_id, made[1].rank) == ("send 1", 1, 4, 8, "a", 2)
+    assert made[0].name == "part a" and made[0].part_id == "a"
+    assert tracer.records == made
+    assert TraceRecorder().part("a").args == {}     # no number: no stamp
+
+
 def fixed_trace(rank=0, base=1_000_000):
     """Records with hand-chosen timestamps (ns)."""
     def rec(kind, posted, started, completed, **kw):

@@ -402,6 +402,12 @@ class MessagePlan:
         #: id -> array: the outputs of frozen part calls (kept from one
         #: execution to the next; see pytato_like.target.loopy.frozen)
         self.kept_arrays: dict[int, Any] = {}
+        # id -> array: the device arrays of messages (see
+        # is_reused_device_array; a check per result, not a set per
+        # execution: that cost 2 µs per message)
+        self._message_arrays: dict[int, Any] = {}
+        # MPI status objects for the receives' tests (see Exchange)
+        self._recv_statuses: list[Any] = []
         # part -> its placed outputs, once every message of it has its
         # padded buffer (see placed_outputs)
         self._placed: dict[Hashable, dict[str, Any]] = {}
@@ -536,6 +542,7 @@ class MessagePlan:
         if self.pack_on_device and _PaddedMessage.fits(self.queue, msg.entries):
             msg.padded = _PaddedMessage(self.queue, msg.entries)
             msg.device_values = msg.padded.arrays
+            self._keep_message_arrays(msg.device_values)
             msg.nbytes = msg.padded.each * msg.padded.n
             msg.buffer = self.registry.get(msg.src, msg.tag, (msg.nbytes,),
                                            np.uint8)
@@ -565,6 +572,7 @@ class MessagePlan:
         specs = _whole_array_specs(entries)
         if self.pack_on_device and _PaddedMessage.fits(self.queue, entries):
             msg.padded = _PaddedMessage(self.queue, entries)
+            self._keep_message_arrays(msg.padded.arrays)
             msg.buffer = get_buffer_pool(np).get(
                 (msg.padded.each * msg.padded.n,), np.uint8)
         elif self.pack_on_device:
@@ -684,15 +692,19 @@ class MessagePlan:
         return [cast(np.ndarray, m.buffer) for m in self.incoming
                 if m.views is not None]
 
-    def reused_device_arrays(self) -> set[int]:
-        """``id`` of the device arrays the same in every execution:
-        received values are unpacked into them, sent ones computed into
-        them, frozen part calls compute into them."""
-        reused = {id(v) for m in self.incoming for v in m.device_values or ()}
-        reused.update(id(a) for msgs in self.outgoing.values() for m in msgs
-                      if m.padded is not None for a in m.padded.arrays)
-        reused.update(self.kept_arrays)
-        return reused
+    def is_reused_device_array(self, value: Any) -> bool:
+        """Whether *value* is one of the device arrays the same in every
+        execution: received values are unpacked into them, sent ones
+        computed into them, frozen part calls compute into them (a result
+        that is one must be copied before it is handed out)."""
+        key = id(value)
+        return key in self._message_arrays or key in self.kept_arrays
+
+    def _keep_message_arrays(self, arrays: Iterable[Any]) -> None:
+        """Register a message's device arrays, made once for every
+        execution (see :meth:`is_reused_device_array`)."""
+        for ary in arrays:
+            self._message_arrays[id(ary)] = ary
 
     def placed_outputs(self, pid: Hashable) -> dict[str, Any]:
         """Output name -> the device array part *pid* should compute it
@@ -900,7 +912,11 @@ class Exchange:
             self._recv_waiting.append((msg, req, rec))
             requests.append(req)
         self._recv_requests = list(requests)
-        self._recv_statuses = [MPI.Status() for _ in requests]
+        # (status objects reused: executions of a plan run one at a time)
+        statuses = plan._recv_statuses
+        if len(statuses) != len(requests):
+            statuses = plan._recv_statuses = [MPI.Status() for _ in requests]
+        self._recv_statuses = list(statuses)
         if plan.packed:
             MPI.Prequest.Startall(requests)
 
@@ -1037,6 +1053,7 @@ class Exchange:
                     msg.device_values = [
                         cla.empty(queue, shape, dtype, allocator=plan.allocator)
                         for shape, dtype in msg.entries]
+                    plan._keep_message_arrays(msg.device_values)
                 values = msg.device_values
                 # (device packing: the plan made the unpacker)
                 cast(HaloDataTransformer, msg.unpacker).async_unpack(values)
@@ -1241,11 +1258,13 @@ class Exchange:
             cl.wait_for_events(self._upload_events)
             self._upload_events = []
         if self.plan.pack_on_device:
+            # (messages in padded buffers have no transformer, and nothing
+            # adds events to their arrays: a copy moves them)
             for msg in self.plan.incoming:
                 if msg.unpacker is not None:
                     msg.unpacker.synchronize()
-                for value in msg.device_values or ():
-                    value.events.clear()    # all complete: do not pile up
+                    for value in msg.device_values or ():
+                        value.events.clear()  # all complete: do not pile up
             for msgs in self.plan.outgoing.values():
                 for out_msg in msgs:
                     if out_msg.packer is not None:

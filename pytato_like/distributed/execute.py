@@ -304,7 +304,6 @@ def _run(partition: DistributedGraphPartition,
                  messages="packed" if plan.packed else "per_array",
                  scheduler=scheduler)
     host_buffers = plan.host_buffers()
-    device_reused = plan.reused_device_arrays()
     results = {}
     for name in partition.overall_output_names:
         value = context[name]
@@ -312,7 +311,7 @@ def _run(partition: DistributedGraphPartition,
         if isinstance(value, np.ndarray) and any(
                 np.may_share_memory(value, b) for b in host_buffers):
             value = value.copy()
-        elif id(value) in device_reused:
+        elif plan.is_reused_device_array(value):
             value = value.copy()
         results[name] = value
     return results
@@ -522,10 +521,11 @@ def execute_distributed_partition(
     plan = message_plan(partition, comm, queue if on_device else None,
                         messages=messages, pack_on=pack_on,
                         allocator=allocator if on_device else None)
-    run_recorder = TraceRecorder(rank=comm.Get_rank())
+    ticket = plan.take_ticket()
+    # (its records carry the execution's number, for profiles)
+    run_recorder = TraceRecorder(rank=comm.Get_rank(), execution=ticket)
     handle = DistributedExecution(plan, run_recorder)
     run_stats = handle.stats
-    ticket = plan.take_ticket()
 
     def run(control: DistributedExecution | None = None) -> dict[str, Any]:
         # (after the first execution of the plan: see runtime.collector)
@@ -537,9 +537,6 @@ def execute_distributed_partition(
                             input_args or {}, run_recorder, run_stats,
                             control)
         finally:
-            # which execution each record belongs to (for profiles)
-            for rec in run_recorder.records:
-                rec.args.setdefault("execution", ticket)
             if stats is not None:
                 stats.update(run_stats)
             if recorder is not None:

@@ -166,11 +166,16 @@ class TraceRecorder:
     :arg rank: the rank this recorder runs on (``pid`` in the export).
     :arg enabled: if false, the recording methods still return records
         (so calling code needs no branches) but keep none.
+    :arg execution: if given, the number of the one execution whose
+        records this recorder collects: stamped on each as
+        ``args["execution"]`` (unless the record names another).
     """
 
-    def __init__(self, rank: int = 0, enabled: bool = True) -> None:
+    def __init__(self, rank: int = 0, enabled: bool = True,
+                 execution: int | None = None) -> None:
         self.rank = int(rank)
         self.enabled = enabled
+        self.execution = execution
         self._records: list[TraceRecord] = []
         self._lock = threading.Lock()
 
@@ -179,8 +184,16 @@ class TraceRecorder:
                nbytes: int | None = None, part_id: Hashable | None = None,
                **args: Any) -> TraceRecord:
         """A new record of *kind*, posted now."""
-        # positional: the fields' order (the cheapest construction)
-        rec = TraceRecord(kind, name or kind, self.rank, _perf_counter_ns(),
+        return self._new(kind, name or kind, peer, tag, nbytes, part_id, args)
+
+    def _new(self, kind: str, name: str, peer: int | None, tag: int | None,
+             nbytes: int | None, part_id: Hashable | None,
+             args: dict[str, Any]) -> TraceRecord:
+        # (positional all the way: an executor makes several records per
+        # part, and keyword arguments passed on cost more than the record)
+        if self.execution is not None:
+            args.setdefault("execution", self.execution)
+        rec = TraceRecord(kind, name, self.rank, _perf_counter_ns(),
                           None, None, peer, tag,
                           None if nbytes is None else int(nbytes), part_id,
                           args)
@@ -195,16 +208,15 @@ class TraceRecorder:
         """A message to (``direction="send"``) or from (``"recv"``) *peer*,
         posted now. (Other directions are recorded as their own kind and
         drawn on the "other" track.)"""
-        return self.record(direction, name or f"{direction} {peer}",
-                           peer=peer, tag=tag, nbytes=nbytes, part_id=part_id,
-                           **args)
+        return self._new(direction, name or f"{direction} {peer}", peer, tag,
+                         nbytes, part_id, args)
 
     def part(self, part_id: Hashable, name: str | None = None, **args: Any
              ) -> TraceRecord:
         """A part execution, posted (runnable) now; use it as a context
         manager around the execution, or call ``start``/``complete``."""
-        return self.record("part", name or f"part {part_id}", part_id=part_id,
-                           **args)
+        return self._new("part", name or f"part {part_id}", None, None, None,
+                         part_id, args)
 
     def wait(self, name: str = "wait", **args: Any) -> TraceRecord:
         """Time spent blocked (a ``with`` block around ``Wait``/``Barrier``)."""
