@@ -75,8 +75,11 @@ def test_recorder_of_one_execution_stamps_its_number_on_each_record():
             tracer.message("send", 1, tag=4, nbytes=8, part_id="a"),
             tracer.record("pack", "pack 1", peer=1),
             tracer.wait("wait for messages"),
-            tracer.record("unpack", execution=5)]     # its own number wins
-    assert [rec.args.get("execution") for rec in made] == [7, 7, 7, 7, 5]
+            tracer.record("unpack", execution=5),     # its own number wins
+            tracer.new("pack", "pack 1", 1, 4, 8, "a", {})]
+    assert [rec.args.get("execution") for rec in made] == [7, 7, 7, 7, 5, 7]
+    assert (made[5].kind, made[5].name, made[5].peer, made[5].tag,
+            made[5].nbytes, made[5].part_id) == ("pack", "pack 1", 1, 4, 8, "a")
     assert made[0].args["n_inputs"] == 3
     assert (made[1].name, made[1].peer, made[1].tag, made[1].nbytes,
             made[1].part_id, made[1].rank) == ("send 1", 1, 4, 8, "a", 2)

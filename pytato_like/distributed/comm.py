@@ -1009,10 +1009,33 @@ class Exchange:
     def take_in(self, msg: _Incoming, rec: Any) -> list[tuple[str, Any]]:
         """The values of the arrived (and checked) message *msg*, its
         receive's record *rec* completed and counted, unpacked."""
+        if msg.padded is not None and self.plan.packed:
+            return list(zip(msg.names, self.take_in_padded(msg, rec),
+                            strict=True))
         rec.complete()
         self.n_messages_received += 1
         self.bytes_received += int(cast(np.ndarray, msg.buffer).nbytes)
         return self._unpack(msg)
+
+    def take_in_padded(self, msg: _Incoming, rec: Any) -> list[Any]:
+        """:meth:`take_in` of a message in a padded buffer (the steady
+        loop's every message): its device arrays, in the order of its
+        names, once one copy into them is enqueued."""
+        t0 = time.perf_counter_ns()
+        rec.complete(t0)
+        self.n_messages_received += 1
+        self.bytes_received += msg.nbytes
+        unpack = self.recorder.new("unpack", f"unpack {msg.src}", msg.src,
+                                   msg.tag, msg.nbytes, None, {})
+        unpack.start(t0)
+        padded = cast(_PaddedMessage, msg.padded)
+        # one copy into the arrays' sub-buffers; nothing to unpack
+        self._upload_events.append(padded.from_host(
+            cast(np.ndarray, msg.buffer)))
+        t1 = time.perf_counter_ns()
+        unpack.complete(t1)
+        self.overhead_ns["unpack"] += t1 - t0
+        return padded.arrays
 
     def _test_receives(self) -> list[int]:
         """Indices (into the waiting receives) of those completed now;
@@ -1034,11 +1057,8 @@ class Exchange:
             return [(msg.names[0], self._for_parts(buffer))]
         with self.recorder.record("unpack", f"unpack {msg.src}", peer=msg.src,
                                   tag=msg.tag, nbytes=msg.nbytes) as _:
-            if msg.padded is not None:
-                # one copy into the arrays' sub-buffers; nothing to unpack
-                self._upload_events.append(msg.padded.from_host(buffer))
-                values = msg.padded.arrays
-            elif plan.pack_on_device:
+            # (messages in padded buffers: take_in_padded)
+            if plan.pack_on_device:
                 import pyopencl as cl
                 import pyopencl.array as cla
                 queue, dev = plan.queue, msg.device_buffer
@@ -1105,26 +1125,47 @@ class Exchange:
             self._arrived.append((recv_name, self._for_parts(value)))
         for msg in plan.outgoing.get(pid, ()):
             if plan.packed:
+                if msg.padded is not None and self.send_placed((msg,),
+                                                               outputs):
+                    continue
                 self._send_packed(msg, [outputs[n] for n in msg.names])
             else:
                 self._start_send(msg, None, np.ascontiguousarray(
                     to_host(outputs[msg.names[0]])))
 
+    def send_placed(self, messages: tuple[_Outgoing, ...],
+                    outputs: Mapping[str, Any]) -> bool:
+        """Start *messages* (of one part, in padded buffers) if the part
+        program computed each of their arrays into its buffer (*outputs*:
+        the part's, by name): the common case from the second execution
+        on, and the steady loop's. ``False``, with nothing done, if one is
+        not there (:meth:`send_part_outputs` copies it in). (The time is
+        the caller's to count, as ``pack``.)"""
+        for msg in messages:
+            for name, array in zip(msg.names,
+                                   cast(_PaddedMessage, msg.padded).arrays,
+                                   strict=True):
+                if outputs[name] is not array:
+                    return False
+        t0 = time.perf_counter_ns()
+        new_record = self.recorder.new
+        copies = self._device_copies
+        for msg in messages:
+            buffer = cast(np.ndarray, msg.buffer)
+            rec = new_record("pack", f"pack {msg.dest}", msg.dest, msg.tag,
+                             buffer.nbytes, msg.pid, {})
+            rec.start(t0)
+            copies.append((msg, cast(_PaddedMessage, msg.padded).to_host(
+                buffer, None), rec))
+        # submitted now: an unflushed queue may hold a copy back until
+        # this rank next blocks, delaying the send (which starts once the
+        # copy has completed: polled, or waited for before this rank blocks)
+        self.plan.queue.flush()
+        return True
+
     def _send_packed(self, msg: _Outgoing, values: list[Any]) -> None:
         plan = self.plan
         padded = msg.padded
-        if padded is not None and all(
-                v is a for v, a in zip(values, padded.arrays, strict=True)):
-            # the common case from the second execution on: the part
-            # program computed every array into the message's buffer
-            rec = self.recorder.record(
-                "pack", f"pack {msg.dest}", peer=msg.dest, tag=msg.tag,
-                nbytes=cast(np.ndarray, msg.buffer).nbytes,
-                part_id=msg.pid).start()
-            evt = padded.to_host(cast(np.ndarray, msg.buffer), None)
-            plan.queue.flush()
-            self._device_copies.append((msg, evt, rec))
-            return
         if plan.pack_on_device:
             import pyopencl.array as cla
             values = [v if is_device_array(v) and v.flags.c_contiguous
@@ -1200,9 +1241,9 @@ class Exchange:
                     ) -> None:
         MPI = _mpi()
         t0 = time.perf_counter_ns()
-        rec = self.recorder.message("send", msg.dest, tag=msg.tag,
-                                    nbytes=data.nbytes, part_id=msg.pid,
-                                    n_arrays=len(msg.names))
+        rec = self.recorder.new("send", f"send {msg.dest}", msg.dest,
+                                msg.tag, data.nbytes, msg.pid,
+                                {"n_arrays": len(msg.names)})
         if request is None:
             request = self.comm.Isend([data, MPI.BYTE], dest=msg.dest,
                                       tag=msg.tag)

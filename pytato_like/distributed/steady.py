@@ -100,8 +100,8 @@ class SteadyLoop:
         self.input_names: list[tuple[str, ...]] = []
         self.placed: list[dict[str, Any]] = []
         self.dependents: list[list[int]] = [[] for _ in order]
-        #: per part: whether it sends messages
-        self.sends: list[bool] = []
+        #: per part: the messages it sends (in padded buffers)
+        self.outgoing: list[tuple[Any, ...]] = []
         #: per part: whether its program may be frozen (its outputs are
         #: used inside the execution only: results must be new arrays)
         #: and the frozen call once made
@@ -125,7 +125,7 @@ class SteadyLoop:
                 self.programs.append(prg_per_partition[pid])
             self.input_names.append(tuple(sorted(part.all_input_names())))
             self.placed.append(plan.placed_outputs(pid))
-            self.sends.append(bool(plan.outgoing.get(pid)))
+            self.outgoing.append(tuple(plan.outgoing.get(pid, ())))
             self.freezable.append(
                 freezing and names is None
                 and overall.isdisjoint(part.output_names))
@@ -234,10 +234,12 @@ class _SteadyRun:
         loop = self.loop
         order, programs, forward = loop.order, loop.programs, loop.forward
         input_names, placed = loop.input_names, loop.placed
-        dependents, sends = loop.dependents, loop.sends
+        dependents, outgoing = loop.dependents, loop.outgoing
         values, queue, ready = self.values, self.queue, self.ready
         records = self.records
         exchange = self.exchange
+        overhead = exchange.overhead_ns
+        send_placed = exchange.send_placed
         send_part_outputs = exchange.send_part_outputs
         start_ready_sends = exchange.start_ready_device_sends
         part_record = self.recorder.part
@@ -284,10 +286,15 @@ class _SteadyRun:
                     enqueue_cpu_ns += cpu_ns() - c0
                 rec.complete()
                 values.update(outputs)
-                if sends[i]:
+                messages = outgoing[i]
+                if messages:
                     # (their copies to the host enqueued; the sends start
                     # once those complete)
-                    send_part_outputs(order[i], outputs)
+                    t0 = perf_ns()
+                    if send_placed(messages, outputs):
+                        overhead["pack"] += perf_ns() - t0
+                    else:
+                        send_part_outputs(order[i], outputs)
                 release(dependents[i])
                 n_done += 1
                 start_ready_sends(False)
@@ -399,7 +406,9 @@ class _SteadyRun:
             msg, _, rec = receives[k]
             exchange.check_arrival(msg, statuses[n])
             arrived[k] = True
-            self.values.update(exchange.take_in(msg, rec))
+            # (the loop runs only plans whose messages are all padded)
+            self.values.update(zip(msg.names,
+                                   exchange.take_in_padded(msg, rec)))
             self.release(on_arrival[k])
         n = len(arrived)
         lo = self.first_waiting

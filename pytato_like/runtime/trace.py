@@ -184,13 +184,15 @@ class TraceRecorder:
                nbytes: int | None = None, part_id: Hashable | None = None,
                **args: Any) -> TraceRecord:
         """A new record of *kind*, posted now."""
-        return self._new(kind, name or kind, peer, tag, nbytes, part_id, args)
+        return self.new(kind, name or kind, peer, tag, nbytes, part_id, args)
 
-    def _new(self, kind: str, name: str, peer: int | None, tag: int | None,
-             nbytes: int | None, part_id: Hashable | None,
-             args: dict[str, Any]) -> TraceRecord:
-        # (positional all the way: an executor makes several records per
-        # part, and keyword arguments passed on cost more than the record)
+    def new(self, kind: str, name: str, peer: int | None, tag: int | None,
+            nbytes: int | None, part_id: Hashable | None,
+            args: dict[str, Any]) -> TraceRecord:
+        """:meth:`record` with every field given, in order (*args* is the
+        record's own dict): the executor's form, which makes several
+        records per part -- keyword arguments passed on cost more than
+        the record itself."""
         if self.execution is not None:
             args.setdefault("execution", self.execution)
         rec = TraceRecord(kind, name, self.rank, _perf_counter_ns(),
@@ -208,14 +210,14 @@ class TraceRecorder:
         """A message to (``direction="send"``) or from (``"recv"``) *peer*,
         posted now. (Other directions are recorded as their own kind and
         drawn on the "other" track.)"""
-        return self._new(direction, name or f"{direction} {peer}", peer, tag,
+        return self.new(direction, name or f"{direction} {peer}", peer, tag,
                          nbytes, part_id, args)
 
     def part(self, part_id: Hashable, name: str | None = None, **args: Any
              ) -> TraceRecord:
         """A part execution, posted (runnable) now; use it as a context
         manager around the execution, or call ``start``/``complete``."""
-        return self._new("part", name or f"part {part_id}", None, None, None,
+        return self.new("part", name or f"part {part_id}", None, None, None,
                          part_id, args)
 
     def wait(self, name: str = "wait", **args: Any) -> TraceRecord:
