@@ -46,6 +46,53 @@ def test_thread_handle_returns_result_and_traces():
     assert tracer.records == [own, waited]
 
 
+def test_wait_runs_a_task_no_thread_has_started_in_the_waiting_thread(
+        monkeypatch):
+    from pytato_like.runtime import workers
+    handed = []
+    # no thread picks the task up until wait() has run it
+    monkeypatch.setattr(workers, "submit",
+                        lambda task, name: handed.append(task))
+    runs = []
+
+    def work():
+        runs.append(threading.get_ident())
+        return len(runs)
+
+    h = Handle.run_in_thread(work, name="steal me")
+    assert not h.done()
+    # (should wait() not run it, this does, late: the test fails, not hangs)
+    late = threading.Timer(5, handed[0])
+    late.start()
+    assert h.wait() == 1
+    late.cancel()
+    assert runs == [threading.get_ident()] and h.done()
+    assert h.record.posted_ns <= h.record.started_ns <= h.record.completed_ns
+    handed[0]()           # the thread it was handed to comes late: no-op
+    assert runs == [threading.get_ident()] and h.wait() == 1
+    # an error is re-raised the same way
+    boom = Handle.run_in_thread(lambda: {}["part 3"])
+    with pytest.raises(KeyError, match="part 3"):
+        boom.wait()
+
+
+def test_wait_does_not_run_a_task_a_thread_has_started_again():
+    started, gate = threading.Event(), threading.Event()
+    runs = []
+
+    def work():
+        runs.append(threading.get_ident())
+        started.set()
+        gate.wait(5)
+        return "done"
+
+    h = Handle.run_in_thread(work)
+    assert started.wait(5)
+    threading.Timer(0.05, gate.set).start()
+    assert h.wait() == "done"
+    assert len(runs) == 1 and runs[0] != threading.get_ident()
+
+
 def test_thread_handle_reraises_exception():
     def boom():
         raise KeyError("part 7 failed")
