@@ -67,7 +67,8 @@ program raises :class:`~pytato_like.diagnostic.RankDepartedError` instead
 of waiting forever.
 
 .. autoclass:: MessagePlan
-    :members: receive_buffers, n_outgoing, n_incoming, free
+    :members: receive_buffers, n_outgoing, n_incoming, free,
+        is_reused_device_array
 .. autoclass:: Exchange
     :members:
 """
