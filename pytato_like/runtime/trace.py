@@ -211,14 +211,14 @@ class TraceRecorder:
         posted now. (Other directions are recorded as their own kind and
         drawn on the "other" track.)"""
         return self.new(direction, name or f"{direction} {peer}", peer, tag,
-                         nbytes, part_id, args)
+                        nbytes, part_id, args)
 
     def part(self, part_id: Hashable, name: str | None = None, **args: Any
              ) -> TraceRecord:
         """A part execution, posted (runnable) now; use it as a context
         manager around the execution, or call ``start``/``complete``."""
         return self.new("part", name or f"part {part_id}", None, None, None,
-                         part_id, args)
+                        part_id, args)
 
     def wait(self, name: str = "wait", **args: Any) -> TraceRecord:
         """Time spent blocked (a ``with`` block around ``Wait``/``Barrier``)."""
