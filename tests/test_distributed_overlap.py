@@ -197,6 +197,73 @@ def test_strips_wider_than_a_quarter_fall_back_to_steps():
                                   _evaluate(outputs, inputs)["u"])
 
 
+def _halo_groups(n, steps, halo, stored, sends=True):
+    """Heat steps in groups of *halo*: *halo* cells exchanged each way
+    (placeholders ``gl<k>``/``gr<k>`` of time ``k + 1``), then up to *halo*
+    steps on the extended field, which shrinks by a cell per side and step
+    (reading it through the slices ``ext[:-2]``, ``ext[1:-1]``,
+    ``ext[2:]``), the user's ``ImplStored`` on each if *stored*."""
+    u = pt.make_placeholder("u", (n,))
+    times = {}
+    done = k = 0
+    while done < steps:
+        todo = min(halo, steps - done)
+        if sends:
+            u = staple_distributed_send(u[:halo], 0, ("l", k), u)
+            u = staple_distributed_send(u[-halo:], 0, ("r", k), u)
+        gl = pt.make_placeholder(f"gl{k}", (halo,))
+        gr = pt.make_placeholder(f"gr{k}", (halo,))
+        times[gl.name] = times[gr.name] = k + 1
+        ext = pt.concatenate([gl, u, gr])
+        for _ in range(todo):
+            if stored:
+                ext = ext.tagged(ImplStored())
+            ext = ext[1:-1] + C * (ext[:-2] - 2 * ext[1:-1] + ext[2:])
+        u = ext[halo - todo:halo - todo + n]
+        done += todo
+        k += 1
+    return {"u": u}, times
+
+
+def _strips_reading_wide_rows(split, n):
+    """The narrow stored arrays (strips) that compute from an array of
+    more than a quarter of *n* rows that is not stored (deep rows)."""
+    wide_readers = []
+    for strip in _interiors(split):
+        if strip.shape[0] >= n // 4:
+            continue
+        below = toposort(list(walk_children(strip)), _unless_stored)
+        if any(isinstance(a, pt.array.IndexLambda) and not _stored(a)
+               and a.shape[0] >= n // 4 for a in below):
+            wide_readers.append(strip)
+    return wide_readers
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_steps_on_a_halo_extended_field_split_deep(stored):
+    # each step reads the one before through slices of it, not as a
+    # whole: the deep rows of a step still come from the deep rows of the
+    # one before, and its strips from its strips
+    n, steps, halo = 200, 8, 4
+    outputs, times = _halo_groups(n, steps, halo, stored)
+    split, n_split = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8)
+    assert n_split == steps
+    inputs = _inputs(outputs)
+    np.testing.assert_array_equal(_evaluate(split, inputs)["u"],
+                                  _evaluate(outputs, inputs)["u"])
+    assert not _strips_reading_wide_rows(split, n)
+    # the deep rows are not stored, the user's tag notwithstanding: the
+    # partitioner computes them with the output's, in one kernel
+    assert max(a.shape[0] for a in _interiors(split)) < n // 4
+    # the deep rows of step j of group g: the extended field has
+    # n + 2 * (halo - j) rows, and every exchange so far (g + 1) makes
+    # *halo* more rows at each end depend on receives
+    assert _deep_lengths(split, times) == sorted(
+        n - 2 * j - 2 * halo * g
+        for g in range(steps // halo) for j in range(1, halo + 1))
+
+
 @pytest.mark.parametrize("deep", [False, True])
 def test_sends_need_only_the_boundary_cells(deep):
     n, steps = 60, 3
@@ -482,6 +549,20 @@ def test_random_halo_chains_do_split_deep():
         settings=settings(max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow]))
     assert found
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(40, 120), st.integers(1, 7), st.integers(1, 3),
+       st.booleans(), st.booleans())
+def test_random_halo_groups_keep_their_values(n, steps, halo, stored, sends):
+    outputs, times = _halo_groups(n, steps, halo, stored, sends)
+    split, _ = split_interior_from_boundary(
+        outputs, _source_time(times), min_interior_elements=8)
+    inputs = _inputs(outputs, seed=5)
+    np.testing.assert_array_equal(_evaluate(split, inputs)["u"],
+                                  _evaluate(outputs, inputs)["u"])
+    assert not _strips_reading_wide_rows(split, n)
 
 # }}}
 

@@ -45,6 +45,22 @@ depend on receives of *any* time is split instead into
   deep rows overlap are computed twice (the same expression of the same
   values: the same bits).
 
+Which arrays are split deep: those wanted early (as in the step-by-step
+split) and the outputs -- an output that is a row slice stands for the
+array it views -- and every array computed once for several users that
+their deep rows read (found by a walk through send holders, row slices,
+concatenations and index lambdas of one user): unsplit, such an array
+would be computed whole, after the receives. That is how steps written on
+a halo-extended field (``ext = ext[1:-1] + c * (ext[:-2] - 2 * ext[1:-1]
++ ext[2:])``, several steps per exchange) are split: each step reads the
+one before through slices only. A slice of a deep-split array that spans
+several of its pieces keeps the pieces (their rows shifted to the
+slice's), so rows wanted of the slice are read from the one piece that
+holds them: a strip from a strip, never from the deep rows. The user's
+:class:`~pytato_like.tags.ImplStored` on a deep-split array stays with its
+strips; its deep rows are not stored (written out, they would cost a pass
+over memory per step).
+
 The strip widths come from a pass from the outputs back to the inputs
 that carries each strip's rows down the way row slices are pushed (index
 lambdas read at row offsets, row slices, concatenations; an array with
@@ -510,6 +526,11 @@ class _Splitter:
         deep = self.rows_of(node, head, n - tail, t)
         if self.time[id(deep)] != 0:
             return None
+        if any(isinstance(tag, ImplStored) for tag in deep.tags):
+            # (the array's stored tag stays with its strips: deep rows
+            # written out would cost a pass over memory per step)
+            deep = deep.without_tags(ImplStored(), verify_existence=False)
+            self.annotate(deep)
         # computed once (slices of it are views), but not tagged stored:
         # the partitioner computes it with its first user -- the output
         # whose deep rows end the chain, in the last part, where the time
@@ -634,7 +655,14 @@ def _split(outputs, order, source_time, min_interior_elements,
     # the outputs too, deep only: their deep rows then join the chain of
     # deep rows in the kernel that writes them (a step-by-step split of an
     # output gains nothing: its interior would be copied into it)
-    results = {id(_value_of(o)) for o in outputs.values()}
+    results = set()
+    for output in outputs.values():
+        # (an output that is a row slice: the array it views)
+        node = _value_of(output)
+        while isinstance(node, BasicIndex) and _is_row_slice(node.indices[0]):
+            results.add(id(node))
+            node = _value_of(node.array)
+        results.add(id(node))
     deep = (_deep_splits(order, source_time, shared & early, shared,
                          min_interior_elements, results)
             if deep_interiors else {})
@@ -703,14 +731,16 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
     rows_of_any = _Splitter(source_time, min_interior_elements, any_time=True)
     for node in order:
         rows_of_any.annotate(node)
-    edges: dict[int, tuple[int, int]] = {}
-    #: rows of each array of *edges*
+    #: every array that could be split deep (computed once for several
+    #: users, or an output) -> its edge rows
+    candidates: dict[int, tuple[int, int]] = {}
+    #: rows of each candidate
     lengths: dict[int, int] = {}
     for node in order:
         key = id(node)
         rows = rows_of_any.rows[key]
         n = _rows_len(node)
-        if ((key not in wanted and key not in results)
+        if ((key not in shared and key not in results)
                 or not isinstance(node, IndexLambda)
                 or not isinstance(rows, tuple) or not any(rows)
                 or n is None or any(not isinstance(d, int)
@@ -719,8 +749,16 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
         middle = n - rows[0] - rows[1]
         width = math.prod(node.shape[1:])
         if middle >= rows[0] + rows[1] and middle * width >= min_interior_elements:
-            edges[key] = rows
+            candidates[key] = rows
             lengths[key] = n
+    # the arrays wanted, and the candidates their deep rows read (else
+    # those would be computed whole, and the deep rows would wait for the
+    # receives)
+    from_wanted = _deep_reads(order, wanted, candidates, shared)
+    results = _deep_reads(order, results, candidates, shared) - from_wanted
+    wanted = from_wanted
+    edges = {key: rows for key, rows in candidates.items()
+             if key in wanted or key in results}
     if not edges:
         return {}
     need = _strip_needs(order, edges, shared)
@@ -737,6 +775,38 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
         need = _strip_needs(order, edges, shared)
     return {key: (rows, need[key]) for key, rows in edges.items()
             if narrow(key)}
+
+
+def _deep_reads(order, seeds: AbstractSet[int],
+                candidates: Mapping[int, Any], shared: set[int]) -> set[int]:
+    """The ids of *seeds* and of every array whose rows the deep rows of a
+    seed read: through send holders, row slices, concatenations, index
+    lambdas with one user (pushed into, see :meth:`_Splitter.rows_of`) and
+    the *candidates* (split deep themselves); an index lambda computed once
+    for several users that is no candidate ends the walk (read whole)."""
+    by_id = {id(node): node for node in order}
+    stack = [by_id[key] for key in seeds if key in by_id]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        key = id(node)
+        if key in seen:
+            continue
+        seen.add(key)
+        if isinstance(node, DistributedSendRefHolder):
+            kids: Any = (node.passthrough_data,)
+        elif isinstance(node, (BasicIndex, Concatenate)):
+            kids = walk_children(node)
+        elif isinstance(node, IndexLambda) and (key in candidates
+                                                or key not in shared):
+            kids = node.bindings.values()
+        else:
+            continue
+        stack.extend(kid for kid in kids
+                     if not (isinstance(kid, IndexLambda)
+                             and id(kid) in shared
+                             and id(kid) not in candidates))
+    return seen
 
 
 def _strip_needs(order, edges: dict[int, tuple[int, int]], shared: set[int]
@@ -819,8 +889,18 @@ def _through_concatenate(splitter: _Splitter, sliced: BasicIndex) -> Array:
     first = sliced.indices[0]
     if n is None or not _is_row_slice(first):
         return sliced
-    inner = splitter.rows_of(sliced.array, first.start, first.start + n,
+    start = first.start
+    inner = splitter.rows_of(sliced.array, start, start + n,
                              splitter.time[id(sliced)])
+    covers = splitter.covers.get(id(sliced.array))
+    if covers and isinstance(inner, Concatenate) \
+            and id(inner) not in splitter.covers:
+        # the slice, built of several pieces, keeps the pieces of the
+        # deep split it views (shifted to its rows): rows wanted of it
+        # are then read from one piece where one holds them, so the
+        # strips that read the slice read strips, never the deep rows
+        splitter.covers[id(inner)] = [(lo - start, hi - start, piece)
+                                      for lo, hi, piece in covers]
     return _index_rest(inner, n, sliced.indices[1:], sliced.tags)
 
 # vim: foldmethod=marker
