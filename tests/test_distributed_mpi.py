@@ -146,6 +146,34 @@ def test_heat_example_with_deep_halos_matches_serial_numpy(target):
     assert "messages sent by rank 0 per run: 6 " in proc.stdout, proc.stdout
 
 
+def test_deep_halos_on_many_cells_split_deep_with_the_same_bits(tmp_path):
+    """Halos of 3 cells every 3 steps on 40 000 cells per rank (enough for
+    the boundary/interior split): the parts before the last compute
+    strips of a few cells each, never a whole field (the deep rows of all
+    steps are computed in the last part), and the values are serial
+    NumPy's to the bit."""
+    import pickle
+    if not _loopy_available():
+        pytest.skip("no loopy")
+    saved = tmp_path / "partition.pkl"
+    proc = launch(2, ROOT / "examples" / "distributed_heat.py",
+                  "--cells", "40000", "--steps", "7", "--fields", "1",
+                  "--halo", "3", "--target", "loopy", "--save-partition",
+                  str(saved), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "max |distributed - serial NumPy| = 0.00e+00 -> OK" in proc.stdout
+    with open(saved, "rb") as f:
+        partition = pickle.load(f)
+    *boundary, last = partition.toposorted_part_ids
+    widest = max(partition.name_to_output[name].shape[0]
+                 for pid in boundary
+                 for name in partition.parts[pid].output_names)
+    # strips of at most 2 * 7 cells plus the halo (whole fields before)
+    assert widest <= 2 * 7 + 3, widest
+    assert all(partition.name_to_output[name].shape == (40000,)
+               for name in partition.parts[last].output_names)
+
+
 def test_demo_relaunches_itself_on_two_ranks():
     env = dict(os.environ)
     for name in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"):
