@@ -754,9 +754,11 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
     # the arrays wanted, and the candidates their deep rows read (else
     # those would be computed whole, and the deep rows would wait for the
     # receives)
-    from_wanted = _deep_reads(order, wanted, candidates, shared)
-    results = _deep_reads(order, results, candidates, shared) - from_wanted
-    wanted = from_wanted
+    by_id = {id(node): node for node in order}
+    wanted = _deep_reads(by_id, wanted, candidates, shared)
+    # (the walk from the outputs stops where the first one went: what
+    # it finds there is wanted already)
+    results = _deep_reads(by_id, results, candidates, shared, wanted)
     edges = {key: rows for key, rows in candidates.items()
              if key in wanted or key in results}
     if not edges:
@@ -777,20 +779,23 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
             if narrow(key)}
 
 
-def _deep_reads(order, seeds: AbstractSet[int],
-                candidates: Mapping[int, Any], shared: set[int]) -> set[int]:
+def _deep_reads(by_id: Mapping[int, Any], seeds: AbstractSet[int],
+                candidates: Mapping[int, Any], shared: set[int],
+                known: AbstractSet[int] = frozenset()) -> set[int]:
     """The ids of *seeds* and of every array whose rows the deep rows of a
-    seed read: through send holders, row slices, concatenations, index
-    lambdas with one user (pushed into, see :meth:`_Splitter.rows_of`) and
-    the *candidates* (split deep themselves); an index lambda computed once
-    for several users that is no candidate ends the walk (read whole)."""
-    by_id = {id(node): node for node in order}
+    seed read (*by_id*: the DAG's nodes by id): through send holders, row
+    slices, concatenations, index lambdas with one user (pushed into, see
+    :meth:`_Splitter.rows_of`) and the *candidates* (split deep
+    themselves); an index lambda computed once for several users that is
+    no candidate ends the walk (read whole). The ids in *known* (the
+    result of an earlier walk, so closed under it) are neither walked
+    through nor returned."""
     stack = [by_id[key] for key in seeds if key in by_id]
     seen: set[int] = set()
     while stack:
         node = stack.pop()
         key = id(node)
-        if key in seen:
+        if key in seen or key in known:
             continue
         seen.add(key)
         if isinstance(node, DistributedSendRefHolder):
