@@ -153,6 +153,8 @@ def test_deep_halos_on_many_cells_split_deep_with_the_same_bits(tmp_path):
     steps are computed in the last part), and the values are serial
     NumPy's to the bit."""
     import pickle
+
+    import pytato_like as pt
     if not _loopy_available():
         pytest.skip("no loopy")
     saved = tmp_path / "partition.pkl"
@@ -172,6 +174,16 @@ def test_deep_halos_on_many_cells_split_deep_with_the_same_bits(tmp_path):
     assert widest <= 2 * 7 + 3, widest
     assert all(partition.name_to_output[name].shape == (40000,)
                for name in partition.parts[last].output_names)
+    # the last part computes the strips' steps and the deep rows' steps
+    # as two chains: one time-tiled kernel each (before the chunks were
+    # ordered chain by chain, strip and deep steps of one level
+    # alternated and only the deep steps after the last strip step were
+    # fused: 4 launches, 3 steps of 40 000 cells in kernels of their own)
+    programs = pt.generate_code_for_partition(partition, target="loopy")
+    source = programs[last].source
+    assert len(programs[last].plan.launches) == 2, source
+    assert source.count("__kernel") == source.count(
+        "double _pt_scratch0[") == 2
 
 
 def test_demo_relaunches_itself_on_two_ranks():

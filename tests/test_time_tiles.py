@@ -409,6 +409,35 @@ def test_a_chain_ending_in_a_range_of_a_stencil_over_pieces(queue):
     # it writes the output (no temporary for the last step of the chain)
     assert kernel.count("__global double *") == 1
 
+@pytest.mark.parametrize(("n", "m", "steps"), [
+    (3000, 40, 6), (TILE + 1, 5, 8), (100_000, 8, STAGES)])
+def test_independent_chains_sharing_levels_are_each_one_run(queue, n, m,
+                                                           steps):
+    # the distributed deep split's last part: per step, the boundary
+    # strips (short) and the deep rows (long) are chunks of one level,
+    # independent of each other; each chain is still one run (where the
+    # strips' run ends in the output, its last stage writes both pieces)
+    u = pt.make_placeholder("u", (n + 2 * steps,), np.float64)
+    left = pt.make_placeholder("l", (m + 2 * steps,), np.float64)
+    right = pt.make_placeholder("r", (m + 2 * steps,), np.float64)
+    chains = [u, left, right]
+    for _ in range(steps):
+        chains = [heat_step(c) for c in chains]
+    deep, strip_l, strip_r = chains
+    prg = pt.generate_loopy({"o": pt.concatenate([strip_l, deep, strip_r])})
+    rng = np.random.default_rng(n + m)
+    host = {"u": rng.random(n + 2 * steps), "l": rng.random(m + 2 * steps),
+            "r": rng.random(m + 2 * steps)}
+    _, got = prg(queue, **host)
+    want = np.concatenate([heat_steps_numpy(host[k], steps)
+                           for k in ("l", "u", "r")])
+    np.testing.assert_array_equal(got["o"], want)
+    # one tiled kernel per chain: no step of either in a kernel of its own
+    assert len(prg.plan.launches) == 2
+    tiled = [k for k in kernels(prg.get_source()) if "_pt_scratch" in k]
+    assert len(tiled) == 2
+
+
 # }}}
 
 
