@@ -3,10 +3,11 @@
 :meth:`~pytato_like.runtime.handles.Handle.run_in_thread` runs each task
 (a distributed execution started with ``wait=False``, say) in a thread of
 its own -- unless a :meth:`~pytato_like.runtime.handles.Handle.wait`
-without a timeout comes first and runs it in the waiting thread. Starting a thread costs more than it seems: ``Thread.start``
-returns only once the new thread runs, and the new thread, holding the
-GIL from its first line on, gives it back only when it blocks or after
-Python's switch interval. Measured on the halo benchmark (2 ranks, 10^5
+without a timeout comes first and runs it in the waiting thread.
+Starting a thread costs more than it seems: ``Thread.start`` returns only
+once the new thread runs, and the new thread, holding the GIL from its
+first line on, gives it back only when it blocks or after Python's switch
+interval. Measured on the halo benchmark (2 ranks, 10^5
 cells per rank, 8 steps): the call that started an execution took 300 µs
 of a 1.6 ms execution.
 

@@ -428,13 +428,15 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
                     tile: int | None = None, max_insns: int = 128
                     ) -> list[TiledRun]:
     """Fuse the runs of chunks of *insns* described in the module (chunks
-    and storage already assigned) into one chunk each: moves the pieces
-    of a run's pieces stage into it (reordering *insns*; a chunk left
-    empty is gone), renumbers the chunks, sets :attr:`Instruction.tiled`
-    and :attr:`Instruction.stage`, and removes the buffers (and targets)
-    of the arrays that now live in scratch arrays only. A run holds at most *max_insns* instructions (the
-    bound on a kernel's size of :func:`~pytato_like.target.loopy.chunks.assign_chunks`).
-    Returns the runs."""
+    and storage already assigned) into one chunk each: puts the chunks in
+    chain order (:func:`_chains_contiguous`), moves the pieces of a run's
+    pieces stage into it (reordering *insns*; a chunk left empty is gone),
+    renumbers the chunks, sets :attr:`Instruction.tiled` and
+    :attr:`Instruction.stage`, and removes the buffers (and targets) of the
+    arrays that now live in scratch arrays only. A run holds at most
+    *max_insns* instructions (the bound on a kernel's size of
+    :func:`~pytato_like.target.loopy.chunks.assign_chunks`). Returns the
+    runs."""
     if tile is None:
         tile = TIME_TILE
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 0:
