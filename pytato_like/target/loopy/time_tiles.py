@@ -505,6 +505,42 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
 TILE_INAME = "_pt_tile"
 
 
+def _bound_names(w: str) -> tuple[str, str]:
+    """The private variables holding the bounds of the piece loop *w*."""
+    return f"{w}_lo", f"{w}_hi"
+
+
+def _piece_bounds(w: str, run: TiledRun, tile: Any, offset: Any, length: Any,
+                  temps: dict, lp_insns: list) -> set[str]:
+    """Add to *lp_insns* the instructions computing, per tile, the range
+    of the pieces stage's window that the piece at *offset* of *length*
+    covers (the bounds of its loop *w*), and their variables to *temps*;
+    their ids.
+
+    Computed bounds, not a domain intersecting the window with the piece:
+    loopy writes the latter's loop with a conditional around each
+    assignment, which costs the pieces stage more than the steps it
+    feeds (a copy loop the compiler cannot vectorise cleanly)."""
+    import loopy as lp
+    import pymbolic.primitives as prim
+
+    base = run.tile * tile + run.offsets[0]
+    window = run.tile + run.widths[0]
+    start, end = offset - base, offset + length - base
+    ids = set()
+    for name, expr in zip(_bound_names(w), (
+            prim.If(prim.Comparison(start, ">", 0), start, 0),
+            prim.If(prim.Comparison(end, "<", window), end, window))):
+        temps[name] = lp.TemporaryVariable(
+            name, shape=(), address_space=lp.AddressSpace.PRIVATE)
+        iid = f"_pt_insn{len(lp_insns)}"
+        lp_insns.append(lp.Assignment(
+            prim.Variable(name), expr, id=iid,
+            within_inames=frozenset({TILE_INAME})))
+        ids.add(iid)
+    return ids
+
+
 def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
                written_in: dict[str, int], read_in: dict[str, set[int]],
                canonical: bool) -> dict:
@@ -553,8 +589,13 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
         return prim.Variable(scope.local(e.name, "s")) \
             if isinstance(e, prim.Variable) else e
 
-    #: ``(iname, offset, length)`` of the pieces of stage 0
-    piece_loops: list[tuple[str, int, int]] = []
+    #: ``(offset, length)`` of a piece of stage 0 -> its loop's iname:
+    #: the pieces of one range (the same halo strip of every field) share
+    #: a loop, whose bounds instructions compute (:func:`_piece_bounds`)
+    piece_loops: dict[tuple[int, int], str] = {}
+    #: iname of a piece loop -> the ids of the instructions computing its
+    #: bounds
+    bound_ids: dict[str, set[str]] = {}
     #: scratch name -> ids of the pieces' writes to it so far
     piece_writes: dict[str, list[str]] = {}
     for insn in sorted(chunk, key=lambda i: i.stage):
@@ -564,10 +605,15 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
         placement = insn.placement
         pulled = placement is not None and s == 0 and bool(run.pieces)
         if placement is not None and pulled:
-            # a piece of a concatenation: a loop of its own over the part
-            # of the window inside the piece
-            w = f"_pt_w{s}_{len(piece_loops)}"
-            piece_loops.append((w, placement.offset, insn.shape[0]))
+            # a piece of a concatenation: a loop over the part of the
+            # window inside the piece
+            piece = (placement.offset, insn.shape[0])
+            w = piece_loops.get(piece, "")
+            if not w:
+                w = piece_loops[piece] = f"_pt_w{s}_{len(piece_loops)}"
+                bound_ids[w] = _piece_bounds(
+                    w, run, tile, local_size(piece[0]) if piece[0] else 0,
+                    local_size(piece[1]), temps, lp_insns)
         position = run.tile * tile + prim.Variable(w)
         if offset:
             position = position + offset
@@ -584,7 +630,7 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
         rw = _ChunkRewriter(scope, builder, insn, (w,), positions=(index,))
         expr = rw(insn.expr)
         helpers |= insn.helpers
-        deps = set(stage_ids[s - 1]) if s else set()
+        deps = set(stage_ids[s - 1]) if s else set(bound_ids.get(w, ()))
         deps.update(writer_id[nid] for nid, _ in insn.refs if nid in writer_id)
         nid = id(insn.node)
         assert insn.node is not None  # (fusable chunks only)
@@ -631,20 +677,14 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
     # (a pieces stage is bounded by its pieces' ranges, not its extent)
     extents = [None if s == 0 and piece_loops else extent(n)
                for s, n in enumerate(run.extents)]
-    # (the pieces' bounds too before the arguments: a bound of no other
-    # use is a size argument of its own)
-    piece_bounds = [(w, scope.isl(extent(start)), scope.isl(extent(length)))
-                    for w, start, length in piece_loops]
     args, bindings, wide = builder._arguments(scope, k, written_in, read_in, temps)
     params = ",".join(sorted(a.name for a in args if isinstance(a, lp.ValueArg)))
     domains = [f"[{params}] -> {{[{TILE_INAME}]: 0 <= {run.tile}*{TILE_INAME} "
                f"< {scope.isl(extents[-1])}}}"]
     sep = "," if params else ""
-    for w, lo, hi in piece_bounds:
-        domains.append(
-            f"[{params}{sep}{TILE_INAME}] -> {{[{w}]: 0 <= {w} < "
-            f"{run.tile + run.widths[0]} and {lo} <= {run.tile}*{TILE_INAME} + "
-            f"{w} + {run.offsets[0]} < {lo} + {hi}}}")
+    for w in piece_loops.values():
+        lo, hi = _bound_names(w)
+        domains.append(f"[{lo}, {hi}] -> {{[{w}]: {lo} <= {w} < {hi}}}")
     for s in range(1 if piece_loops else 0, run.n_stages):
         w = f"_pt_w{s}"
         domains.append(
