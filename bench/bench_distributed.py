@@ -56,10 +56,13 @@ FIELDS = 4
 CASES = tuple((cells, steps, halo) for cells in (100_000, 1_000_000)
               for steps in (8, 32) for halo in (1, 8))
 REPEATS = 11
-#: runs before the timed ones: the first compiles; the next few still pay
-#: for first touches (the memory pool filling, replays recorded) -- 6.3,
-#: 4.5, 4.2 ms before a steady 3.9-4.0 ms on 10^5 cells, 32 steps
-WARMUP = 3
+#: runs before the timed ones (the one-process figure takes as many): the
+#: first compiles; the next few still pay for first touches (the memory
+#: pool filling, replays recorded) -- 6.3, 4.5, 4.2 ms before a steady
+#: 3.9-4.0 ms on 10^5 cells, 32 steps. With 3, the first case of a run
+#: (10^5 cells, 8 steps) was still 0.1-0.25 ms slower than the same case
+#: measured again at the end of the run; with 6 the two agree.
+WARMUP = 6
 OVERHEAD_KINDS = ("enqueue", "pack", "post", "poll", "unpack")
 #: the time inside OpenCL's launch calls (printed beside the overhead: with
 #: the inline driver, the kernels run there)
@@ -268,7 +271,8 @@ def main(argv=None) -> dict:
             (r["cells_per_rank"], r["steps"])]
     print(f"distributed heat solver, 2 ranks, {FIELDS} fields, loopy part "
           "programs; steady times (median of "
-          f"{REPEATS} after {WARMUP} warm-up runs); executor overhead per part (us, slower rank)")
+          f"{REPEATS} after {WARMUP} warm-up runs); executor overhead per "
+          "part (us, slower rank)")
     print(format_table(rows))
     print("device of the ranks: " + ", ".join(sorted({r["device"] for r in rows})))
     print("max |2 ranks - serial NumPy|: "
