@@ -39,11 +39,13 @@ concatenations that its first chunk reads (a field extended by halo
 cells, :func:`~pytato_like.target.loopy.instructions.stored_pieces`),
 when each concatenation is a one-dimensional temporary of constant
 extent read only in the run, at shifted indices, and its pieces are
-one-dimensional, of constant extent and offset, without reductions. Each
-piece gets a loop of its own over the part of the window inside it,
-writing the concatenation's scratch array: the concatenation is never
-written to memory, and its pieces' chunks (one per piece shape) are
-gone. Behind a pieces stage, one chunk is a run.
+one-dimensional, of constant extent and offset, without reductions. The
+pieces of one range (the same halo strip of every field) share a loop
+over the part of the window inside that range, bounded by two integers
+each tile computes first, writing the concatenations' scratch arrays:
+the concatenations are never written to memory, and their pieces'
+chunks (one per piece shape) are gone. Behind a pieces stage, one chunk
+is a run.
 
 The last chunk of a run may instead write *pieces* at constant offsets
 of one-dimensional arrays (a concatenation written piece by piece, or the
