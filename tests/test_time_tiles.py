@@ -258,7 +258,7 @@ def test_concatenation_pieces_are_the_first_stage(queue, n, halo, steps):
     assert kernel.count("__global double *") == 2
     # one loop per piece range, shared by both fields, and no conditional
     # around the copies (loopy's guards on a window-and-piece domain made
-    # the pieces stage cost more than the steps)
+    # the pieces stage cost more than several of the steps)
     assert kernel.count("for (int _pt_w0_") == 3
     assert "if (" not in kernel
     host = padded_inputs(n, halo, 2, n + steps)

@@ -521,8 +521,9 @@ def _piece_bounds(w: str, run: TiledRun, tile: Any, offset: Any, length: Any,
 
     Computed bounds, not a domain intersecting the window with the piece:
     loopy writes the latter's loop with a conditional around each
-    assignment, which costs the pieces stage more than the steps it
-    feeds (a copy loop the compiler cannot vectorise cleanly)."""
+    assignment, a copy loop the compiler vectorises only with masks,
+    which cost the pieces stage more than several of the steps it feeds
+    (see doc/codegen.rst, "Time tiles")."""
     import loopy as lp
     import pymbolic.primitives as prim
 
@@ -614,8 +615,8 @@ def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
             if not w:
                 w = piece_loops[piece] = f"_pt_w{s}_{len(piece_loops)}"
                 bound_ids[w] = _piece_bounds(
-                    w, run, tile, local_size(piece[0]) if piece[0] else 0,
-                    local_size(piece[1]), temps, lp_insns)
+                    w, run, tile, local_size(piece[0]), local_size(piece[1]),
+                    temps, lp_insns)
         position = run.tile * tile + prim.Variable(w)
         if offset:
             position = position + offset
