@@ -17,6 +17,7 @@ the real one stays unreachable by that name in this process.
 
 .. autofunction:: install_pytato_alias
 .. autofunction:: pytato_alias_installed
+.. autofunction:: alias_path
 """
 
 from __future__ import annotations
@@ -76,22 +77,37 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
             is_package=target_name == TARGET or None)
 
 
+def alias_path() -> str:
+    """A folder holding a stand-in ``pytato`` package that installs the
+    alias when imported: put first on ``PYTHONPATH``, it gives the alias
+    to child processes too (test workers, ``mpiexec`` ranks)."""
+    import os
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "_alias_path")
+
+
 def pytato_alias_installed() -> bool:
     """Whether ``import pytato`` gives :mod:`pytato_like` in this process."""
     return (any(isinstance(f, _AliasFinder) for f in sys.meta_path)
             and sys.modules.get(ALIAS) is sys.modules.get(TARGET))
 
 
-def install_pytato_alias() -> None:
+def install_pytato_alias(*, replace_stand_in: bool = False) -> None:
     """Make ``import pytato`` (and every ``pytato.X``) load pytato_like.
 
     Idempotent. Raises
     :class:`~pytato_like.diagnostic.ConfigurationError` when a real
-    ``pytato`` module is imported already."""
+    ``pytato`` module is imported already. (*replace_stand_in* is for the
+    stand-in module :func:`alias_path` holds, which calls this while it is
+    itself being imported as ``pytato``.)"""
     import pytato_like
     from pytato_like.diagnostic import ConfigurationError
 
     present = sys.modules.get(ALIAS)
+    if replace_stand_in and present is not None and \
+            getattr(present, "__file__", "").startswith(alias_path()):
+        present = None
+        sys.modules[ALIAS] = pytato_like
     if present is not None and present is not pytato_like:
         where = getattr(present, "__file__", None) or "an unknown location"
         raise ConfigurationError(
@@ -108,3 +124,11 @@ def install_pytato_alias() -> None:
             continue
         if name == TARGET or name.startswith(TARGET + "."):
             sys.modules.setdefault(ALIAS + name[len(TARGET):], module)
+
+
+def pytest_configure(config) -> None:
+    """pytest hook: ``pytest -p pytato_like.compat`` runs a test suite
+    written for pytato with the alias installed, in every worker of
+    pytest-xdist too (``python -m pytato_like.run -m pytest`` adds the
+    option itself)."""
+    install_pytato_alias()

@@ -93,14 +93,10 @@ def test_with_transformed_program_accepts_loopy_transformations(queue):
     prg = pt.generate_loopy(_affine())
 
     def split(tu):
-        (name,) = tu.entrypoints
-        knl = tu[name]
-        inner = next(i for i in sorted(knl.all_inames()) if i.endswith("inner"))
-        # work-groups of 16 work-items, each doing 4 elements (unrolled)
-        from loopy.kernel.data import LocalInameTag
-        knl = lp.untag_inames(knl, inner, LocalInameTag)
-        knl = lp.split_iname(knl, inner, 16, inner_tag="l.0", outer_tag="unr")
-        return tu.with_kernel(knl)
+        # pytato's unit is unscheduled: one loop over the one output axis
+        (iname,) = tu.default_entrypoint.all_inames()
+        # work-groups of 16 work-items
+        return lp.split_iname(tu, iname, 16, inner_tag="l.0", outer_tag="g.0")
 
     split_prg = prg.with_transformed_program(split)
     assert "reqd_work_group_size(16" in split_prg.source

@@ -210,13 +210,26 @@ class BoundPyOpenCLProgram(BoundProgram):
         self.loopy_options = loopy_options
         self._device_data: dict[Any, dict[str, Any]] = {}
         self._translation_units: list[Any] | None = None
+        #: the translation unit handed out (built on first use), and a
+        #: runner of it once a transformation changed it
         self._program = None
+        self._runner: Any = None
+        #: the outputs as the user gave them (before run-time checks), the
+        #: entrypoint's name: what :attr:`program` is built from
+        self._unit_outputs = outputs
+        self.function_name = options.get("function_name", "_pt_kernel")
+        self._unit_interface: Any = None
+        self._original_data_wrappers = list(data_wrappers)
 
     # {{{ inspection
 
     @property
     def source(self) -> str:
-        """The OpenCL C source of all kernels of the program."""
+        """The OpenCL C source of all kernels of the program (of the
+        transformed :attr:`program` once a transformation changed it)."""
+        if self._runner is not None:
+            import loopy as lp
+            return lp.generate_code_v2(self._runner.t_unit).device_code()
         return "\n\n".join(dict.fromkeys(k.device_code for k in self.plan.kernels))
 
     def get_source(self) -> str:
@@ -224,8 +237,10 @@ class BoundPyOpenCLProgram(BoundProgram):
 
     @property
     def programs(self) -> list:
-        """The loopy translation units of all distinct kernels, one each
-        (rebuilt on demand when the plan came from the cache)."""
+        """The loopy translation units of the kernels the program runs
+        when :attr:`program` is not transformed (fused, scheduled; one per
+        distinct kernel; rebuilt on demand when the plan came from the
+        cache)."""
         if self._translation_units is None:
             from pytato_like.target.loopy.codegen import _Builder
             builder = _Builder(self._outputs, dict(self.options))
@@ -233,26 +248,34 @@ class BoundPyOpenCLProgram(BoundProgram):
             self._translation_units = builder.translation_units
         return self._translation_units
 
+    def _interface(self):
+        """The :class:`~pytato_like.target.loopy.unit.UnitInterface` of
+        the program (built on first use)."""
+        if self._unit_interface is None:
+            import loopy as lp
+
+            from pytato_like.target.loopy.unit import build_translation_unit
+            lp_options = self.loopy_options if self.loopy_options is not None \
+                else lp.Options(return_dict=not self.single_output)
+            self._unit_interface = build_translation_unit(
+                self._unit_outputs, self.options, lp_options, self.function_name)
+        return self._unit_interface
+
     @property
     def program(self):
-        """The loopy :class:`~loopy.TranslationUnit` of the program: all
-        its distinct kernels, each an entrypoint."""
+        """The loopy :class:`~loopy.TranslationUnit` of the program, as
+        pytato hands it out: one entrypoint named ``function_name``,
+        arguments named after the placeholders, data wrappers and outputs
+        (see :mod:`~pytato_like.target.loopy.unit`). Transform it with
+        :meth:`with_transformed_program`."""
         if self._program is None:
-            programs = self.programs
-            if len(programs) == 1:
-                self._program = programs[0]
-            else:
-                import loopy as lp
-                self._program = lp.merge(programs)
+            self._program = self._interface().t_unit
         return self._program
 
     @property
     def kernel(self):
-        """The loopy kernel of a one-kernel program (the first entrypoint's
-        otherwise)."""
-        tu = self.program
-        return tu[sorted(tu.entrypoints)[0]] if len(tu.entrypoints) > 1 \
-            else tu.default_entrypoint
+        """The loopy kernel of :attr:`program` (its entrypoint)."""
+        return self.program.default_entrypoint
 
     @property
     def bound_arguments(self) -> dict[str, Any]:
@@ -311,31 +334,29 @@ class BoundPyOpenCLProgram(BoundProgram):
             for i, dw in enumerate(self.data_wrappers)]
 
     def _install_program(self, program) -> None:
-        """Generate code for the translation unit *program* and run it from
-        now on (one entrypoint per distinct kernel of the plan)."""
-        import dataclasses
-        import hashlib
-
+        """Run the translation unit *program* from now on: through the
+        fast plan while its code is that of :attr:`program` (only its
+        kernel's tags changed, say), through loopy's executor otherwise."""
         import loopy as lp
 
         from pytato_like.diagnostic import PytatoLikeError
-        names = {k.host_function: k.host_function[len("_lpy_host_"):]
-                 for k in self.plan.kernels}
-        missing = set(names.values()) - set(program.entrypoints)
-        if missing:
+        from pytato_like.target.loopy.unit import UnitRunner, same_code
+        if not isinstance(program, lp.TranslationUnit):
             raise PytatoLikeError(
-                f"the transformed program lacks the entrypoint(s) "
-                f"{sorted(missing)} the program launches")
-        cg = lp.generate_code_v2(program)
-        device, host = hoist_group_ids(cg.device_code()), cg.host_code()
-        key = hashlib.sha256((device + host).encode()).hexdigest()
-        kernels = [dataclasses.replace(
-            k, key=f"{key}:{k.host_function}", device_code=device,
-            host_code=host, program_code=device) for k in self.plan.kernels]
-        self.plan = dataclasses.replace(self.plan, kernels=kernels)
+                f"the transformation returned a {type(program).__name__}, "
+                f"not a loopy TranslationUnit")
+        if len(program.entrypoints) != 1:
+            raise PytatoLikeError(
+                f"the transformed program has the entrypoints "
+                f"{sorted(program.entrypoints)}; it must keep the one entrypoint "
+                f"'{self.function_name}'")
+        if self._runner is None and same_code(self._interface().t_unit, program):
+            self._runner = None
+        else:
+            self._runner = UnitRunner(self._interface(), program)
+            self._replays = {}
+            self._last_replay = None
         self._program = program
-        self._translation_units = [program[n] for n in dict.fromkeys(
-            names.values())]
 
     def bind_to_context(self, context, allocator=None
                         ) -> BoundPyOpenCLExecutable:
@@ -393,9 +414,12 @@ class BoundPyOpenCLProgram(BoundProgram):
         self._lifetimes = (self.plan, (allocate_before, release_after))
         return allocate_before, release_after
 
-    def __call__(self, queue, /, *args, allocator=None, wait_for=None,
+    def __call__(self, queue=None, /, *args, allocator=None, wait_for=None,
                  out_host: bool | None = None, **kwargs):
-        """Run the program on *queue*; see the class docstring."""
+        """Run the program on *queue* (positional, or the keyword
+        ``queue=`` when no queue is passed positionally); see the class
+        docstring."""
+        queue = queue_argument(self.inputs, queue, kwargs)
         allocator, wait_for, out_host = inputs_named_like_options(
             self.inputs, kwargs, allocator, wait_for, out_host)
         if out_host is None:
@@ -460,6 +484,8 @@ class BoundPyOpenCLProgram(BoundProgram):
             raise UnexpectedInputError(
                 f"inputs must be passed by name; got {len(args)} positional "
                 "argument(s)")
+        if self._runner is not None:
+            return self._run_unit(queue, allocator, wait_for, out_host, kwargs)
         t_start = time.perf_counter()
         plan = self.plan
         # the pool: the caller's allocator (e.g. the distributed executor's
@@ -573,6 +599,36 @@ class BoundPyOpenCLProgram(BoundProgram):
         return self._finish_call(queue, evt, wait_for, results, out_host,
                                  t_start, launch_times)
 
+    def _run_unit(self, queue, allocator, wait_for, out_host: bool, kwargs):
+        """A call of the transformed translation unit (loopy's executor)."""
+        t_start = time.perf_counter()
+        values = self.inputs.check_and_convert(kwargs, _as_checked_value)
+        sizes = {name: int(values[name]) for name in self.inputs.size_params}
+        for name, ph in self.inputs.placeholders.items():
+            value = values[name]
+            if len(ph.shape) != np.ndim(value):
+                check_input_value(value, ph, ph.shape)  # raises
+            # symbolic components as the value has them (loopy checks)
+            check_input_value(value, ph, tuple(
+                d if isinstance(d, int) else sizes.get(getattr(d, "name", ""), n)
+                for d, n in zip(ph.shape, np.shape(value), strict=True)))
+        # the data of the unit's data wrappers: this program's (rebound)
+        # data, matched by the original wrapper's identity
+        position = {id(dw): i for i, dw in enumerate(self._original_data_wrappers)}
+        data: dict[str, Any] = {}
+        for arg, dw in self._runner.interface.data_args:
+            i = position.get(id(dw))
+            value = self.data_wrappers[i].data if i is not None else dw.data
+            data[arg] = _to_device(queue, value)
+        pool = allocator if allocator is not None else _pool(queue)
+        evt, results = self._runner(queue, data, values, sizes, pool,
+                                    list(wait_for) if wait_for else None,
+                                    out_host)
+        self.stats.record_call(time.perf_counter() - t_start, [])
+        if self.single_output:
+            return evt, (results[next(iter(results))],)
+        return evt, results
+
     def _finish_call(self, queue, evt, wait_for, results: dict[str, Any],
                      out_host: bool, t_start: float, launch_times: list[float]):
         """The end of a call, after the launches: the returned event, the
@@ -605,11 +661,18 @@ class BoundPyOpenCLExecutable(BoundProgram):
     """A :class:`BoundPyOpenCLProgram` bound to one
     :class:`pyopencl.Context` (made by
     :meth:`BoundPyOpenCLProgram.bind_to_context`): its bound data is on
-    that context's device already. Called like the program; outputs stay
-    on the device unless ``out_host=True`` (or every input is a NumPy array
-    and the program binds no data).
+    that context's device already. Called like the program
+    (``exe(queue, **inputs)`` or ``exe(queue=queue, **inputs)``); outputs
+    stay on the device unless ``out_host=True`` (or every input is a NumPy
+    array and the program binds no data).
 
     .. attribute:: program
+
+        As in pytato, a loopy executor (:class:`loopy.ExecutorBase`) of
+        the translation unit, for :attr:`cl_context`: ``.t_unit`` and
+        ``.entrypoint``.
+
+    .. attribute:: bound_program
 
         The :class:`BoundPyOpenCLProgram` it runs.
 
@@ -620,42 +683,74 @@ class BoundPyOpenCLExecutable(BoundProgram):
 
     def __init__(self, program: BoundPyOpenCLProgram, cl_context,
                  allocator=None) -> None:
-        self.program = program
+        self.bound_program = program
         self.cl_context = cl_context
         self.allocator = allocator
         self.target = program.target
+        self._executor: Any = None
+
+    @property
+    def program(self):
+        if self._executor is None:
+            self._executor = self.bound_program.program.executor(self.cl_context)
+        return self._executor
+
+    @property
+    def t_unit(self):
+        """The translation unit (``program.t_unit``)."""
+        return self.bound_program.program
 
     @property
     def bound_arguments(self) -> dict[str, Any]:
         """Data wrapper name -> its device array in :attr:`cl_context`."""
-        bufs = self.program._device_data.get(self.cl_context, {})
-        names = list(self.program.bound_arguments)
+        bufs = self.bound_program._device_data.get(self.cl_context, {})
+        names = list(self.bound_program.bound_arguments)
         return {names[i]: bufs[buf] for i, buf in
-                enumerate(self.program.plan.data_wrapper_buffers) if buf in bufs}
+                enumerate(self.bound_program.plan.data_wrapper_buffers)
+                if buf in bufs}
 
     @property
     def kernel(self):
-        return self.program.kernel
+        return self.bound_program.kernel
 
     def with_transformed_translation_unit(self, f) -> BoundPyOpenCLExecutable:
         """A copy running ``f(translation unit)`` (see
         :meth:`BoundPyOpenCLProgram.with_transformed_program`)."""
-        return self.program.with_transformed_program(f).bind_to_context(
+        return self.bound_program.with_transformed_program(f).bind_to_context(
             self.cl_context, self.allocator)
 
-    def __call__(self, queue, /, *args, allocator=None, wait_for=None,
+    def __call__(self, queue=None, /, *args, allocator=None, wait_for=None,
                  out_host: bool | None = None, **kwargs):
+        program = self.bound_program
+        queue = queue_argument(program.inputs, queue, kwargs)
         allocator, wait_for, out_host = inputs_named_like_options(
-            self.program.inputs, kwargs, allocator, wait_for, out_host)
+            program.inputs, kwargs, allocator, wait_for, out_host)
         if queue.context != self.cl_context:
-            raise ValueError("the queue's context is not the one this "
-                             "executable is bound to")
+            from pytato_like.diagnostic import PytatoLikeError
+            raise PytatoLikeError(
+                f"the queue's context ({queue.context}) is not the one this "
+                f"executable of '{program.function_name}' is bound to "
+                f"({self.cl_context})")
         if out_host is None:
-            out_host = (not self.program.data_wrappers
-                        and self.program._outputs_on_host(kwargs))
-        return self.program._run(
+            out_host = (not program.data_wrappers
+                        and program._outputs_on_host(kwargs))
+        return program._run(
             queue, args, allocator if allocator is not None else self.allocator,
             wait_for, bool(out_host), kwargs)
+
+
+def queue_argument(inputs, queue, kwargs: dict):
+    """The command queue of a call: the positional one, else the keyword
+    ``queue`` (taken out of *kwargs*; with a positional queue, a keyword
+    ``queue`` is an input of that name)."""
+    if queue is not None:
+        return queue
+    if "queue" not in kwargs:
+        from pytato_like.diagnostic import PytatoLikeError
+        raise PytatoLikeError(
+            "no command queue: call the program as prg(queue, **inputs) or "
+            "prg(queue=queue, **inputs)")
+    return kwargs.pop("queue")
 
 
 def inputs_named_like_options(inputs, kwargs: dict, allocator, wait_for,

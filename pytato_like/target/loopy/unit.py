@@ -1,0 +1,352 @@
+"""The loopy program pytato hands out: one translation unit, one entrypoint.
+
+pytato's users (arraycontext, meshmode, grudge, mirgecom) inspect and
+transform the loopy program of a compiled DAG: ``t_unit.default_entrypoint``,
+arguments looked up by placeholder name, stored temporaries by their
+:class:`~pytato_like.tags.Named` tag, inames split and tagged. This module
+builds that program, :func:`build_translation_unit`:
+
+* exactly one kernel, named ``function_name``, the entrypoint;
+* its arguments: every placeholder under its own name, every data wrapper
+  under its name (``_pt_data<n>`` when it has none), every size parameter
+  as a value argument, every output under its output name (``_pt_out``
+  for a single-array result), written only;
+* every array the cost model stores (:func:`~pytato_like.transform.
+  materialize_cost.decide_storage`, so shared subexpressions are never
+  recomputed) is one instruction over inames of its own, ``<name>_dim<i>``,
+  into a global temporary named by its naming tag or ``_pt_tmp<n>``;
+  instructions depend on the writers of what they read;
+* no schedule: every loop is sequential until the user's transformation
+  parallelises it. The kernel sets loopy's ``insert_gbarriers`` so a
+  transformation that gives two dependent loops their own work-groups
+  gets the global barrier between them (loopy then emits one device kernel
+  per barrier-free stretch).
+
+The fast path stays ours: a program whose unit nobody transforms (or
+transforms without a change to its code, such as tagging the kernel) runs
+the plan of :mod:`~pytato_like.target.loopy.codegen` -- fused, scheduled,
+replayed kernels. A unit that was changed runs as it is, through loopy's
+own executor (:class:`UnitRunner`).
+
+.. autoclass:: UnitInterface
+.. autofunction:: build_translation_unit
+.. autofunction:: same_code
+.. autoclass:: UnitRunner
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pymbolic.primitives as prim
+
+from pytato_like.array import Array, DataWrapper
+
+#: the output name of a single-array result (pytato's)
+SINGLE_OUTPUT_NAME = "_pt_out"
+
+
+@dataclasses.dataclass
+class UnitInterface:
+    """A translation unit and how a call's values map onto its arguments."""
+
+    t_unit: Any
+    #: placeholder name -> argument name
+    placeholder_args: dict[str, str]
+    #: (argument name, data wrapper), in argument order
+    data_args: list[tuple[str, DataWrapper]]
+    #: output name -> argument name
+    output_args: dict[str, str]
+    #: argument name -> pymbolic expression over size parameter names, for
+    #: the derived sizes (``2*n``) that cannot be written into a domain
+    derived_size_args: dict[str, Any]
+    #: names of the outputs whose dtype is bool (stored as int8)
+    bool_outputs: frozenset[str]
+
+    @property
+    def entrypoint(self) -> str:
+        (name,) = self.t_unit.entrypoints
+        return name
+
+
+def _isl_expr(expr: Any) -> str | None:
+    """*expr* (an int or pymbolic expression over size names) in ISL
+    syntax, if it is affine (None otherwise)."""
+    import islpy as isl
+
+    from pymbolic.mapper.dependency import DependencyMapper
+    text = str(expr)
+    params = sorted(v.name for v in DependencyMapper(
+        composite_leaves=False)(expr)) if not isinstance(expr, int) else []
+    try:
+        isl.Set(f"[{','.join(params)}] -> {{[_pt_i]: 0 <= _pt_i < {text}}}")
+    except isl.Error:
+        return None
+    return text
+
+
+class _UnitBuilder:
+    """Builds the one-kernel translation unit of *outputs*."""
+
+    def __init__(self, outputs: dict[str, Array], options: dict,
+                 lp_options: Any, function_name: str) -> None:
+        self.outputs = outputs
+        self.options = options
+        self.lp_options = lp_options
+        self.function_name = function_name
+
+    def build(self) -> UnitInterface:
+        import loopy as lp
+
+        from pytato_like.target.loopy.codegen import BufferSpec, _Builder, storage_dtype
+        from pytato_like.target.loopy.evaluation_order import OrderedPyOpenCLTarget
+        from pytato_like.target.loopy.functions import register_helpers
+        from pytato_like.target.loopy.instructions import lower_stored_arrays
+        from pytato_like.target.loopy.naming import _C_KEYWORDS, _CL_FUNCTIONS, ProgramNames
+
+        planner = _Builder(self.outputs, self.options)
+        out_nodes, order, costs = planner._materialize()
+        inputs = planner.inputs
+        names = ProgramNames(inputs)
+        # data wrappers under their own names, as pytato names them
+        for dw in names.data_wrappers:
+            if dw.name is not None and dw.name.isidentifier() \
+                    and not names.vng.is_name_conflicting(dw.name) \
+                    and names.safe(dw.name) == dw.name:
+                names.vng.add_name(dw.name)
+                names.array_name[id(dw)] = dw.name
+        buffers: dict[str, BufferSpec] = {}
+        for ph in inputs.placeholders.values():
+            buf = names.array_name[id(ph)]
+            buffers[buf] = BufferSpec(buf, names.shape_of(ph), ph.dtype,
+                                      "placeholder")
+        for dw in names.data_wrappers:
+            buf = names.array_name[id(dw)]
+            buffers[buf] = BufferSpec(buf, names.shape_of(dw), dw.dtype, "data")
+        outputs_of: dict[int, list[str]] = {}
+        out_buffer: dict[str, str] = {}
+        for name, node in out_nodes.items():
+            clash = (not name.isidentifier() or name in _C_KEYWORDS
+                     or name in _CL_FUNCTIONS or name.startswith("_lpy")
+                     or names.vng.is_name_conflicting(name))
+            buf = names.fresh(f"{name}_out" if name.isidentifier() else "_pt_out") \
+                if clash else name
+            names.vng.add_name(buf)
+            out_buffer[name] = buf
+            outputs_of.setdefault(id(node), []).append(buf)
+            buffers[buf] = BufferSpec(buf, names.shape_of(node), node.dtype,
+                                      "output")
+        insns, _insn_of, _stored = lower_stored_arrays(
+            order, out_nodes, costs, names, buffers, outputs_of, out_buffer)
+
+        # derived sizes: written into domains and expressions where affine,
+        # value arguments otherwise
+        size_subst: dict[str, Any] = {}
+        derived_args: dict[str, Any] = {}
+        for sname, expr in names.derived_sizes.items():
+            if isinstance(expr, int):
+                size_subst[sname] = expr
+            elif _isl_expr(expr) is not None:
+                size_subst[sname] = expr
+            else:
+                derived_args[sname] = expr
+
+        def extent(d: Any) -> Any:
+            if isinstance(d, str):
+                return size_subst.get(d, prim.Variable(d))
+            return d
+
+        def isl(e: Any) -> str:
+            if isinstance(e, prim.Variable) and e.name in size_subst:
+                e = size_subst[e.name]
+            return str(e)
+
+        params = sorted({*inputs.size_params, *derived_args})
+        param_decl = f"[{','.join(params)}] -> " if params else ""
+        zero_d = {n for n, b in buffers.items() if not b.shape}
+
+        domains: list[str] = []
+        lp_insns: list = []
+        writer_ids: dict[int, list[str]] = {}
+        helpers: set = set()
+        for insn in insns:
+            base = insn.targets[0]
+            inames = [names.fresh(f"{base}_dim{i}") for i in range(len(insn.canon))]
+            if inames:
+                conds = " and ".join(
+                    f"0 <= {i} < {isl(_dim_expr(names, d))}"
+                    for i, d in zip(inames, insn.shape, strict=True))
+                domains.append(f"{param_decl}{{[{','.join(inames)}]: {conds}}}")
+            subst: dict[str, Any] = {c: prim.Variable(i)
+                                     for c, i in zip(insn.canon, inames, strict=True)}
+            subst.update(size_subst)
+            for name, lo, hi in insn.reduction_inames:
+                domains.append(f"{param_decl}{{[{name}]: {isl(lo)} <= {name} "
+                               f"< {isl(hi)}}}")
+            mapper = _unit_rewriter(subst, zero_d)
+            expr = mapper(insn.expr)
+            helpers |= insn.helpers
+            deps: set[str] = set()
+            for nid, _ in insn.refs:
+                deps.update(writer_ids.get(nid, ()))
+            idx: tuple = tuple(prim.Variable(i) for i in inames)
+            previous: list[str] = []
+            if insn.placement is not None:
+                offset = insn.placement.offset
+                if not isinstance(offset, int):
+                    offset = mapper(names.dim_expr(offset))
+                idx = insn.placement.index(idx, offset)
+                previous = writer_ids.get(id(insn.node), [])
+                deps.update(previous)
+            ids = []
+            for t in insn.targets:
+                iid = names.fresh(f"{t}_store")
+                assignee = prim.Variable(t) if t in zero_d else \
+                    prim.Subscript(prim.Variable(t), idx)
+                lp_insns.append(lp.Assignment(
+                    assignee, expr, id=iid, depends_on=frozenset(deps),
+                    within_inames=frozenset(inames),
+                    no_sync_with=frozenset((p, "any") for p in previous)))
+                ids.append(iid)
+            if insn.node is not None:
+                writer_ids[id(insn.node)] = [*previous, *ids]
+
+        def arg_shape(spec: BufferSpec) -> tuple:
+            return tuple(extent(d) for d in spec.shape)
+
+        args: list = []
+        placeholder_args = {}
+        for pname, ph in inputs.placeholders.items():
+            buf = names.array_name[id(ph)]
+            placeholder_args[pname] = buf
+            args.append(lp.GlobalArg(buf, storage_dtype(ph.dtype),
+                                     shape=arg_shape(buffers[buf]),
+                                     is_input=True, is_output=False))
+        data_args = []
+        for dw in names.data_wrappers:
+            buf = names.array_name[id(dw)]
+            data_args.append((buf, dw))
+            args.append(lp.GlobalArg(buf, storage_dtype(dw.dtype),
+                                     shape=arg_shape(buffers[buf]),
+                                     is_input=True, is_output=False))
+        for name in params:
+            args.append(lp.ValueArg(name, np.int64))
+        for name, buf in out_buffer.items():
+            args.append(lp.GlobalArg(buf, storage_dtype(buffers[buf].dtype),
+                                     shape=arg_shape(buffers[buf]),
+                                     is_input=False, is_output=True))
+        temps = [lp.TemporaryVariable(n, storage_dtype(b.dtype), shape=arg_shape(b),
+                                      address_space=lp.AddressSpace.GLOBAL)
+                 for n, b in buffers.items() if b.kind == "temporary"]
+        options = self.lp_options.copy(
+            # index expressions are guarded by Ifs (concatenate, padding):
+            # loopy cannot prove their bounds
+            enforce_array_accesses_within_bounds="no_check",
+            insert_gbarriers=True)
+        knl = lp.make_kernel(
+            domains or "{:}", lp_insns or [], [*args, *temps],
+            lang_version=(2018, 2), target=OrderedPyOpenCLTarget(),
+            name=self.function_name, seq_dependencies=False, options=options,
+            silenced_warnings=["inferred_iname", "unused_inames",
+                               "single_writer_after_creation"])
+        knl = register_helpers(knl, helpers)
+        return UnitInterface(
+            t_unit=knl, placeholder_args=placeholder_args, data_args=data_args,
+            output_args=out_buffer, derived_size_args=derived_args,
+            bool_outputs=frozenset(n for n, node in out_nodes.items()
+                                   if node.dtype == np.bool_))
+
+
+def _dim_expr(names: Any, d: Any) -> Any:
+    """A shape component as an int or a size variable."""
+    return d if isinstance(d, int) else names.dim_expr(d)
+
+
+def _unit_rewriter(subst: dict[str, Any], zero_d: set[str]) -> Any:
+    """A :class:`_UnitRewriter` (made here: loopy is imported on use)."""
+    from loopy.symbolic import SubstitutionMapper
+
+    class _UnitRewriter(SubstitutionMapper):
+        """Canonical inames to the instruction's own, derived sizes to
+        their expressions, reads of 0-d buffers (``x[0]``) to ``x``."""
+
+        def map_subscript(self, expr, *args, **kwargs):
+            if isinstance(expr.aggregate, prim.Variable) \
+                    and expr.aggregate.name in zero_d:
+                return expr.aggregate
+            return super().map_subscript(expr, *args, **kwargs)
+
+    from pymbolic.mapper.substitutor import make_subst_func
+    return _UnitRewriter(make_subst_func(subst))
+
+
+def build_translation_unit(outputs: dict[str, Array], options: dict,
+                           lp_options: Any, function_name: str) -> UnitInterface:
+    """The one-entrypoint translation unit computing *outputs* (output
+    name -> array; a single-array result is named ``_pt_out``)."""
+    return _UnitBuilder(outputs, dict(options), lp_options, function_name).build()
+
+
+def same_code(a: Any, b: Any) -> bool:
+    """Whether the translation units *a* and *b* generate the same code:
+    equal but for the tags of their entrypoint (arraycontext tags the
+    kernel it compiles; tags do not change code)."""
+    if a is b:
+        return True
+    if set(a.entrypoints) != set(b.entrypoints):
+        return False
+    (name,) = a.entrypoints
+    ka, kb = a[name], b[name]
+    if ka.tags != kb.tags:
+        b = b.with_kernel(kb.copy(tags=ka.tags))
+    return bool(a == b)
+
+
+class UnitRunner:
+    """Runs a (transformed) translation unit through loopy's executor, with
+    the values of a call of the bound program."""
+
+    def __init__(self, interface: UnitInterface, t_unit: Any) -> None:
+        self.interface = interface
+        self.t_unit = t_unit
+        self._executors: dict[Any, Any] = {}
+
+    def executor(self, context: Any) -> Any:
+        exe = self._executors.get(context)
+        if exe is None:
+            exe = self._executors[context] = self.t_unit.executor(context)
+        return exe
+
+    def __call__(self, queue, data_buffers: dict[str, Any], values: dict[str, Any],
+                 sizes: dict[str, int], allocator, wait_for, out_host: bool):
+        from pymbolic import evaluate
+
+        from pytato_like.target.loopy.bound import _to_device, _to_host
+        iface = self.interface
+        kwargs: dict[str, Any] = {}
+        for pname, arg in iface.placeholder_args.items():
+            kwargs[arg] = _to_device(queue, values[pname])
+        kwargs.update(data_buffers)
+        kwargs.update(sizes)
+        for arg, expr in iface.derived_size_args.items():
+            kwargs[arg] = int(evaluate(expr, sizes))
+        entry = self.t_unit.default_entrypoint
+        kwargs = {k: v for k, v in kwargs.items() if k in entry.arg_dict}
+        evt, out = self.executor(queue.context)(
+            queue, allocator=allocator, wait_for=wait_for, out_host=False,
+            **kwargs)
+        if not isinstance(out, dict):
+            out = dict(zip([a.name for a in entry.args if a.is_output], out,
+                           strict=True))
+        results = {}
+        for name, arg in iface.output_args.items():
+            ary = out[arg]
+            dtype = np.dtype(np.bool_) if name in iface.bool_outputs else ary.dtype
+            if out_host:
+                ary = _to_host(queue, ary, dtype)
+            elif dtype == np.bool_:
+                ary = ary.view(np.bool_)
+            results[name] = ary
+        return evt, results
