@@ -18,11 +18,12 @@ export VENV
 PYTEST_ARGS ?=
 SPHINX := $(PYTHON) -m sphinx -W -b html doc doc/_build/html -q
 
-.PHONY: help bootstrap check-env demo test pytest docs bench clean distclean
+.PHONY: help bootstrap check-env demo test pytest test-downstream docs bench clean distclean
 
 help:
 	@echo "make demo       set up and run the distributed solver demo (examples/demo.py)"
 	@echo "make test       set up, type-check (mypy), run the test suite, build the docs with -W"
+	@echo "make test-downstream  set up, run arraycontext's suite (pytato contexts) on pytato_like"
 	@echo "make docs       set up and build the docs (doc/_build/html)"
 	@echo "make bench      set up and run the benchmarks (python -m bench)"
 	@echo "make bootstrap  only set up (apt packages, .venv, pip install)"
@@ -44,11 +45,17 @@ demo: bootstrap
 test: bootstrap
 	$(PYTHON) -m mypy pytato_like
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
+	bash scripts/test_downstream.sh
 	$(SPHINX)
 	@echo "docs: built doc/_build/html (sphinx -W: no warnings)"
 
 pytest: bootstrap
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
+
+# arraycontext's own tests of its pytato array contexts, with pytato_like
+# standing in for pytato (scripts/test_downstream.sh)
+test-downstream: bootstrap
+	bash scripts/test_downstream.sh
 
 docs: bootstrap
 	$(SPHINX)

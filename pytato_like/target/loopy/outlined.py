@@ -25,7 +25,8 @@ owners it holds. Values stay on the device between stages.
 .. autofunction:: register_outlined
 .. autofunction:: generate_outlined_program
 .. autoclass:: OutlinedProgram
-    :members: __call__
+    :members: __call__, program, with_transformed_program, bind_to_context
+.. autoclass:: ContextBoundProgram
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pytato_like.diagnostic import NameClashError
 from pytato_like.target import BoundProgram
 from pytato_like.transform.copy import CopyMapper
 
-__all__ = ["OutlinedProgram", "generate_outlined_program", "has_outlined_nodes",
+__all__ = ["ContextBoundProgram", "OutlinedProgram", "generate_outlined_program", "has_outlined_nodes",
            "register_outlined"]
 
 
@@ -204,22 +205,80 @@ class OutlinedProgram(BoundProgram):
         return all(p._outputs_on_host(kwargs) for p in self.programs
                    if hasattr(p, "_outputs_on_host"))
 
-    def __call__(self, queue: Any, /, *, allocator: Any = None,
+    #: set by generate_loopy: compiles the DAG with its calls inlined
+    #: (the program whose translation unit :attr:`program` is)
+    _compile_inlined: Callable[[], Any] | None = None
+    _inlined: Any = None
+    _program: Any = None
+
+    def _inlined_program(self) -> Any:
+        """The program of the DAG with its function calls inlined: one
+        ordinary program, whose unit stands for this one."""
+        if self._inlined is None:
+            from pytato_like.diagnostic import PytatoLikeError
+            inlined = self._compile_inlined() if self._compile_inlined else None
+            if inlined is None or isinstance(inlined, OutlinedProgram):
+                kinds = sorted({type(k).__name__ for k in self.runners}
+                               - {"FunctionDefinition"})
+                raise PytatoLikeError(
+                    f"no one-entrypoint translation unit for a program with "
+                    f"{', '.join(kinds) or 'outlined'} nodes yet: those run as "
+                    f"programs of their own (see doc/pytato_apps.rst)")
+            self._inlined = inlined
+        return self._inlined
+
+    @property
+    def program(self) -> Any:
+        """The loopy translation unit of the program, as pytato hands it
+        out: that of the DAG with its calls inlined (one entrypoint)."""
+        if self._program is None:
+            self._program = self._inlined_program().program
+        return self._program
+
+    def with_transformed_program(self, f: Callable[[Any], Any]) -> Any:
+        """The program running ``f(self.program)``: this one (its calls
+        compiled once each) while the code is unchanged, the inlined
+        program running the transformed unit otherwise."""
+        import copy as _copy
+
+        from pytato_like.target.loopy.unit import same_code
+        inlined = self._inlined_program()
+        t_unit = f(self.program)
+        if same_code(inlined.program, t_unit):
+            new = _copy.copy(self)
+            new._program = t_unit
+            return new
+        return inlined.with_transformed_program(lambda _: t_unit)
+
+    def bind_to_context(self, context: Any, allocator: Any = None) -> Any:
+        """An executable of this program for *context* (see
+        :class:`ContextBoundProgram`)."""
+        return ContextBoundProgram(self, context, allocator)
+
+    def __call__(self, queue: Any = None, /, *, allocator: Any = None,
                  wait_for: Any = None, out_host: bool | None = None,
                  **kwargs: Any) -> tuple[Any, Any]:
         import pyopencl.array as cla
 
-        from pytato_like.target.loopy.bound import inputs_named_like_options
+        from pytato_like.target.loopy.bound import (
+            inputs_named_like_options,
+            queue_argument,
+        )
+        queue = queue_argument(self.inputs, queue, kwargs)
         allocator, wait_for, out_host = inputs_named_like_options(
             self.inputs, kwargs, allocator, wait_for, out_host)
         if out_host is None:
             out_host = self._outputs_on_host(kwargs)
-        self.inputs.check_and_convert(kwargs, lambda value, ph: value)
+        checked = self.inputs.check_and_convert(kwargs, lambda value, ph: value)
         # host inputs go to the device once, not once per stage
         values: dict[str, Any] = {
             name: (cla.to_device(queue, value, allocator=allocator)
                    if isinstance(value, np.ndarray) else value)
             for name, value in kwargs.items()}
+        # size parameters inferred from input shapes: a stage may read them
+        # without the placeholders they were inferred from
+        for name in self.inputs.size_params:
+            values.setdefault(name, checked[name])
         evt = None
         for stage in self.stages:
             if stage.program is not None:
@@ -246,6 +305,37 @@ class OutlinedProgram(BoundProgram):
         if self.single_output:
             return evt, (results["_pt_out"],)
         return evt, results
+
+
+class ContextBoundProgram(BoundProgram):
+    """An :class:`OutlinedProgram` bound to one :class:`pyopencl.Context`,
+    handed out like pytato's executables: ``.program`` is a loopy executor
+    of the translation unit (``.t_unit``, ``.entrypoint``), and
+    :meth:`with_transformed_translation_unit` returns another executable.
+    Outputs stay on the device unless ``out_host=True``."""
+
+    def __init__(self, program: Any, cl_context: Any, allocator: Any = None
+                 ) -> None:
+        self.bound_program = program
+        self.cl_context = cl_context
+        self.allocator = allocator
+        self.target = program.target
+        self.bound_arguments: dict[str, Any] = {}
+
+    @property
+    def program(self) -> Any:
+        return self.bound_program.program.executor(self.cl_context)
+
+    def with_transformed_translation_unit(self, f: Callable[[Any], Any]) -> Any:
+        return self.bound_program.with_transformed_program(f).bind_to_context(
+            self.cl_context, self.allocator)
+
+    def __call__(self, queue: Any = None, /, *, allocator: Any = None,
+                 wait_for: Any = None, out_host: bool | None = None,
+                 **kwargs: Any) -> tuple[Any, Any]:
+        return self.bound_program(
+            queue, allocator=allocator if allocator is not None else self.allocator,
+            wait_for=wait_for, out_host=bool(out_host), **kwargs)
 
 
 def generate_outlined_program(outputs: dict[str, Array], order: list[Array],

@@ -64,6 +64,9 @@ class UnitInterface:
     derived_size_args: dict[str, Any]
     #: names of the outputs whose dtype is bool (stored as int8)
     bool_outputs: frozenset[str]
+    #: argument names of the 0-d placeholders passed by value
+    #: (:class:`~pytato_like.tags.ForceValueArgTag`)
+    value_args: frozenset[str] = frozenset()
 
     @property
     def entrypoint(self) -> str:
@@ -216,11 +219,18 @@ class _UnitBuilder:
         def arg_shape(spec: BufferSpec) -> tuple:
             return tuple(extent(d) for d in spec.shape)
 
+        from pytato_like.tags import ForceValueArgTag
         args: list = []
         placeholder_args = {}
+        value_args = set()
         for pname, ph in inputs.placeholders.items():
             buf = names.array_name[id(ph)]
             placeholder_args[pname] = buf
+            if not ph.shape and ph.tags_of_type(ForceValueArgTag):
+                # a scalar passed by value, as pytato passes it
+                value_args.add(buf)
+                args.append(lp.ValueArg(buf, storage_dtype(ph.dtype)))
+                continue
             args.append(lp.GlobalArg(buf, storage_dtype(ph.dtype),
                                      shape=arg_shape(buffers[buf]),
                                      is_input=True, is_output=False))
@@ -327,7 +337,12 @@ class UnitRunner:
         iface = self.interface
         kwargs: dict[str, Any] = {}
         for pname, arg in iface.placeholder_args.items():
-            kwargs[arg] = _to_device(queue, values[pname])
+            value = values[pname]
+            if arg in iface.value_args:
+                value = value.get(queue=queue) if hasattr(value, "get") else value
+                kwargs[arg] = np.asarray(value)[()]
+            else:
+                kwargs[arg] = _to_device(queue, value)
         kwargs.update(data_buffers)
         kwargs.update(sizes)
         for arg, expr in iface.derived_size_args.items():
