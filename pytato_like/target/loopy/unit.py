@@ -265,6 +265,7 @@ class _UnitBuilder:
         return UnitInterface(
             t_unit=knl, placeholder_args=placeholder_args, data_args=data_args,
             output_args=out_buffer, derived_size_args=derived_args,
+            value_args=frozenset(value_args),
             bool_outputs=frozenset(n for n, node in out_nodes.items()
                                    if node.dtype == np.bool_))
 
