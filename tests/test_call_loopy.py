@@ -69,11 +69,28 @@ def test_two_dimensional_kernel_and_chained_calls(queue):
                                + 1, rtol=1e-13)
 
 
-def test_numpy_target_refuses_with_a_typed_error():
+def test_numpy_target_runs_the_kernel_on_the_host():
     x = pt.make_placeholder("x", (4,), np.float64)
-    call = call_loopy(_axpy_and_square(), {"x": x, "z": x, "alpha": 1.0, "n": 4})
-    with pytest.raises(diagnostic.UnsupportedArrayError, match="axpy"):
-        pt.generate_numpy(call["y"])(x=np.ones(4))
+    call = call_loopy(_axpy_and_square(), {"x": x, "z": x, "alpha": 1.5, "n": 4})
+    xv = np.array([1.0, -2.0, 0.5, 3.0])
+    got = pt.generate_numpy(pt.make_dict_of_named_arrays(
+        {"y": call["y"], "sq": call["sq"] - 1}))(x=xv)
+    np.testing.assert_allclose(got["y"], 2.5 * xv, rtol=1e-15)
+    np.testing.assert_allclose(got["sq"], xv * xv - 1, rtol=1e-15)
+
+
+def test_numpy_target_refuses_what_plain_c_cannot_express():
+    # vector-typed array axes exist in OpenCL only
+    knl = lp.make_kernel(
+        "{[i, j]: 0 <= i < 4 and 0 <= j < 4}", "y[i, j] = 2 * x[i, j]",
+        [lp.GlobalArg("x", np.float32, shape=(4, 4)),
+         lp.GlobalArg("y", np.float32, shape=(4, 4), is_output=True)],
+        name="vectors", lang_version=(2018, 2))
+    knl = lp.tag_inames(lp.tag_array_axes(knl, "x,y", "c,vec"), {"j": "vec"})
+    x = pt.make_placeholder("x", (4, 4), np.float32)
+    call = call_loopy(knl, {"x": x})
+    with pytest.raises(diagnostic.UnsupportedArrayError, match="vectors"):
+        pt.generate_numpy(call["y"])(x=np.ones((4, 4), np.float32))
 
 
 def test_bad_bindings_raise_typed_errors():

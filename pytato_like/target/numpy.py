@@ -397,12 +397,13 @@ class _NodeEvaluator:
         return self.value(node._container)[node.name]
 
     def map_loopy_call(self, node):
-        from pytato_like.diagnostic import UnsupportedArrayError
-        raise UnsupportedArrayError(
-            f"the NumPy target cannot run the loopy kernel "
-            f"'{node.entrypoint}' of a call_loopy node; use generate_loopy")
+        # the user's kernel, compiled for the host by loopy's C target
+        from pytato_like.target.host_loopy import run_loopy_call_on_host
+        return run_loopy_call_on_host(
+            node, {name: self.value(b) for name, b in node.bindings.items()})
 
-    map_loopy_call_result = map_loopy_call
+    def map_loopy_call_result(self, node):
+        return self.value(node._container)[node.name]
 
     def map_csr_matmul(self, node):
         from pytato_like.sparse import evaluate_csr_matmul

@@ -5,7 +5,9 @@ A :class:`~pytato_like.loopy.LoopyCall` is an outlined node
 (:mod:`pytato_like.target.loopy.outlined`): its array bindings are computed
 by the generated program of its stage, then the user's translation unit runs
 through loopy's own executor (cached per context), with the bound numbers
-as value arguments; its outputs stay on the device for the next stage.
+as value arguments (a value argument bound to a 0-d array of the DAG is
+read back from the device first); its outputs stay on the device for the
+next stage.
 
 .. autoclass:: LoopyCallRunner
 """
@@ -13,6 +15,8 @@ as value arguments; its outputs stay on the device for the next stage.
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from pytato_like.loopy import LoopyCall, LoopyCallResult
 from pytato_like.target.loopy.outlined import OutlinedKind, register_outlined
@@ -30,6 +34,12 @@ class LoopyCallRunner:
                                                return_dict=True)
         self.entrypoint = call.entrypoint
         self.scalars = dict(call.scalar_bindings)
+        # value arguments bound to 0-d arrays of the DAG: read from the
+        # device when the kernel runs, as the kernel's dtype
+        arg_dict = call.entry_kernel.arg_dict
+        self.value_dtypes = {
+            name: np.dtype(arg_dict[name].dtype.numpy_dtype)
+            for name in call.value_array_names}
         self._executors: dict[Any, Any] = {}
 
     def result_names(self, call: LoopyCall) -> list[str]:
@@ -52,6 +62,11 @@ class LoopyCallRunner:
             executor = self._executors[queue.context] = \
                 self.translation_unit.executor(queue.context,
                                                entrypoint=self.entrypoint)
+        for name, dtype in self.value_dtypes.items():
+            value = arrays[name]
+            if hasattr(value, "get"):
+                value = value.get(queue=queue)
+            arrays[name] = dtype.type(np.asarray(value)[()])
         evt, outs = executor(queue, allocator=allocator, wait_for=wait_for,
                              out_host=out_host, **arrays, **self.scalars)
         return evt, dict(outs)
