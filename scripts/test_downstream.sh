@@ -39,4 +39,4 @@ exec "$PY" -m pytato_like.run -m pytest -q -n 2 -p no:cacheprovider \
     --timeout 900 -W ignore::DeprecationWarning -rfE \
     -k "Pytato or not test_arraycontext" \
     test_arraycontext.py test_pytato_arraycontext.py test_utils.py \
-    "${deselect[@]}" "$@"
+    ${deselect[@]+"${deselect[@]}"} "$@"

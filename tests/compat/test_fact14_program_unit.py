@@ -226,6 +226,31 @@ def test_outlined_program_unit_is_the_inlined_dag(queue):
     _evt, (out,) = par(queue, x=xv)
     np.testing.assert_allclose(out, xv * xv + (xv + 1) ** 2)
 
+def test_sparse_products_are_in_the_unit(queue):
+    sps = pytest.importorskip("scipy.sparse")
+    a = sps.random(20, 30, density=0.2, format="csr", random_state=3)
+    vals = pt.make_placeholder("vals", a.data.shape, np.float64)
+    mat = pt.make_csr_matrix(
+        (20, 30), vals + 1, pt.make_data_wrapper(a.indices.astype(np.int32)),
+        pt.make_data_wrapper(a.indptr.astype(np.int32)))
+    x = pt.make_placeholder("x", (30,), np.float64)
+    prg = pt.generate_loopy({"y": mat @ (2 * x) - 1, "z": mat @ x},
+                            function_name="spmv")
+    assert set(prg.program.entrypoints) == {"spmv"}
+    assert {"x", "vals", "y", "z"} <= set(prg.program.default_entrypoint.arg_dict)
+    xv = RNG.random(30)
+    b = sps.csr_matrix((a.data + 1, a.indices, a.indptr), shape=(20, 30))
+    split = prg.with_transformed_program(lambda t: lp.split_iname(t, "y_dim0", 4))
+    _evt, out = split(queue, x=xv, vals=a.data)
+    np.testing.assert_allclose(out["y"], b @ (2 * xv) - 1)
+    np.testing.assert_allclose(out["z"], b @ xv)
+    # unchanged: the program's own runners; bound to a context, as
+    # arraycontext's freeze() uses it
+    exe = prg.bind_to_context(queue.context).with_transformed_translation_unit(
+        lambda t: t)
+    _evt, out = exe(queue=queue, x=xv, vals=a.data)
+    np.testing.assert_allclose(out["y"].get(), b @ (2 * xv) - 1)
+
 # }}}
 
 

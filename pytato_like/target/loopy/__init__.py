@@ -224,22 +224,18 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
         outlined = generate_outlined_program(outputs, order, single, inputs,
                                              compile_dag, target)
 
-        def compile_inlined():
+        def unit_program():
+            from pytato_like.array import make_dict_of_named_arrays
             from pytato_like.transform.calls import (
                 inline_calls,
                 tag_all_calls_to_be_inlined,
             )
-            from pytato_like.array import make_dict_of_named_arrays
             dag = inline_calls(tag_all_calls_to_be_inlined(
                 make_dict_of_named_arrays(dict(outputs))))
-            inlined = {name: dag[name].expr if hasattr(dag[name], "expr")
-                       else dag[name] for name in outputs}
-            if has_outlined_nodes(topological_order(list(inlined.values()))):
-                return None
-            return generate_loopy(inlined["_pt_out"] if single else inlined,
-                                  target, options_arg,
-                                  function_name=function_name, cl_device=cl_device)
-        outlined._compile_inlined = compile_inlined
+            inlined = {name: dag[name].expr for name in outputs}
+            return BoundPyOpenCLProgram.unit_only(
+                inlined, single, options, lp_options, target, function_name)
+        outlined._make_unit_program = unit_program
         return outlined
     # uint64 gather indices are read as int64, as NumPy reads them (before
     # the checks, which then see the values NumPy checks)

@@ -221,15 +221,34 @@ class BoundPyOpenCLProgram(BoundProgram):
         self._unit_interface: Any = None
         self._original_data_wrappers = list(data_wrappers)
 
+    @classmethod
+    def unit_only(cls, outputs: dict[str, Any], single_output: bool,
+                  options: dict, loopy_options: Any, target: Any,
+                  function_name: str) -> BoundPyOpenCLProgram:
+        """A program with no plan of its own: it runs its translation unit
+        (:attr:`program`, transformed or not) through loopy's executor.
+        The unit of a DAG our plans compile in several programs (calls,
+        sparse products)."""
+        from pytato_like._traversal import topological_order
+        from pytato_like.target import gather_program_inputs
+        from pytato_like.target.loopy.report import ProgramStats
+        inputs = gather_program_inputs(topological_order(list(outputs.values())))
+        prg = cls(None, inputs, list(inputs.data_wrappers),  # type: ignore[arg-type]
+                  single_output, outputs,
+                  {**options, "function_name": function_name},
+                  ProgramStats(enabled=False, n_nodes=0), target=target,
+                  loopy_options=loopy_options)
+        return prg
+
     # {{{ inspection
 
     @property
     def source(self) -> str:
         """The OpenCL C source of all kernels of the program (of the
         transformed :attr:`program` once a transformation changed it)."""
-        if self._runner is not None:
+        if self._runner is not None or self.plan is None:
             import loopy as lp
-            return lp.generate_code_v2(self._runner.t_unit).device_code()
+            return lp.generate_code_v2(self.program).device_code()
         return "\n\n".join(dict.fromkeys(k.device_code for k in self.plan.kernels))
 
     def get_source(self) -> str:
@@ -281,6 +300,9 @@ class BoundPyOpenCLProgram(BoundProgram):
     def bound_arguments(self) -> dict[str, Any]:
         """Data wrapper name -> its data (unnamed data wrappers by the name
         their buffer has in the program)."""
+        if self.plan is None:
+            return {dw.name if dw.name is not None else f"_pt_data{i}": dw.data
+                    for i, dw in enumerate(self.data_wrappers)}
         return {dw.name if dw.name is not None else buf: dw.data
                 for buf, dw in zip(self.plan.data_wrapper_buffers,
                                    self.data_wrappers, strict=True)}
@@ -350,7 +372,8 @@ class BoundPyOpenCLProgram(BoundProgram):
                 f"the transformed program has the entrypoints "
                 f"{sorted(program.entrypoints)}; it must keep the one entrypoint "
                 f"'{self.function_name}'")
-        if self._runner is None and same_code(self._interface().t_unit, program):
+        if self._runner is None and self.plan is not None \
+                and same_code(self._interface().t_unit, program):
             self._runner = None
         else:
             self._runner = UnitRunner(self._interface(), program)
@@ -373,6 +396,8 @@ class BoundPyOpenCLProgram(BoundProgram):
     # }}}
 
     def _data_buffers(self, queue) -> dict[str, Any]:
+        if self.plan is None:  # a unit-only program uploads per call
+            return {}
         ctx = queue.context
         bufs = self._device_data.get(ctx)
         if bufs is None:
@@ -484,6 +509,9 @@ class BoundPyOpenCLProgram(BoundProgram):
             raise UnexpectedInputError(
                 f"inputs must be passed by name; got {len(args)} positional "
                 "argument(s)")
+        if self._runner is None and self.plan is None:
+            from pytato_like.target.loopy.unit import UnitRunner
+            self._runner = UnitRunner(self._interface(), self.program)
         if self._runner is not None:
             return self._run_unit(queue, allocator, wait_for, out_host, kwargs)
         t_start = time.perf_counter()

@@ -205,50 +205,44 @@ class OutlinedProgram(BoundProgram):
         return all(p._outputs_on_host(kwargs) for p in self.programs
                    if hasattr(p, "_outputs_on_host"))
 
-    #: set by generate_loopy: compiles the DAG with its calls inlined
-    #: (the program whose translation unit :attr:`program` is)
-    _compile_inlined: Callable[[], Any] | None = None
-    _inlined: Any = None
+    #: set by generate_loopy: the program (with no plan of its own) of
+    #: the DAG with its calls inlined, whose unit stands for this one
+    _make_unit_program: Callable[[], Any] | None = None
+    _unit_program_obj: Any = None
     _program: Any = None
 
-    def _inlined_program(self) -> Any:
-        """The program of the DAG with its function calls inlined: one
-        ordinary program, whose unit stands for this one."""
-        if self._inlined is None:
-            from pytato_like.diagnostic import PytatoLikeError
-            inlined = self._compile_inlined() if self._compile_inlined else None
-            if inlined is None or isinstance(inlined, OutlinedProgram):
-                kinds = sorted({type(k).__name__ for k in self.runners}
-                               - {"FunctionDefinition"})
-                raise PytatoLikeError(
-                    f"no one-entrypoint translation unit for a program with "
-                    f"{', '.join(kinds) or 'outlined'} nodes yet: those run as "
-                    f"programs of their own (see doc/pytato_apps.rst)")
-            self._inlined = inlined
-        return self._inlined
+    def _unit_program(self) -> Any:
+        if self._unit_program_obj is None:
+            if self._make_unit_program is None:
+                from pytato_like.diagnostic import PytatoLikeError
+                raise PytatoLikeError("this outlined program was not made by "
+                                      "generate_loopy: it has no translation unit")
+            self._unit_program_obj = self._make_unit_program()
+        return self._unit_program_obj
 
     @property
     def program(self) -> Any:
         """The loopy translation unit of the program, as pytato hands it
-        out: that of the DAG with its calls inlined (one entrypoint)."""
+        out: that of the DAG with its calls inlined, sparse products
+        included (one entrypoint)."""
         if self._program is None:
-            self._program = self._inlined_program().program
+            self._program = self._unit_program().program
         return self._program
 
     def with_transformed_program(self, f: Callable[[Any], Any]) -> Any:
         """The program running ``f(self.program)``: this one (its calls
-        compiled once each) while the code is unchanged, the inlined
-        program running the transformed unit otherwise."""
+        compiled once each) while the code is unchanged, a program running
+        the transformed unit otherwise."""
         import copy as _copy
 
         from pytato_like.target.loopy.unit import same_code
-        inlined = self._inlined_program()
+        unit_program = self._unit_program()
         t_unit = f(self.program)
-        if same_code(inlined.program, t_unit):
+        if same_code(unit_program.program, t_unit):
             new = _copy.copy(self)
             new._program = t_unit
             return new
-        return inlined.with_transformed_program(lambda _: t_unit)
+        return unit_program.with_transformed_program(lambda _: t_unit)
 
     def bind_to_context(self, context: Any, allocator: Any = None) -> Any:
         """An executable of this program for *context* (see

@@ -109,10 +109,20 @@ class _UnitBuilder:
         from pytato_like.target.loopy.instructions import lower_stored_arrays
         from pytato_like.target.loopy.naming import _C_KEYWORDS, _CL_FUNCTIONS, ProgramNames
 
-        planner = _Builder(self.outputs, self.options)
+        outputs, sparse = _cut_sparse_products(self.outputs)
+        planner = _Builder(outputs, self.options)
         out_nodes, order, costs = planner._materialize()
         inputs = planner.inputs
+        if sparse:
+            # inputs that only sparse products read are inputs too
+            from pytato_like._traversal import topological_order
+            from pytato_like.target import gather_program_inputs
+            inputs = gather_program_inputs(topological_order([
+                *(planner.outputs[name] for name in planner.outputs),
+                *(a for site in sparse for a in site.input_arguments.values())]))
         names = ProgramNames(inputs)
+        # results of sparse products: temporaries, no arguments
+        product_results = {site.result.name for site in sparse}
         # data wrappers under their own names, as pytato names them
         for dw in names.data_wrappers:
             if dw.name is not None and dw.name.isidentifier() \
@@ -124,7 +134,8 @@ class _UnitBuilder:
         for ph in inputs.placeholders.values():
             buf = names.array_name[id(ph)]
             buffers[buf] = BufferSpec(buf, names.shape_of(ph), ph.dtype,
-                                      "placeholder")
+                                      "temporary" if ph.name in product_results
+                                      else "placeholder")
         for dw in names.data_wrappers:
             buf = names.array_name[id(dw)]
             buffers[buf] = BufferSpec(buf, names.shape_of(dw), dw.dtype, "data")
@@ -143,6 +154,12 @@ class _UnitBuilder:
                                       "output")
         insns, _insn_of, _stored = lower_stored_arrays(
             order, out_nodes, costs, names, buffers, outputs_of, out_buffer)
+        # the arguments of sparse products are temporaries, not outputs
+        computed_buffers: dict[str, str] = {}
+        for site in sparse:
+            for value_name in site.computed_arguments.values():
+                computed_buffers[value_name] = out_buffer.pop(value_name)
+                buffers[computed_buffers[value_name]].kind = "temporary"
 
         # derived sizes: written into domains and expressions where affine,
         # value arguments otherwise
@@ -173,6 +190,11 @@ class _UnitBuilder:
         domains: list[str] = []
         lp_insns: list = []
         writer_ids: dict[int, list[str]] = {}
+        product_ids = []
+        for site in sparse:
+            iid = names.fresh(f"{names.array_name[id(site.result)]}_store")
+            product_ids.append(iid)
+            writer_ids[id(site.result)] = [iid]
         helpers: set = set()
         for insn in insns:
             base = insn.targets[0]
@@ -216,6 +238,22 @@ class _UnitBuilder:
             if insn.node is not None:
                 writer_ids[id(insn.node)] = [*previous, *ids]
 
+        private_temps = []
+        for site, iid in zip(sparse, product_ids, strict=True):
+            arg_buffers: dict[str, str] = {}
+            sp_deps: set[str] = set()
+            for arg, ary in site.input_arguments.items():
+                arg_buffers[arg] = names.array_name[id(ary)]
+                sp_deps.update(writer_ids.get(id(ary), ()))
+            for arg, value_name in site.computed_arguments.items():
+                arg_buffers[arg] = computed_buffers[value_name]
+                sp_deps.update(writer_ids.get(id(out_nodes[value_name]), ()))
+            sp_domains, sp_insns, sp_temps = _sparse_product_instructions(
+                site, iid, names, arg_buffers, sp_deps, isl)
+            domains.extend(sp_domains)
+            lp_insns.extend(sp_insns)
+            private_temps.extend(sp_temps)
+
         def arg_shape(spec: BufferSpec) -> tuple:
             return tuple(extent(d) for d in spec.shape)
 
@@ -224,6 +262,8 @@ class _UnitBuilder:
         placeholder_args = {}
         value_args = set()
         for pname, ph in inputs.placeholders.items():
+            if pname in product_results:
+                continue
             buf = names.array_name[id(ph)]
             placeholder_args[pname] = buf
             if not ph.shape and ph.tags_of_type(ForceValueArgTag):
@@ -250,6 +290,7 @@ class _UnitBuilder:
         temps = [lp.TemporaryVariable(n, storage_dtype(b.dtype), shape=arg_shape(b),
                                       address_space=lp.AddressSpace.GLOBAL)
                  for n, b in buffers.items() if b.kind == "temporary"]
+        temps.extend(private_temps)
         options = self.lp_options.copy(
             # index expressions are guarded by Ifs (concatenate, padding):
             # loopy cannot prove their bounds
@@ -267,7 +308,133 @@ class _UnitBuilder:
             output_args=out_buffer, derived_size_args=derived_args,
             value_args=frozenset(value_args),
             bool_outputs=frozenset(n for n, node in out_nodes.items()
+                                   if n in out_buffer
                                    if node.dtype == np.bool_))
+
+
+@dataclasses.dataclass
+class _SparseProduct:
+    """A :class:`~pytato_like.sparse.CSRMatmul` of the unit: the
+    placeholder standing for its result in the rest of the DAG, and where
+    each of its arguments comes from -- an input node, or an extra output
+    (named in :attr:`computed_arguments`) that the unit computes into a
+    temporary."""
+
+    node: Any
+    result: Any
+    input_arguments: dict[str, Array]
+    computed_arguments: dict[str, str]
+
+
+_SPARSE_ARGUMENTS = ("elem_values", "elem_col_indices", "row_starts", "array")
+
+
+def _cut_sparse_products(outputs: dict[str, Array]
+                         ) -> tuple[dict[str, Array], list[_SparseProduct]]:
+    """*outputs* with every sparse product replaced by a placeholder and
+    the products' computed arguments added as outputs; the products."""
+    from pytato_like._traversal import topological_order
+    from pytato_like.array import InputArgumentBase
+    from pytato_like.sparse import CSRMatmul
+    from pytato_like.target.loopy.outlined import _ResultsAsPlaceholders
+
+    order = topological_order(list(outputs.values()))
+    from pytato_like.target.loopy.outlined import _OWNERS, _ensure_registered
+    _ensure_registered()
+    others = sorted({type(n).__name__ for n in order
+                     if type(n) in _OWNERS and not isinstance(n, CSRMatmul)})
+    if others:
+        from pytato_like.diagnostic import PytatoLikeError
+        raise PytatoLikeError(
+            f"no one-entrypoint translation unit for a program with "
+            f"{', '.join(others)} nodes yet (inline function calls first; "
+            f"calls of loopy kernels run as programs of their own)")
+    products = [node for node in order if isinstance(node, CSRMatmul)]
+    if not products:
+        return outputs, []
+    taken = {getattr(n, "name", None) for n in order}
+    result_names = {}
+    for k, node in enumerate(products):
+        name = f"_pt_csr{k}"
+        while name in taken:
+            name = "_" + name
+        result_names[id(node)] = name
+    cutter = _ResultsAsPlaceholders(result_names)
+    new_outputs = {name: cutter(ary) for name, ary in outputs.items()}
+    sites = []
+    for k, node in enumerate(products):
+        site = _SparseProduct(node, cutter(node), {}, {})
+        for arg in _SPARSE_ARGUMENTS:
+            cut = cutter(getattr(node, arg))
+            if isinstance(cut, InputArgumentBase):
+                site.input_arguments[arg] = cut
+            else:
+                value_name = f"{result_names[id(node)]}_{arg}"
+                new_outputs[value_name] = cut
+                site.computed_arguments[arg] = value_name
+        sites.append(site)
+    return new_outputs, sites
+
+
+def _sparse_product_instructions(site: _SparseProduct, iid: str, names: Any,
+                                 arg_buffers: dict[str, str], deps: set[str],
+                                 isl: Any) -> tuple[list[str], list, list]:
+    """The domains, instructions and private temporaries computing the
+    sparse product *site* (its instruction id *iid*, its arguments in
+    *arg_buffers*, written by the instructions *deps*): a loop over rows,
+    each summing over its nonzeros between bounds read from
+    ``row_starts`` -- loop bounds that depend on data, which loopy takes
+    from private temporaries."""
+    import loopy as lp
+    from loopy.symbolic import Reduction
+
+    from pytato_like.target.loopy.codegen import storage_dtype
+    node = site.node
+    out = names.array_name[id(site.result)]
+    row, nz = names.fresh(f"{out}_row"), names.fresh(f"{out}_nz")
+    start, length = names.fresh(f"{out}_rowstart"), names.fresh(f"{out}_rowlen")
+    comp = names.fresh(f"{out}_dim1") if len(node.shape) == 2 else None
+    row_inames = [row] + ([comp] if comp else [])
+    conds = [f"0 <= {row} < {node.shape[0]}"]
+    params: list[str] = []
+    if comp:
+        extent = _dim_expr(names, node.shape[1])
+        conds.append(f"0 <= {comp} < {isl(extent)}")
+        if not isinstance(extent, int):
+            from pymbolic.mapper.dependency import DependencyMapper
+            params = sorted(v.name for v in DependencyMapper(
+                composite_leaves=False)(extent))
+    prefix = f"[{','.join(params)}] -> " if params else ""
+    domains = [f"{prefix}{{[{','.join(row_inames)}]: {' and '.join(conds)}}}",
+               f"[{length}] -> {{[{nz}]: 0 <= {nz} < {length}}}"]
+    dtype = storage_dtype(node.row_starts.dtype)
+    temps = [lp.TemporaryVariable(v, dtype, shape=(),
+                                  address_space=lp.AddressSpace.PRIVATE)
+             for v in (start, length)]
+    var = prim.Variable
+    starts = var(arg_buffers["row_starts"])
+    entry = prim.Sum((var(start), var(nz)))
+    col = prim.Subscript(var(arg_buffers["elem_col_indices"]), (entry,))
+    x_idx = (col, var(comp)) if comp else (col,)
+    product = prim.Product((
+        prim.Subscript(var(arg_buffers["elem_values"]), (entry,)),
+        prim.Subscript(var(arg_buffers["array"]), x_idx)))
+    within = frozenset(row_inames)
+    insns = [
+        lp.Assignment(var(start), prim.Subscript(starts, (var(row),)),
+                      id=f"{iid}_start", depends_on=frozenset(deps),
+                      within_inames=frozenset([row])),
+        lp.Assignment(var(length), prim.Sum((
+            prim.Subscript(starts, (prim.Sum((var(row), 1)),)),
+            prim.Product((-1, var(start))))),
+            id=f"{iid}_length", depends_on=frozenset([f"{iid}_start"]),
+            within_inames=frozenset([row])),
+        lp.Assignment(prim.Subscript(var(out), tuple(var(i) for i in row_inames)),
+                      Reduction("sum", (nz,), product), id=iid,
+                      depends_on=frozenset([*deps, f"{iid}_length"]),
+                      within_inames=within),
+    ]
+    return domains, insns, temps
 
 
 def _dim_expr(names: Any, d: Any) -> Any:
