@@ -226,6 +226,42 @@ def test_outlined_program_unit_is_the_inlined_dag(queue):
     _evt, (out,) = par(queue, x=xv)
     np.testing.assert_allclose(out, xv * xv + (xv + 1) ** 2)
 
+def test_array_and_axis_tags_reach_variables_and_inames():
+    from pytools.tag import Tag, tag_dataclass
+
+    @tag_dataclass
+    class ElementAxis(Tag):
+        pass
+
+    @tag_dataclass
+    class DOFAxis(Tag):
+        pass
+
+    @tag_dataclass
+    class IsDOFArray(Tag):
+        pass
+
+    x = pt.make_placeholder("x", (10, 4), np.float64,
+                            tags=frozenset([IsDOFArray()]))
+    y = ((2 * x).with_tagged_axis(0, [ElementAxis()])
+         .with_tagged_axis(1, [DOFAxis()])
+         .tagged((IsDOFArray(), Named("ignored"))))
+    knl = pt.generate_loopy({"y": y}).program.default_entrypoint
+    # what meshmode's transformations look for: axis tags on the inames
+    assert knl.inames["y_dim0"].tags == frozenset([ElementAxis()])
+    assert knl.inames["y_dim1"].tags == frozenset([DOFAxis()])
+    # array tags on the variables, but not Named (pytato's default filter)
+    assert knl.arg_dict["x"].tags == frozenset([IsDOFArray()])
+    assert knl.arg_dict["y"].tags == frozenset([IsDOFArray()])
+    filtered = pt.generate_loopy(
+        {"y": y}, axis_tag_t_to_not_propagate=frozenset([DOFAxis]),
+        array_tag_t_to_not_propagate=frozenset([IsDOFArray])
+    ).program.default_entrypoint
+    assert filtered.inames["y_dim1"].tags == frozenset()
+    assert filtered.inames["y_dim0"].tags == frozenset([ElementAxis()])
+    assert filtered.arg_dict["y"].tags == frozenset()
+
+
 def test_sparse_products_are_in_the_unit(queue):
     sps = pytest.importorskip("scipy.sparse")
     a = sps.random(20, 30, density=0.2, format="csr", random_state=3)

@@ -161,7 +161,7 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
                    options: Any = None, *,
                    function_name: str = "_pt_kernel",
                    cl_device: cl.Device | None = None,
-                   array_tag_t_to_not_propagate: frozenset[type] = frozenset(),
+                   array_tag_t_to_not_propagate: frozenset[type] | None = None,
                    axis_tag_t_to_not_propagate: frozenset[type] = frozenset(),
                    ) -> BoundPyOpenCLProgram | OutlinedProgram:
     """Compile *result* (an :class:`~pytato_like.Array`, a
@@ -180,12 +180,13 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
         key raises :class:`~pytato_like.diagnostic.ConfigurationError`.
         ``return_dict`` must match the result (true for a dict of arrays):
         a mismatch raises :class:`ValueError`, as in pytato.
-    :arg array_tag_t_to_not_propagate: array tag types pytato would not
-        copy onto the loopy variables; accepted (and checked to be tag
-        types) for compatibility: our code generation copies no array tags
-        into the kernels, so nothing is left to filter.
-    :arg axis_tag_t_to_not_propagate: likewise for axis tags (pytato copies
-        them onto inames; ours are not).
+    :arg array_tag_t_to_not_propagate: array tag types not copied onto the
+        variables of the translation unit handed out as ``.program``
+        (pytato's default: :class:`~pytato_like.tags.ImplStored`,
+        :class:`~pytato_like.tags.Named`, :class:`~pytato_like.tags.PrefixNamed`);
+        every other array tag is.
+    :arg axis_tag_t_to_not_propagate: axis tag types not copied onto the
+        unit's inames (none by default). Our own kernels carry no tags.
     :returns: a :class:`BoundPyOpenCLProgram` (an
         :class:`~pytato_like.target.loopy.outlined.OutlinedProgram` when the
         DAG has calls kept outlined); ``prg(queue, **inputs)``
@@ -196,12 +197,18 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     from pytato_like.target.loopy.codegen import build_plan
 
     t_start = time.perf_counter()
+    if array_tag_t_to_not_propagate is None:
+        from pytato_like.target.loopy.unit import DEFAULT_ARRAY_TAGS_NOT_PROPAGATED
+        array_tag_t_to_not_propagate = DEFAULT_ARRAY_TAGS_NOT_PROPAGATED
     _check_tag_types("array_tag_t_to_not_propagate", array_tag_t_to_not_propagate)
     _check_tag_types("axis_tag_t_to_not_propagate", axis_tag_t_to_not_propagate)
     outputs, single = normalize_outputs(result)
     options_arg = options
     options, lp_options = _split_options(options, not single)
     options["function_name"] = function_name
+    # (for the translation unit handed out: which tags it copies)
+    options["_unit_tag_filters"] = (frozenset(array_tag_t_to_not_propagate),
+                                    frozenset(axis_tag_t_to_not_propagate))
     if target is None:
         target = LoopyPyOpenCLTarget(cl_device)
     if not isinstance(target, LoopyPyOpenCLTarget):

@@ -48,6 +48,15 @@ from pytato_like.array import Array, DataWrapper
 SINGLE_OUTPUT_NAME = "_pt_out"
 
 
+def _default_array_tags_not_propagated() -> frozenset[type]:
+    from pytato_like.tags import ImplStored, Named, PrefixNamed
+    return frozenset([ImplStored, Named, PrefixNamed])
+
+
+#: the array tag types pytato does not copy onto loopy variables by default
+DEFAULT_ARRAY_TAGS_NOT_PROPAGATED = _default_array_tags_not_propagated()
+
+
 @dataclasses.dataclass
 class UnitInterface:
     """A translation unit and how a call's values map onto its arguments."""
@@ -196,6 +205,21 @@ class _UnitBuilder:
             product_ids.append(iid)
             writer_ids[id(site.result)] = [iid]
         helpers: set = set()
+        # pytato copies array tags onto the loopy variables and axis tags
+        # onto the inames, but for the tag types the caller filters out
+        array_filter, axis_filter = self.options.get(
+            "_unit_tag_filters", (DEFAULT_ARRAY_TAGS_NOT_PROPAGATED, frozenset()))
+        array_filter, axis_filter = tuple(array_filter), tuple(axis_filter)
+        var_tags: dict[str, frozenset] = {}
+        iname_tags: dict[str, frozenset] = {}
+
+        def kept(tags: frozenset, dropped: tuple) -> frozenset:
+            return frozenset(t for t in tags if not isinstance(t, dropped))
+
+        for ph in inputs.placeholders.values():
+            var_tags[names.array_name[id(ph)]] = kept(ph.tags, array_filter)
+        for dw in names.data_wrappers:
+            var_tags[names.array_name[id(dw)]] = kept(dw.tags, array_filter)
         for insn in insns:
             base = insn.targets[0]
             inames = [names.fresh(f"{base}_dim{i}") for i in range(len(insn.canon))]
@@ -204,6 +228,15 @@ class _UnitBuilder:
                     f"0 <= {i} < {isl(_dim_expr(names, d))}"
                     for i, d in zip(inames, insn.shape, strict=True))
                 domains.append(f"{param_decl}{{[{','.join(inames)}]: {conds}}}")
+            node = insn.node
+            if node is not None:
+                for t in insn.targets:
+                    var_tags.setdefault(t, kept(node.tags, array_filter))
+                if insn.placement is None and len(inames) == node.ndim:
+                    for iname, axis in zip(inames, node.axes, strict=True):
+                        tags = kept(axis.tags, axis_filter)
+                        if tags:
+                            iname_tags[iname] = tags
             subst: dict[str, Any] = {c: prim.Variable(i)
                                      for c, i in zip(insn.canon, inames, strict=True)}
             subst.update(size_subst)
@@ -273,22 +306,26 @@ class _UnitBuilder:
                 continue
             args.append(lp.GlobalArg(buf, storage_dtype(ph.dtype),
                                      shape=arg_shape(buffers[buf]),
-                                     is_input=True, is_output=False))
+                                     is_input=True, is_output=False,
+                                     tags=var_tags.get(buf, frozenset())))
         data_args = []
         for dw in names.data_wrappers:
             buf = names.array_name[id(dw)]
             data_args.append((buf, dw))
             args.append(lp.GlobalArg(buf, storage_dtype(dw.dtype),
                                      shape=arg_shape(buffers[buf]),
-                                     is_input=True, is_output=False))
+                                     is_input=True, is_output=False,
+                                     tags=var_tags.get(buf, frozenset())))
         for name in params:
             args.append(lp.ValueArg(name, np.int64))
         for name, buf in out_buffer.items():
             args.append(lp.GlobalArg(buf, storage_dtype(buffers[buf].dtype),
                                      shape=arg_shape(buffers[buf]),
-                                     is_input=False, is_output=True))
+                                     is_input=False, is_output=True,
+                                     tags=var_tags.get(buf, frozenset())))
         temps = [lp.TemporaryVariable(n, storage_dtype(b.dtype), shape=arg_shape(b),
-                                      address_space=lp.AddressSpace.GLOBAL)
+                                      address_space=lp.AddressSpace.GLOBAL,
+                                      tags=var_tags.get(n, frozenset()))
                  for n, b in buffers.items() if b.kind == "temporary"]
         temps.extend(private_temps)
         options = self.lp_options.copy(
@@ -303,6 +340,8 @@ class _UnitBuilder:
             silenced_warnings=["inferred_iname", "unused_inames",
                                "single_writer_after_creation"])
         knl = register_helpers(knl, helpers)
+        if iname_tags:
+            knl = lp.tag_inames(knl, {i: list(t) for i, t in iname_tags.items()})
         return UnitInterface(
             t_unit=knl, placeholder_args=placeholder_args, data_args=data_args,
             output_args=out_buffer, derived_size_args=derived_args,
