@@ -18,7 +18,7 @@ import numpy as np
 import pymbolic.primitives as prim
 
 from pytato_like.array import SUPPORTED_DTYPES, Array, IndexLambda, _NO_TAGS
-from pytato_like.diagnostic import DTypeError
+from pytato_like.diagnostic import BooleanSubtractError, DTypeError
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, TypeCast, index_var
 from pytato_like.utils import _is_one, get_shape_after_broadcasting
 
@@ -75,6 +75,11 @@ def resolve_dtypes(ufunc: np.ufunc, operands: tuple, what: str) -> tuple[np.dtyp
     except (TypeError, np.exceptions.DTypePromotionError) as err:
         names = ", ".join(str(t) if isinstance(t, np.dtype) else
                           f"Python {t.__name__}" for t in in_types)
+        if ufunc is np.subtract and all(
+                isinstance(t, np.dtype) and t.kind == "b" for t in in_types):
+            raise BooleanSubtractError(
+                f"{what} is not supported for dtypes ({names}): use '^' or "
+                "logical_xor for booleans") from err
         raise DTypeError(f"{what} is not supported for dtypes ({names})") from err
 
 

@@ -202,7 +202,17 @@ def getitem(ary: Array, key: Any) -> Array:
         return BasicIndex(ary, tuple(indices), None, _NO_TAGS)
 
     from pytato_like.utils import get_shape_after_broadcasting
-    get_shape_after_broadcasting([i for i in indices if isinstance(i, Array)])
+    index_shape = get_shape_after_broadcasting(
+        [i for i in indices if isinstance(i, Array)])
+    if all(isinstance(d, int) and d > 0 for d in index_shape):
+        for iaxis, idx in enumerate(indices):
+            if isinstance(idx, Array) and ary.shape[iaxis] == 0:
+                # any index into an empty axis is out of bounds, whatever
+                # its value: refused now, as NumPy refuses it when it runs
+                raise IndexOutOfBoundsError(
+                    f"array index of shape {idx.shape} into axis {iaxis} of "
+                    f"size 0 (array shape {ary.shape}): every index is out "
+                    "of bounds")
     advanced = [i for i, idx in enumerate(indices)
                 if not isinstance(idx, NormalizedSlice)]
     contiguous = advanced == list(range(advanced[0], advanced[-1] + 1))

@@ -164,6 +164,8 @@ def roll(a: Any, shift: int | Sequence[int], axis: AxesArg | None = None
     if axis is None:
         if isinstance(shift, (tuple, list)):
             raise AxisError("roll with axis=None takes a single integer shift")
+        if a.ndim == 0:
+            return a  # one element: nothing moves (NumPy and pytato agree)
         return reshape(roll(reshape(a, (-1,)), shift, 0), a.shape)
     shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)

@@ -15,8 +15,8 @@ Node classes
 
 .. autoclass:: Array
     :members: shape, dtype, ndim, size, T, tagged, without_tags,
-        tags_of_type, tags_not_of_type, with_tagged_axis, copy, reshape,
-        sum, max, min, prod, any, all, astype
+        with_tagged_axis, copy, reshape, sum, max, min, prod, any, all,
+        astype
 .. autoclass:: Axis
 .. autoclass:: ReductionDescriptor
 .. autoclass:: InputArgumentBase
@@ -54,6 +54,28 @@ Constructors
 .. autofunction:: set_traceback_tag_enabled
 .. autodata:: SUPPORTED_DTYPES
 .. autofunction:: supported_dtype
+
+Types
+-----
+
+.. autoclass:: DataInterface
+.. data:: ShapeType
+
+    A shape: a tuple of shape components (non-negative :class:`int` and
+    0-dimensional integer arrays of size parameters).
+
+.. data:: AxesT
+
+    The axes metadata of an array: a tuple of :class:`Axis`, one per
+    dimension.
+
+Helpers pytato's own tests import from ``pytato.array`` are here under the
+same names: ``_get_default_axes(ndim)`` (*ndim* untagged axes),
+``_get_default_tags(existing_tags=None)`` (the tags every new array starts
+with: none; where an array was created goes to
+:attr:`Array.non_equality_tags`), ``_np_result_dtype(*arrays_and_dtypes)``
+(:func:`numpy.result_type`, lazy arrays taken by their dtype) and
+``Array._hash_value`` (the hash, computed once at construction).
 """
 
 from __future__ import annotations
@@ -62,17 +84,19 @@ import dataclasses
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Protocol,
+    TypeAlias,
+    cast,
+    runtime_checkable,
+)
 
 import numpy as np
 from constantdict import constantdict
-from pytools.tag import (
-    NonUniqueTagError,
-    Tag,
-    Taggable,
-    check_tag_uniqueness,
-    normalize_tags,
-)
+from pytools.tag import Tag, check_tag_uniqueness, normalize_tags
 
 from pytato_like.diagnostic import (
     AxisError,
@@ -285,44 +309,28 @@ def map_arrays_in_field(value: Any, kind: FieldKind, fn) -> Any:
 
 # {{{ metadata: axes and reduction descriptors
 
-class _TaggableMixin(Taggable):
-    """:class:`pytools.tag.Taggable` whose ``tags_of_type`` and
-    ``tags_not_of_type`` are not memoized: pytools keeps the memo in the
-    instance, where it would be pickled with it (and a locally defined tag
-    class cannot be)."""
-
-    __slots__ = ()
-
-    def tags_of_type(self, tag_t: type) -> frozenset:
-        """The tags that are instances of *tag_t*."""
-        return frozenset(t for t in self.tags if isinstance(t, tag_t))
-
-    def tags_not_of_type(self, tag_t: type) -> frozenset:
-        """The tags that are not instances of *tag_t*."""
-        return frozenset(t for t in self.tags if not isinstance(t, tag_t))
-
-
 @dataclasses.dataclass(frozen=True)
-class Axis(_TaggableMixin):
-    """Metadata of one array axis: a set of tags. A
-    :class:`pytools.tag.Taggable` (``tagged``, ``without_tags``,
-    ``tags_of_type``, ``tags_not_of_type`` as pytools defines them)."""
+class Axis:
+    """Metadata of one array axis: a set of tags."""
 
     tags: frozenset[Tag] = frozenset()
 
-    def _with_new_tags(self, tags: frozenset[Tag]) -> Axis:
-        return Axis(tags)
+    def tagged(self, tags) -> Axis:
+        return Axis(check_tag_uniqueness(normalize_tags(tags) | self.tags))
+
+    def without_tags(self, tags) -> Axis:
+        return Axis(self.tags - normalize_tags(tags))
 
 
 @dataclasses.dataclass(frozen=True)
-class ReductionDescriptor(_TaggableMixin):
-    """Metadata of one reduction axis: a set of tags. A
-    :class:`pytools.tag.Taggable` like :class:`Axis`."""
+class ReductionDescriptor:
+    """Metadata of one reduction axis: a set of tags."""
 
     tags: frozenset[Tag] = frozenset()
 
-    def _with_new_tags(self, tags: frozenset[Tag]) -> ReductionDescriptor:
-        return ReductionDescriptor(tags)
+    def tagged(self, tags) -> ReductionDescriptor:
+        return ReductionDescriptor(
+            check_tag_uniqueness(normalize_tags(tags) | self.tags))
 
 
 _NO_TAGS: frozenset[Tag] = frozenset()
@@ -363,12 +371,57 @@ def _default_axes(ndim: int) -> tuple[Axis, ...]:
     return (_DEFAULT_AXIS,) * ndim
 
 
+#: The axes metadata of an array: one :class:`Axis` per dimension.
+AxesT: TypeAlias = tuple[Axis, ...]
+
+
+def _get_default_axes(ndim: int) -> AxesT:
+    """*ndim* axes without tags (pytato's name)."""
+    return _default_axes(ndim)
+
+
+def _get_default_tags(existing_tags: frozenset[Tag] | None = None
+                      ) -> frozenset[Tag]:
+    """The tags a new array starts with (pytato's name): none. Where the
+    array was created is recorded in its
+    :attr:`~Array.non_equality_tags` instead (see
+    :func:`set_traceback_tag_enabled`), so *existing_tags* change nothing."""
+    return _NO_TAGS
+
+
 # }}}
 
 
 # {{{ shape helpers
 
 ShapeComponent = Any  # int | Array (0-d integer expression of SizeParams)
+
+#: A shape: a tuple of shape components.
+ShapeType: TypeAlias = tuple[ShapeComponent, ...]
+
+
+@runtime_checkable
+class DataInterface(Protocol):
+    """What :func:`make_data_wrapper` needs of the data it wraps (pytato's
+    protocol): a :attr:`shape` and a :attr:`dtype`. :class:`numpy.ndarray`
+    and :class:`pyopencl.array.Array` have both; a target may ask for more
+    (the NumPy target reads the values with :func:`numpy.asarray`).
+
+    .. attribute:: shape
+    .. attribute:: dtype
+    """
+
+    shape: ShapeType
+    dtype: np.dtype
+
+
+def _np_result_dtype(*arrays_and_dtypes: Any) -> np.dtype:
+    """:func:`numpy.result_type` of *arrays_and_dtypes* (dtypes, scalars,
+    NumPy arrays; a lazy :class:`Array` counts by its dtype): pytato's
+    promotion helper."""
+    return np.result_type(*(x.dtype if isinstance(x, Array) else x
+                            for x in arrays_and_dtypes))
+
 
 
 def _normalize_shape_component(s: Any) -> ShapeComponent:
@@ -432,12 +485,11 @@ def _shape_product(shape: Iterable[ShapeComponent]) -> ShapeComponent:
 
 # {{{ Array base
 
-class Array(_TaggableMixin):
+class Array:
     """Base class of every array expression.
 
-    Arrays are immutable and :class:`pytools.tag.Taggable`. ``==``
-    compares two DAGs structurally (in time linear in their size);
-    elementwise comparison is :func:`pytato_like.equal`.
+    Arrays are immutable. ``==`` compares two DAGs structurally (in time
+    linear in their size); elementwise comparison is :func:`pytato_like.equal`.
 
     .. attribute:: shape
     .. attribute:: dtype
@@ -455,8 +507,8 @@ class Array(_TaggableMixin):
         equality or hashing, e.g. :class:`~pytato_like.tags.CreatedAt`.
     """
 
-    # (Taggable has no __slots__: instances also get __dict__ and __weakref__)
-    __slots__ = ("_hash", "axes", "dtype", "non_equality_tags", "shape", "tags")
+    __slots__ = ("__weakref__", "_hash", "axes", "dtype", "non_equality_tags",
+                 "shape", "tags")
 
     _mapper_method: ClassVar[str]
     #: ``(field_name, kind)`` of each constructor field except axes and tags.
@@ -483,8 +535,7 @@ class Array(_TaggableMixin):
         if fields is None:
             raise NotAnArrayError(
                 f"{cls.__name__} subclasses Array without declaring _fields "
-                "(the (name, kind) pairs of its constructor arguments) and "
-                "is not a @dataclasses.dataclass(frozen=True, eq=False)")
+                "(the (name, kind) pairs of its constructor arguments)")
         names = [name for name, _ in fields]
         if len(args) > len(names):
             raise NotAnArrayError(
@@ -508,12 +559,6 @@ class Array(_TaggableMixin):
                 value = np.dtype(value)
             setattr(self, name, value)
         self._finish_init(axes, tags, non_equality_tags)
-
-    def __post_init__(self) -> None:
-        """Called by the constructor ``@dataclasses.dataclass`` generates for
-        a user's node class: normalizes shape, dtype, axes and tags and
-        computes the hash (see :mod:`pytato_like._dataclass_nodes`)."""
-        _finish_dataclass_node(self)
 
     def _finish_init(self, axes, tags, non_equality_tags=_NO_TAGS) -> None:
         """Store axes and tags and compute the hash. Called last by every
@@ -545,6 +590,11 @@ class Array(_TaggableMixin):
     # {{{ identity
 
     def __hash__(self) -> int:
+        return self._hash
+
+    @property
+    def _hash_value(self) -> int:
+        # pytato's name of the cached hash (here computed at construction)
         return self._hash
 
     def __eq__(self, other: object) -> bool:
@@ -604,8 +654,7 @@ class Array(_TaggableMixin):
         non_equality_tags = values.pop("non_equality_tags")
         new = type(self)(**values)
         if non_equality_tags or new.non_equality_tags:
-            # (a user's frozen dataclass node refuses plain assignment)
-            object.__setattr__(new, "non_equality_tags", non_equality_tags)
+            new.non_equality_tags = non_equality_tags
         return new
 
     def replace_if_different(self, **kwargs: Any) -> Self:
@@ -628,37 +677,30 @@ class Array(_TaggableMixin):
     def size(self) -> ShapeComponent:
         return _shape_product(self.shape)
 
-    def _with_new_tags(self, tags: frozenset[Tag]) -> Self:
-        """A copy whose tags are exactly *tags* (pytools' Taggable hook)."""
-        return self.copy(tags=tags)
-
     def tagged(self, tags) -> Self:
-        """A copy with *tags* (a tag or an iterable of tags) added; *self*
-        when they are all there already. Two tags of one
-        :class:`~pytools.tag.UniqueTag` subclass raise
-        :class:`~pytato_like.diagnostic.NonUniqueTagError` (a
-        :class:`pytools.tag.NonUniqueTagError`)."""
+        """A copy with *tags* (a tag or an iterable of tags) added."""
         new = normalize_tags(tags)
         if new <= self.tags:
             return self
-        return self._with_new_tags(_unique_tags(
-            new | self.tags, f"{type(self).__name__} of shape {self.shape}"))
+        return self.copy(tags=check_tag_uniqueness(new | self.tags))
 
     def without_tags(self, tags, verify_existence: bool = True) -> Self:
-        """A copy with *tags* removed; *self* when none of them is there.
-        With *verify_existence*, a tag that is not there raises
-        :class:`~pytato_like.diagnostic.TagNotPresentError` (a
-        :class:`ValueError`, as pytools raises)."""
+        """A copy with *tags* removed."""
         to_remove = normalize_tags(tags)
         if verify_existence and not to_remove <= self.tags:
-            from pytato_like.diagnostic import TagNotPresentError
             missing = to_remove - self.tags
-            raise TagNotPresentError(
+            raise ValueError(
                 f"cannot remove tags {set(missing)} absent from "
                 f"{type(self).__name__} of shape {self.shape}")
         if not to_remove & self.tags:
             return self
-        return self._with_new_tags(self.tags - to_remove)
+        return self.copy(tags=self.tags - to_remove)
+
+    def tags_of_type(self, tag_t: type) -> frozenset:
+        return frozenset(t for t in self.tags if isinstance(t, tag_t))
+
+    def tags_not_of_type(self, tag_t: type) -> frozenset:
+        return frozenset(t for t in self.tags if not isinstance(t, tag_t))
 
     def with_tagged_axis(self, iaxis: int, tags) -> Array:
         """A copy whose axis *iaxis* carries *tags* in addition."""
@@ -667,14 +709,8 @@ class Array(_TaggableMixin):
                 f"axis {iaxis} out of range for {type(self).__name__} of "
                 f"shape {self.shape}")
         iaxis %= self.ndim
-        axis = self.axes[iaxis]
-        new = normalize_tags(tags)
-        if new <= axis.tags:
-            return self
-        new_axis = axis._with_new_tags(_unique_tags(
-            new | axis.tags, f"axis {iaxis} of {type(self).__name__} of "
-            f"shape {self.shape}"))
-        new_axes = (*self.axes[:iaxis], new_axis, *self.axes[iaxis + 1:])
+        new_axes = (*self.axes[:iaxis], self.axes[iaxis].tagged(tags),
+                    *self.axes[iaxis + 1:])
         return self.copy(axes=new_axes)
 
     # }}}
@@ -971,18 +1007,6 @@ def children_of(expr: Array, include_shape: bool = True) -> tuple[Array, ...]:
 
 def _check_tags(tags) -> frozenset[Tag]:
     return check_tag_uniqueness(normalize_tags(tags))
-
-
-def _unique_tags(tags: frozenset[Tag], what: str) -> frozenset[Tag]:
-    """*tags*, checked by :func:`pytools.tag.check_tag_uniqueness`; a
-    conflict raises :class:`~pytato_like.diagnostic.NonUniqueTagError`
-    naming *what* carries them."""
-    try:
-        return check_tag_uniqueness(tags)
-    except NonUniqueTagError as err:
-        from pytato_like.diagnostic import NonUniqueTagError as _Error
-        raise _Error(f"tags {sorted(map(repr, tags))} of {what}: {err}"
-                     ) from None
 
 # }}}
 
@@ -1476,9 +1500,9 @@ class Stack(Array):
 
 # {{{ named results
 
-class AbstractResultWithNamedArrays(Mapping, _TaggableMixin):
+class AbstractResultWithNamedArrays(Mapping):
     """A mapping from names to :class:`NamedArray` results of one
-    computation; :class:`pytools.tag.Taggable` (as pytato's)."""
+    computation."""
 
     _mapper_method: ClassVar[str]
     __array_ufunc__ = None
@@ -1573,9 +1597,12 @@ class DictOfNamedArrays(AbstractResultWithNamedArrays):
         from pytato_like.stringifier import stringify_dag
         return stringify_dag(self)
 
-    def _with_new_tags(self, tags: frozenset[Tag]) -> DictOfNamedArrays:
-        # (tagged and without_tags: pytools' Taggable)
-        return DictOfNamedArrays(self._data, tags)
+    def tagged(self, tags) -> DictOfNamedArrays:
+        return DictOfNamedArrays(
+            self._data, check_tag_uniqueness(normalize_tags(tags) | self.tags))
+
+    def without_tags(self, tags) -> DictOfNamedArrays:
+        return DictOfNamedArrays(self._data, self.tags - normalize_tags(tags))
 
 # }}}
 
@@ -1697,18 +1724,5 @@ def output_arrays(result: Any, what: str = "generate code",
 
 # Bound last: _frontend imports the classes above.
 from pytato_like._frontend import binary_op  # noqa: E402
-
-# pytato declares node classes as dataclasses: ours answer dataclasses.fields()
-# from _fields, so that users can declare theirs that way too.
-from pytato_like._dataclass_nodes import (  # noqa: E402
-    _SuppliedAxesAndTagsMixin,
-    _SuppliedShapeAndDtypeMixin,
-    install_dataclass_protocol,
-)
-from pytato_like._dataclass_nodes import (  # noqa: E402
-    finish_dataclass_node as _finish_dataclass_node,
-)
-
-install_dataclass_protocol(Array)
 
 # vim: foldmethod=marker

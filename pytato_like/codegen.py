@@ -21,6 +21,7 @@ preprocessor is a :class:`~pytato_like.transform.CopyMapper`).
 .. autoclass:: CodeGenPreprocessor
 .. autoclass:: PreprocessResult
 .. autofunction:: preprocess
+.. autofunction:: _generate_name_for_temp
 """
 
 from __future__ import annotations
@@ -58,6 +59,37 @@ def normalize_outputs(result: Array | DictOfNamedArrays | dict[str, Array]
     if isinstance(result, DictOfNamedArrays):
         return result
     return make_dict_of_named_arrays(outputs)
+
+
+def _generate_name_for_temp(expr: Array, var_name_gen: UniqueNameGenerator,
+                            default_prefix: str = "_pt_temp") -> str:
+    """The name of the variable holding the stored array *expr* (pytato's
+    rule, called by arraycontext): the name of its
+    :class:`~pytato_like.tags.Named` tag, which is then taken in
+    *var_name_gen*; else a new name from *var_name_gen* based on the prefix
+    of its :class:`~pytato_like.tags.PrefixNamed` tag; else one based on
+    *default_prefix*.
+
+    A :class:`~pytato_like.tags.Named` name that *var_name_gen* already has
+    raises :class:`~pytato_like.diagnostic.NameClashError` (a
+    :class:`ValueError`, as pytato raises).
+    """
+    from pytato_like.tags import Named, PrefixNamed
+    named = expr.tags_of_type(Named)
+    if named:
+        name = next(iter(named)).name
+        if var_name_gen.is_name_conflicting(name):
+            from pytato_like.diagnostic import NameClashError
+            raise NameClashError(
+                f"cannot name the temporary holding the {type(expr).__name__} "
+                f"of shape {expr.shape} and dtype {expr.dtype} {name!r} (its "
+                "Named tag): the name is already taken")
+        var_name_gen.add_name(name)
+        return name
+    prefixed = expr.tags_of_type(PrefixNamed)
+    if prefixed:
+        return var_name_gen(next(iter(prefixed)).prefix)
+    return var_name_gen(default_prefix)
 
 
 class CodeGenPreprocessor(ToIndexLambdaMixin, CopyMapper):

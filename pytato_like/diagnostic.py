@@ -15,6 +15,7 @@ anything the library raises on purpose.
 .. autoexception:: EinsumSpecError
 .. autoexception:: InvalidEinsumIndex
 .. autoexception:: DTypeError
+.. autoexception:: BooleanSubtractError
 .. autoexception:: InvalidOrderError
 .. autoexception:: EmptyReductionError
 .. autoexception:: InvalidNameError
@@ -48,13 +49,9 @@ anything the library raises on purpose.
 .. autoexception:: UnsupportedArrayError
 .. autoexception:: DistributedExecutionError
 .. autoexception:: DevicePlacementError
-.. autoexception:: NonUniqueTagError
-.. autoexception:: TagNotPresentError
 """
 
 from __future__ import annotations
-
-import pytools.tag as _pytools_tag
 
 
 class PytatoLikeError(Exception):
@@ -114,6 +111,13 @@ class DTypeError(PytatoLikeError, TypeError):
     """An operation that is not defined for the given dtype(s)."""
 
 
+class BooleanSubtractError(DTypeError, ValueError):
+    """``-`` between two boolean operands, which NumPy refuses (``^`` or
+    :func:`~pytato_like.logical_xor` is what is meant). A :class:`TypeError`
+    as NumPy's error is, and also a :class:`ValueError`, the class pytato's
+    users catch for a refused operation."""
+
+
 class InvalidOrderError(PytatoLikeError, ValueError):
     """A memory order argument (``order=``) other than ``"C"`` or ``"F"``."""
 
@@ -129,7 +133,8 @@ class NotAnArrayError(PytatoLikeError, TypeError):
 
 class NameClashError(PytatoLikeError, ValueError):
     """Two different input arguments reachable from the same result share a
-    name."""
+    name, or a name asked for (a :class:`~pytato_like.tags.Named` tag) is
+    already taken."""
 
 
 class UnknownIndexLambdaExpr(PytatoLikeError, ValueError):
@@ -279,15 +284,3 @@ class DevicePlacementError(PytatoLikeError, ValueError):
 class ConfigurationError(PytatoLikeError, ValueError):
     """A malformed setting (environment variable or option); the message
     names the setting and the value."""
-
-
-class NonUniqueTagError(PytatoLikeError, _pytools_tag.NonUniqueTagError):
-    """Two tags of one :class:`pytools.tag.UniqueTag` subclass on one
-    array or axis; a :class:`pytools.tag.NonUniqueTagError`, as pytools
-    raises. The message names the array (or axis) and the tags' class."""
-
-
-class TagNotPresentError(PytatoLikeError, ValueError):
-    """``without_tags`` (with *verify_existence*) asked to remove a tag the
-    array does not carry; a :class:`ValueError`, as pytools raises. The
-    message names the tag and the array."""

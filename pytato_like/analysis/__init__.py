@@ -10,6 +10,7 @@ structurally equal nodes, as pytato's (equality-keyed) results do.
 .. autofunction:: get_node_type_counts
 .. autofunction:: get_node_multiplicities
 .. autofunction:: get_num_tags_of_type
+.. autofunction:: get_num_call_sites
 .. autofunction:: collect_materialized_nodes
 .. autofunction:: is_einsum_similar_to_subscript
 .. autoclass:: DirectPredecessorsGetter
@@ -17,6 +18,7 @@ structurally equal nodes, as pytato's (equality-keyed) results do.
 .. autoclass:: NodeCountMapper
 .. autoclass:: NodeMultiplicityMapper
 .. autoclass:: TagCountMapper
+.. autoclass:: CallSiteCountMapper
 .. autoclass:: MaterializedNodeCollector
 .. autoclass:: PytatoKeyBuilder
 
@@ -55,6 +57,7 @@ from pytato_like.transform.mapper import ARRAY_MAPPER_METHODS, Mapper
 from pytato_like.transform.walk import CachedWalkMapper
 
 __all__ = [
+    "CallSiteCountMapper",
     "DirectPredecessorsGetter",
     "ListOfDirectPredecessorsGetter",
     "MaterializedNodeCollector",
@@ -66,6 +69,7 @@ __all__ = [
     "get_list_of_users",
     "get_node_multiplicities",
     "get_node_type_counts",
+    "get_num_call_sites",
     "get_num_nodes",
     "get_num_tags_of_type",
     "get_nusers",
@@ -320,6 +324,69 @@ def get_num_tags_of_type(outputs: Array | DictOfNamedArrays,
                          tag_types: type | Iterable[type]) -> int:
     """The number of nodes of *outputs* tagged with all of *tag_types*."""
     return TagCountMapper(tag_types)(outputs)
+
+
+class CallSiteCountMapper(CachedWalkMapper):
+    """Counts the :class:`~pytato_like.function.Call` nodes of a DAG and of
+    the bodies of the functions they call, as pytato does: structurally equal
+    calls of one DAG count once; each
+    :class:`~pytato_like.function.FunctionDefinition` (up to equality) is
+    walked once, however often it is called, in a mapper of its own (so a
+    call in a body counts once per distinct definition holding it).
+    Calling the mapper returns the count; :attr:`count` keeps the running
+    total.
+
+    Bodies are walked one after the other from a work list, not by nested
+    walks, so neither the depth of a DAG nor the nesting of functions uses
+    frames."""
+
+    def __init__(self, _visited_functions: set[Any] | None = None) -> None:
+        super().__init__(_visited_functions=_visited_functions)
+        self.count = 0
+        # definitions reached but not walked yet (shared with the mappers
+        # of the bodies, so that nested definitions join the same list)
+        self._pending_functions: list[Any] = []
+
+    def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+        return expr
+
+    def clone_for_callee(self, function: Any) -> CallSiteCountMapper:
+        """A mapper for the body of *function*: its own node cache, the
+        same set of visited definitions and the same work list."""
+        callee = type(self)(_visited_functions=self._visited_functions)
+        callee._pending_functions = self._pending_functions
+        return callee
+
+    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+        from pytato_like.function import Call
+        if isinstance(expr, Call):
+            self.count += 1
+            function = expr.function
+            if function not in self._visited_functions:
+                self._visited_functions.add(function)
+                self._pending_functions.append(function)
+
+    def __call__(self, expr: Any, *args: Any, **kwargs: Any) -> int:
+        super().__call__(expr, *args, **kwargs)
+        pending = self._pending_functions
+        while pending:
+            function = pending.pop()
+            callee = self.clone_for_callee(function)
+            for ret in function.returns.values():
+                callee.rec(ret)
+            self.count += callee.count
+        return self.count
+
+
+@gc_paused
+def get_num_call_sites(outputs: Array | DictOfNamedArrays
+                       | dict[str, Array]) -> int:
+    """The number of call sites in *outputs* (an array, a
+    :class:`~pytato_like.array.DictOfNamedArrays` or a dict of arrays),
+    counting the calls inside the bodies of called functions (see
+    :class:`CallSiteCountMapper`)."""
+    from pytato_like.codegen import normalize_outputs
+    return CallSiteCountMapper()(normalize_outputs(outputs))
 
 
 def is_materialized(expr: Any) -> bool:

@@ -51,6 +51,7 @@ Everything is iterative (explicit passes over a topological order).
 .. autoclass:: DistributedGraphPart
 .. autoclass:: DistributedGraphPartition
 .. autofunction:: find_distributed_partition
+.. autofunction:: _schedule_task_batches_counted
 """
 
 from __future__ import annotations
@@ -254,6 +255,62 @@ class DistributedGraphPartition(GraphPartition):
 
 
 # {{{ global communication batches
+
+def _schedule_task_batches_counted(
+        task_ids_to_needed_task_ids: Mapping[Hashable, AbstractSet[Hashable]]
+        ) -> tuple[list[set[Hashable]], int]:
+    """Pytato's scheduler of tasks in batches (its tests call it): batch
+    ``k`` holds the tasks whose longest chain of needed tasks has length
+    ``k``, so a task comes in a later batch than every task it needs and
+    there are as few batches as the longest chain allows. Returns the
+    batches and the number of task visits made, which is twice the number
+    of tasks (each is entered once by the depth-first walk and placed once
+    in its batch): linear, as pytato's tests check.
+
+    The walk runs on an explicit stack, so chains of any length work.
+    *task_ids_to_needed_task_ids* must list every task as a key; a needed
+    task that is not a key raises
+    :class:`~pytato_like.diagnostic.DistributedPartitionError`, a cycle
+    :class:`~pytato_like.diagnostic.PartitionInducedCycleError`.
+    """
+    from pytato_like.diagnostic import PartitionInducedCycleError
+    needed = task_ids_to_needed_task_ids
+    level: dict[Hashable, int] = {}
+    visits = 0
+    for root in needed:
+        if root in level:
+            continue
+        visits += 1
+        on_path = {root}
+        stack = [(root, iter(needed[root]))]
+        while stack:
+            task, deps = stack[-1]
+            for dep in deps:
+                if dep in level:
+                    continue
+                if dep in on_path:
+                    raise PartitionInducedCycleError(
+                        f"the tasks form a cycle through {dep!r} (needed by "
+                        f"{task!r})")
+                if dep not in needed:
+                    raise DistributedPartitionError(
+                        f"task {task!r} needs task {dep!r}, which is not a "
+                        "key of the mapping of tasks to their needed tasks")
+                visits += 1
+                on_path.add(dep)
+                stack.append((dep, iter(needed[dep])))
+                break
+            else:
+                stack.pop()
+                on_path.discard(task)
+                level[task] = 1 + max((level[d] for d in needed[task]),
+                                      default=-1)
+    batches: list[set[Hashable]] = [
+        set() for _ in range(1 + max(level.values(), default=-1))]
+    for task, task_level in level.items():
+        batches[task_level].add(task)
+    return batches, visits + len(level)
+
 
 def _set_bits(mask: int) -> list[int]:
     """Positions of the bits set in *mask*."""

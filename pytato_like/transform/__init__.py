@@ -52,10 +52,15 @@ apply_distributive_property_to_einsums`,
 :func:`~pytato_like.transform.dead_code_elimination.eliminate_dead_code`.
 Graph queries: :func:`get_dependencies`, :func:`tag_user_nodes`,
 :func:`rec_get_user_nodes`.
+
+``_verify_is_array(expr)`` (a name pytato's tests use) returns *expr* when it
+is an :class:`~pytato_like.array.Array` and raises
+:class:`~pytato_like.diagnostic.NotAnArrayError` otherwise.
 """
 
 from __future__ import annotations
 
+from pytato_like.array import Array
 from pytato_like.diagnostic import UnsupportedArrayError
 from pytato_like.transform.combine import (
     CombineMapper,
@@ -143,3 +148,13 @@ __all__ = [
     "remove_broadcasts_einsum", "tag_user_nodes",
     "unify_axes_tags",
 ]
+
+
+def _verify_is_array(expr: object) -> Array:
+    """*expr*, which must be an array (for narrowing the result of a mapper
+    to :class:`~pytato_like.array.Array`, as pytato's helper)."""
+    if not isinstance(expr, Array):
+        from pytato_like.diagnostic import NotAnArrayError
+        raise NotAnArrayError(
+            f"expected an Array, got a {type(expr).__name__}: {expr!r:.200}")
+    return expr

@@ -46,6 +46,12 @@ equal but distinct subgraphs.
 .. autoclass:: AxisTagAttacher
 .. autoclass:: AxisIgnoredForPropagationTag
 .. autoclass:: AxisMap
+.. data:: BINDING_NAME_RESERVED_PATTERN
+
+    A compiled regular expression (pytato's) that fully matches the binding
+    names the front end gives the operands of an
+    :class:`~pytato_like.array.IndexLambda`: ``_in`` or ``_i`` followed by a
+    decimal number without leading zeros (``_in0``, ``_in12``, ``_i3``).
 """
 
 from __future__ import annotations
@@ -77,12 +83,15 @@ from pytato_like.utils import _is_one, are_shape_components_equal
 logger = logging.getLogger("pytato_like")
 
 __all__ = [
+    "BINDING_NAME_RESERVED_PATTERN",
     "AxesTagsEquationCollector",
     "AxisIgnoredForPropagationTag",
     "AxisMap",
     "AxisTagAttacher",
     "unify_axes_tags",
 ]
+
+BINDING_NAME_RESERVED_PATTERN = re.compile(r"^(_in?(0|([1-9][0-9]*)))$")
 
 _AXIS_INDEX = re.compile(r"_(?P<index>0|[1-9][0-9]*)")
 
