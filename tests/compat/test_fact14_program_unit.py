@@ -255,7 +255,7 @@ def test_array_and_axis_tags_reach_variables_and_inames():
     assert knl.arg_dict["y"].tags == frozenset([IsDOFArray()])
     filtered = pt.generate_loopy(
         {"y": y}, axis_tag_t_to_not_propagate=frozenset([DOFAxis]),
-        array_tag_t_to_not_propagate=frozenset([IsDOFArray])
+        array_tag_t_to_not_propagate=frozenset([IsDOFArray, Named])
     ).program.default_entrypoint
     assert filtered.inames["y_dim1"].tags == frozenset()
     assert filtered.inames["y_dim0"].tags == frozenset([ElementAxis()])
