@@ -15,8 +15,8 @@ Node classes
 
 .. autoclass:: Array
     :members: shape, dtype, ndim, size, T, tagged, without_tags,
-        with_tagged_axis, copy, reshape, sum, max, min, prod, any, all,
-        astype
+        tags_of_type, tags_not_of_type, with_tagged_axis, copy, reshape,
+        sum, max, min, prod, any, all, astype
 .. autoclass:: Axis
 .. autoclass:: ReductionDescriptor
 .. autoclass:: InputArgumentBase
@@ -96,7 +96,13 @@ from typing import (
 
 import numpy as np
 from constantdict import constantdict
-from pytools.tag import Tag, check_tag_uniqueness, normalize_tags
+from pytools.tag import (
+    NonUniqueTagError,
+    Tag,
+    Taggable,
+    check_tag_uniqueness,
+    normalize_tags,
+)
 
 from pytato_like.diagnostic import (
     AxisError,
@@ -309,28 +315,44 @@ def map_arrays_in_field(value: Any, kind: FieldKind, fn) -> Any:
 
 # {{{ metadata: axes and reduction descriptors
 
+class _TaggableMixin(Taggable):
+    """:class:`pytools.tag.Taggable` whose ``tags_of_type`` and
+    ``tags_not_of_type`` are not memoized: pytools keeps the memo in the
+    instance, where it would be pickled with it (and a locally defined tag
+    class cannot be)."""
+
+    __slots__ = ()
+
+    def tags_of_type(self, tag_t: type) -> frozenset:
+        """The tags that are instances of *tag_t*."""
+        return frozenset(t for t in self.tags if isinstance(t, tag_t))
+
+    def tags_not_of_type(self, tag_t: type) -> frozenset:
+        """The tags that are not instances of *tag_t*."""
+        return frozenset(t for t in self.tags if not isinstance(t, tag_t))
+
+
 @dataclasses.dataclass(frozen=True)
-class Axis:
-    """Metadata of one array axis: a set of tags."""
+class Axis(_TaggableMixin):
+    """Metadata of one array axis: a set of tags. A
+    :class:`pytools.tag.Taggable` (``tagged``, ``without_tags``,
+    ``tags_of_type``, ``tags_not_of_type`` as pytools defines them)."""
 
     tags: frozenset[Tag] = frozenset()
 
-    def tagged(self, tags) -> Axis:
-        return Axis(check_tag_uniqueness(normalize_tags(tags) | self.tags))
-
-    def without_tags(self, tags) -> Axis:
-        return Axis(self.tags - normalize_tags(tags))
+    def _with_new_tags(self, tags: frozenset[Tag]) -> Axis:
+        return Axis(tags)
 
 
 @dataclasses.dataclass(frozen=True)
-class ReductionDescriptor:
-    """Metadata of one reduction axis: a set of tags."""
+class ReductionDescriptor(_TaggableMixin):
+    """Metadata of one reduction axis: a set of tags. A
+    :class:`pytools.tag.Taggable` like :class:`Axis`."""
 
     tags: frozenset[Tag] = frozenset()
 
-    def tagged(self, tags) -> ReductionDescriptor:
-        return ReductionDescriptor(
-            check_tag_uniqueness(normalize_tags(tags) | self.tags))
+    def _with_new_tags(self, tags: frozenset[Tag]) -> ReductionDescriptor:
+        return ReductionDescriptor(tags)
 
 
 _NO_TAGS: frozenset[Tag] = frozenset()
@@ -485,11 +507,12 @@ def _shape_product(shape: Iterable[ShapeComponent]) -> ShapeComponent:
 
 # {{{ Array base
 
-class Array:
+class Array(_TaggableMixin):
     """Base class of every array expression.
 
-    Arrays are immutable. ``==`` compares two DAGs structurally (in time
-    linear in their size); elementwise comparison is :func:`pytato_like.equal`.
+    Arrays are immutable and :class:`pytools.tag.Taggable`. ``==``
+    compares two DAGs structurally (in time linear in their size);
+    elementwise comparison is :func:`pytato_like.equal`.
 
     .. attribute:: shape
     .. attribute:: dtype
@@ -507,8 +530,8 @@ class Array:
         equality or hashing, e.g. :class:`~pytato_like.tags.CreatedAt`.
     """
 
-    __slots__ = ("__weakref__", "_hash", "axes", "dtype", "non_equality_tags",
-                 "shape", "tags")
+    # (Taggable has no __slots__: instances also get __dict__ and __weakref__)
+    __slots__ = ("_hash", "axes", "dtype", "non_equality_tags", "shape", "tags")
 
     _mapper_method: ClassVar[str]
     #: ``(field_name, kind)`` of each constructor field except axes and tags.
@@ -535,7 +558,8 @@ class Array:
         if fields is None:
             raise NotAnArrayError(
                 f"{cls.__name__} subclasses Array without declaring _fields "
-                "(the (name, kind) pairs of its constructor arguments)")
+                "(the (name, kind) pairs of its constructor arguments) and "
+                "is not a @dataclasses.dataclass(frozen=True, eq=False)")
         names = [name for name, _ in fields]
         if len(args) > len(names):
             raise NotAnArrayError(
@@ -559,6 +583,12 @@ class Array:
                 value = np.dtype(value)
             setattr(self, name, value)
         self._finish_init(axes, tags, non_equality_tags)
+
+    def __post_init__(self) -> None:
+        """Called by the constructor ``@dataclasses.dataclass`` generates for
+        a user's node class: normalizes shape, dtype, axes and tags and
+        computes the hash (see :mod:`pytato_like._dataclass_nodes`)."""
+        _finish_dataclass_node(self)
 
     def _finish_init(self, axes, tags, non_equality_tags=_NO_TAGS) -> None:
         """Store axes and tags and compute the hash. Called last by every
@@ -654,7 +684,8 @@ class Array:
         non_equality_tags = values.pop("non_equality_tags")
         new = type(self)(**values)
         if non_equality_tags or new.non_equality_tags:
-            new.non_equality_tags = non_equality_tags
+            # (a user's frozen dataclass node refuses plain assignment)
+            object.__setattr__(new, "non_equality_tags", non_equality_tags)
         return new
 
     def replace_if_different(self, **kwargs: Any) -> Self:
@@ -677,30 +708,37 @@ class Array:
     def size(self) -> ShapeComponent:
         return _shape_product(self.shape)
 
+    def _with_new_tags(self, tags: frozenset[Tag]) -> Self:
+        """A copy whose tags are exactly *tags* (pytools' Taggable hook)."""
+        return self.copy(tags=tags)
+
     def tagged(self, tags) -> Self:
-        """A copy with *tags* (a tag or an iterable of tags) added."""
+        """A copy with *tags* (a tag or an iterable of tags) added; *self*
+        when they are all there already. Two tags of one
+        :class:`~pytools.tag.UniqueTag` subclass raise
+        :class:`~pytato_like.diagnostic.NonUniqueTagError` (a
+        :class:`pytools.tag.NonUniqueTagError`)."""
         new = normalize_tags(tags)
         if new <= self.tags:
             return self
-        return self.copy(tags=check_tag_uniqueness(new | self.tags))
+        return self._with_new_tags(_unique_tags(
+            new | self.tags, f"{type(self).__name__} of shape {self.shape}"))
 
     def without_tags(self, tags, verify_existence: bool = True) -> Self:
-        """A copy with *tags* removed."""
+        """A copy with *tags* removed; *self* when none of them is there.
+        With *verify_existence*, a tag that is not there raises
+        :class:`~pytato_like.diagnostic.TagNotPresentError` (a
+        :class:`ValueError`, as pytools raises)."""
         to_remove = normalize_tags(tags)
         if verify_existence and not to_remove <= self.tags:
+            from pytato_like.diagnostic import TagNotPresentError
             missing = to_remove - self.tags
-            raise ValueError(
+            raise TagNotPresentError(
                 f"cannot remove tags {set(missing)} absent from "
                 f"{type(self).__name__} of shape {self.shape}")
         if not to_remove & self.tags:
             return self
-        return self.copy(tags=self.tags - to_remove)
-
-    def tags_of_type(self, tag_t: type) -> frozenset:
-        return frozenset(t for t in self.tags if isinstance(t, tag_t))
-
-    def tags_not_of_type(self, tag_t: type) -> frozenset:
-        return frozenset(t for t in self.tags if not isinstance(t, tag_t))
+        return self._with_new_tags(self.tags - to_remove)
 
     def with_tagged_axis(self, iaxis: int, tags) -> Array:
         """A copy whose axis *iaxis* carries *tags* in addition."""
@@ -709,8 +747,14 @@ class Array:
                 f"axis {iaxis} out of range for {type(self).__name__} of "
                 f"shape {self.shape}")
         iaxis %= self.ndim
-        new_axes = (*self.axes[:iaxis], self.axes[iaxis].tagged(tags),
-                    *self.axes[iaxis + 1:])
+        axis = self.axes[iaxis]
+        new = normalize_tags(tags)
+        if new <= axis.tags:
+            return self
+        new_axis = axis._with_new_tags(_unique_tags(
+            new | axis.tags, f"axis {iaxis} of {type(self).__name__} of "
+            f"shape {self.shape}"))
+        new_axes = (*self.axes[:iaxis], new_axis, *self.axes[iaxis + 1:])
         return self.copy(axes=new_axes)
 
     # }}}
@@ -1007,6 +1051,18 @@ def children_of(expr: Array, include_shape: bool = True) -> tuple[Array, ...]:
 
 def _check_tags(tags) -> frozenset[Tag]:
     return check_tag_uniqueness(normalize_tags(tags))
+
+
+def _unique_tags(tags: frozenset[Tag], what: str) -> frozenset[Tag]:
+    """*tags*, checked by :func:`pytools.tag.check_tag_uniqueness`; a
+    conflict raises :class:`~pytato_like.diagnostic.NonUniqueTagError`
+    naming *what* carries them."""
+    try:
+        return check_tag_uniqueness(tags)
+    except NonUniqueTagError as err:
+        from pytato_like.diagnostic import NonUniqueTagError as _Error
+        raise _Error(f"tags {sorted(map(repr, tags))} of {what}: {err}"
+                     ) from None
 
 # }}}
 
@@ -1500,9 +1556,9 @@ class Stack(Array):
 
 # {{{ named results
 
-class AbstractResultWithNamedArrays(Mapping):
+class AbstractResultWithNamedArrays(Mapping, _TaggableMixin):
     """A mapping from names to :class:`NamedArray` results of one
-    computation."""
+    computation; :class:`pytools.tag.Taggable` (as pytato's)."""
 
     _mapper_method: ClassVar[str]
     __array_ufunc__ = None
@@ -1597,12 +1653,9 @@ class DictOfNamedArrays(AbstractResultWithNamedArrays):
         from pytato_like.stringifier import stringify_dag
         return stringify_dag(self)
 
-    def tagged(self, tags) -> DictOfNamedArrays:
-        return DictOfNamedArrays(
-            self._data, check_tag_uniqueness(normalize_tags(tags) | self.tags))
-
-    def without_tags(self, tags) -> DictOfNamedArrays:
-        return DictOfNamedArrays(self._data, self.tags - normalize_tags(tags))
+    def _with_new_tags(self, tags: frozenset[Tag]) -> DictOfNamedArrays:
+        # (tagged and without_tags: pytools' Taggable)
+        return DictOfNamedArrays(self._data, tags)
 
 # }}}
 
@@ -1724,5 +1777,18 @@ def output_arrays(result: Any, what: str = "generate code",
 
 # Bound last: _frontend imports the classes above.
 from pytato_like._frontend import binary_op  # noqa: E402
+
+# pytato declares node classes as dataclasses: ours answer dataclasses.fields()
+# from _fields, so that users can declare theirs that way too.
+from pytato_like._dataclass_nodes import (  # noqa: E402
+    _SuppliedAxesAndTagsMixin,
+    _SuppliedShapeAndDtypeMixin,
+    install_dataclass_protocol,
+)
+from pytato_like._dataclass_nodes import (  # noqa: E402
+    finish_dataclass_node as _finish_dataclass_node,
+)
+
+install_dataclass_protocol(Array)
 
 # vim: foldmethod=marker

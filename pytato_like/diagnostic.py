@@ -49,9 +49,13 @@ anything the library raises on purpose.
 .. autoexception:: UnsupportedArrayError
 .. autoexception:: DistributedExecutionError
 .. autoexception:: DevicePlacementError
+.. autoexception:: NonUniqueTagError
+.. autoexception:: TagNotPresentError
 """
 
 from __future__ import annotations
+
+import pytools.tag as _pytools_tag
 
 
 class PytatoLikeError(Exception):
@@ -284,3 +288,15 @@ class DevicePlacementError(PytatoLikeError, ValueError):
 class ConfigurationError(PytatoLikeError, ValueError):
     """A malformed setting (environment variable or option); the message
     names the setting and the value."""
+
+
+class NonUniqueTagError(PytatoLikeError, _pytools_tag.NonUniqueTagError):
+    """Two tags of one :class:`pytools.tag.UniqueTag` subclass on one
+    array or axis; a :class:`pytools.tag.NonUniqueTagError`, as pytools
+    raises. The message names the array (or axis) and the tags' class."""
+
+
+class TagNotPresentError(PytatoLikeError, ValueError):
+    """``without_tags`` (with *verify_existence*) asked to remove a tag the
+    array does not carry; a :class:`ValueError`, as pytools raises. The
+    message names the tag and the array."""
