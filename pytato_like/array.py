@@ -445,7 +445,6 @@ def _np_result_dtype(*arrays_and_dtypes: Any) -> np.dtype:
                             for x in arrays_and_dtypes))
 
 
-
 def _normalize_shape_component(s: Any) -> ShapeComponent:
     if type(s) is int:
         if s < 0:
