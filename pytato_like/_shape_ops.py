@@ -25,11 +25,14 @@ from pytato_like.diagnostic import (
     ShapeMismatchError,
 )
 from pytato_like.utils import (
+    _Poly,
+    _poly_mul,
     are_shape_components_equal,
     are_shapes_equal,
     get_shape_after_broadcasting,
     normalize_axes,
     normalize_axis,
+    size_polynomial,
 )
 
 if TYPE_CHECKING:
@@ -52,7 +55,11 @@ def _require_array(a: Any, what: str) -> Array:
 
 
 def reshape(a: Any, newshape: ShapeArg, order: str = "C") -> Array:
-    """*a* with shape *newshape* (one entry may be -1), read in *order*."""
+    """*a* with shape *newshape* (one entry may be -1), read in *order*.
+    On a symbolic shape the -1 becomes an expression of the size
+    parameters, e.g. ``3*n`` for ``(n, 3) -> (-1,)``; a length that is not
+    a multiple for every value of them raises
+    :class:`~pytato_like.diagnostic.ShapeMismatchError`."""
     a = _require_array(a, "reshape")
     if (type(newshape) is tuple and order in ("C", "F")
             and all(type(d) is int and d >= 0 for d in newshape)
@@ -75,16 +82,17 @@ def reshape(a: Any, newshape: ShapeArg, order: str = "C") -> Array:
         raise ShapeMismatchError(f"can only infer one dimension in reshape of "
                                  f"{a.shape} to {tuple(newshape)}")
     if n_inferred:
-        known = _shape_product([s for s in newshape
-                                if isinstance(s, Array) or s != -1])
-        if not isinstance(known, int) or not isinstance(a.size, int):
-            raise ShapeMismatchError(
-                f"cannot infer -1 in reshape of symbolic shape {a.shape}")
-        if known == 0 or a.size % known:
-            raise ShapeMismatchError(
-                f"cannot reshape array of shape {a.shape} (size {a.size}) "
-                f"into shape {tuple(newshape)}")
-        newshape = [a.size // known if not isinstance(s, Array) and s == -1 else s
+        given = [s for s in newshape if isinstance(s, Array) or s != -1]
+        known = _shape_product(given)
+        if isinstance(known, int) and isinstance(a.size, int):
+            if known == 0 or a.size % known:
+                raise ShapeMismatchError(
+                    f"cannot reshape array of shape {a.shape} (size {a.size}) "
+                    f"into shape {tuple(newshape)}")
+            inferred = a.size // known
+        else:
+            inferred = _infer_symbolic_dim(a.shape, given, newshape)
+        newshape = [inferred if not isinstance(s, Array) and s == -1 else s
                     for s in newshape]
     newshape = normalize_shape(newshape)
     if are_shapes_equal(newshape, a.shape):
@@ -95,6 +103,133 @@ def reshape(a: Any, newshape: ShapeArg, order: str = "C") -> Array:
             f"cannot reshape array of shape {a.shape} (size {old_size}) into "
             f"shape {newshape} (size {new_size})")
     return Reshape(a, newshape, order, None, _NO_TAGS)
+
+
+# {{{ -1 in reshapes of symbolic shapes
+
+def _shape_poly(dims: Iterable[Any], size_params: dict[str, Any]
+                ) -> _Poly | None:
+    result: _Poly | None = {(): 1}
+    for d in dims:
+        p = size_polynomial(d, size_params)
+        if p is None or result is None:
+            return None
+        result = _poly_mul(result, p)
+    return result
+
+
+def _poly_to_component(p: _Poly, size_params: dict[str, Any]) -> Any:
+    """Polynomial *p* as a shape component: an int or an expression of the
+    size parameters (a size parameter itself for ``n``)."""
+    result: Any = 0
+    for m, c in sorted(p.items()):
+        term: Any = c if c != 1 or not m else None
+        for name, e in m:
+            for _ in range(e):
+                term = size_params[name] if term is None else term * size_params[name]
+        result = term if type(result) is int and result == 0 else result + term
+    return result
+
+
+def _dim_str(dim: Any) -> str:
+    """A shape component as an expression of size parameter names."""
+    if not isinstance(dim, Array):
+        return str(dim)
+    size_params: dict[str, Any] = {}
+    p = size_polynomial(dim, size_params)
+    if p is None:  # (not a polynomial: print the expression)
+        import pymbolic.primitives as prim
+
+        from pytato_like.scalar_expr import substitute
+        from pytato_like.utils import dim_to_index_lambda_components
+        try:
+            expr, bindings = dim_to_index_lambda_components(dim)
+            return str(substitute(expr, {k: prim.Variable(sp.name)
+                                         for k, sp in bindings.items()}))
+        except (RecursionError, ShapeMismatchError):
+            return "<size expression>"
+    if not p:
+        return "0"
+    terms = []
+    for m, c in sorted(p.items(), key=lambda mc: (-sum(e for _, e in mc[0]),
+                                                  mc[0])):
+        factors = ([str(c)] if c != 1 or not m else []) + [
+            name if e == 1 else f"{name}**{e}" for name, e in m]
+        terms.append("*".join(factors))
+    return " + ".join(terms)
+
+
+def _shape_str(shape: Iterable[Any]) -> str:
+    dims = [_dim_str(d) for d in shape]
+    return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
+
+
+def _infer_symbolic_dim(shape: tuple, given: list, newshape: list) -> Any:
+    """The ``-1`` entry of *newshape* when reshaping an array of symbolic
+    *shape*: its size divided by the product of the *given* entries,
+    exactly for every value of the size parameters. Equal components
+    cancel first (``(n, 3) -> (n, -1)`` gives 3); otherwise the division
+    by a monomial is done term by term (``(2*n, 3) -> (-1, 6)`` gives n).
+    Raises :class:`~pytato_like.diagnostic.ShapeMismatchError` naming the
+    shapes when the quotient is not a polynomial with integer coefficients
+    (``(n, 3) -> (-1, 2)``)."""
+    # 1. cancel equal factors, then divide the integer parts
+    remaining = [d for d in shape if isinstance(d, Array)]
+    size_int = _shape_product(d for d in shape if not isinstance(d, Array))
+    known_int = _shape_product(d for d in given if not isinstance(d, Array))
+    unmatched = []
+    for d in given:
+        if not isinstance(d, Array):
+            continue
+        for i, r in enumerate(remaining):
+            if are_shape_components_equal(d, r):
+                del remaining[i]
+                break
+        else:
+            unmatched.append(d)
+    if known_int == 0:
+        raise ShapeMismatchError(
+            f"cannot reshape array of shape {_shape_str(shape)} into shape "
+            f"{_shape_str(newshape)}: the other lengths multiply to 0")
+    if size_int == 0:
+        return 0
+    if not unmatched and size_int % known_int == 0:
+        coefficient = size_int // known_int
+        factors = [coefficient] if coefficient != 1 or not remaining else []
+        result = (factors + remaining)[0]
+        for factor in (factors + remaining)[1:]:
+            result = result * factor
+        return result
+    # 2. divide the polynomials (by a monomial)
+    size_params: dict[str, Any] = {}
+    p = _shape_poly([size_int, *remaining], size_params)
+    q = _shape_poly([known_int, *unmatched], size_params)
+    quotient: _Poly | None = None
+    if p is not None and q is not None and len(q) == 1:
+        ((qm, qc),) = q.items()
+        qpowers = dict(qm)
+        quotient = {}
+        for m, c in p.items():
+            powers = dict(m)
+            if c % qc or any(powers.get(name, 0) < e
+                             for name, e in qpowers.items()):
+                quotient = None
+                break
+            for name, e in qpowers.items():
+                powers[name] -= e
+            quotient[tuple(sorted((k, e) for k, e in powers.items() if e))] = \
+                c // qc
+    if quotient is None:
+        size = _shape_product(shape)
+        raise ShapeMismatchError(
+            f"cannot infer the -1 in reshaping an array of shape "
+            f"{_shape_str(shape)} into shape {_shape_str(newshape)}: its size "
+            f"{_dim_str(size)} is not a multiple of "
+            f"{_dim_str(_shape_product(given))} for every value of the size "
+            "parameters")
+    return _poly_to_component(quotient, size_params)
+
+# }}}
 
 
 def transpose(a: Any, axes: Sequence[int] | None = None) -> Array:

@@ -2,6 +2,7 @@
 
 .. autofunction:: are_shape_components_equal
 .. autofunction:: are_shapes_equal
+.. autofunction:: size_polynomial
 .. autofunction:: get_shape_after_broadcasting
 .. autofunction:: dim_to_index_lambda_components
 .. autofunction:: normalize_axis
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,13 +35,19 @@ from pytato_like.diagnostic import (
 
 def are_shape_components_equal(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
     """Whether two shape components are known to be equal: ints by value,
-    size expressions by structure or, failing that, by value at several
-    pseudo-random assignments of their size parameters (so ``3*n`` equals
-    ``n*3`` and ``n + n + n``)."""
+    size expressions by structure or, failing that, as polynomials in their
+    size parameters (so ``3*n`` equals ``n*3`` and ``n + n + n``; see
+    :func:`size_polynomial`) or, for expressions that are not polynomials,
+    by value at several pseudo-random assignments of their size
+    parameters."""
     if not isinstance(dim1, Array) and not isinstance(dim2, Array):
         return int(dim1) == int(dim2)
     if isinstance(dim1, Array) and isinstance(dim2, Array) and dim1 == dim2:
         return True
+    p1 = size_polynomial(dim1)
+    p2 = size_polynomial(dim2) if p1 is not None else None
+    if p1 is not None and p2 is not None:
+        return p1 == p2
     return _equal_at_sample_points(dim1, dim2)
 
 
@@ -56,13 +64,13 @@ def _equal_at_sample_points(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
     from pymbolic.mapper.evaluator import EvaluationMapper
 
     exprs = []
-    params: dict[str, str] = {}
+    param_names_set: set[str] = set()
     for dim in (dim1, dim2):
         expr, bindings = dim_to_index_lambda_components(dim)
         exprs.append((expr, bindings))
-        for name, size_param in bindings.items():
-            params[name] = size_param.name
-    param_names = sorted(set(params.values()))
+        # (each dim names its bindings afresh: _in, _in_0, ...)
+        param_names_set.update(sp.name for sp in bindings.values())
+    param_names = sorted(param_names_set)
     for seed in _SAMPLE_SEEDS:
         rng = random.Random(seed)
         values = {name: rng.randrange(1, 2**20) for name in param_names}
@@ -76,6 +84,133 @@ def _equal_at_sample_points(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
         if results[0] != results[1]:
             return False
     return True
+
+
+# {{{ size expressions as polynomials
+
+#: a polynomial in size parameters: {monomial: integer coefficient}, a
+#: monomial a sorted tuple of (size parameter name, exponent)
+_Poly = dict
+
+
+def _poly_mul(p: _Poly, q: _Poly) -> _Poly:
+    result: _Poly = {}
+    for m1, c1 in p.items():
+        for m2, c2 in q.items():
+            powers = dict(m1)
+            for name, e in m2:
+                powers[name] = powers.get(name, 0) + e
+            m = tuple(sorted(powers.items()))
+            result[m] = result.get(m, 0) + c1 * c2
+    return {m: c for m, c in result.items() if c}
+
+
+def _poly_add(p: _Poly, q: _Poly) -> _Poly:
+    result = dict(p)
+    for m, c in q.items():
+        result[m] = result.get(m, 0) + c
+    return {m: c for m, c in result.items() if c}
+
+
+def _scalar_poly(expr: Any, env: dict[str, _Poly]) -> _Poly | None:
+    """*expr* (the scalar expression of one 0-d index lambda, its bindings'
+    polynomials in *env*) as a polynomial; None if it is not one (a
+    division, a call, ...). Recursive over one node's expression only."""
+    import pymbolic.primitives as prim
+    if isinstance(expr, (int, np.integer)) and not isinstance(expr, bool):
+        return {(): int(expr)} if expr else {}
+    if isinstance(expr, prim.Variable):
+        return env.get(expr.name)
+    if isinstance(expr, prim.Subscript) and expr.index in ((), None):
+        return _scalar_poly(expr.aggregate, env)
+    if isinstance(expr, (prim.Sum, prim.Product)):
+        result: _Poly | None = {(): 1} if isinstance(expr, prim.Product) else {}
+        for child in expr.children:
+            p = _scalar_poly(child, env)
+            if p is None or result is None:
+                return None
+            result = (_poly_mul(result, p) if isinstance(expr, prim.Product)
+                      else _poly_add(result, p))
+        return result
+    if isinstance(expr, prim.Power) and isinstance(expr.exponent, (int, np.integer)) \
+            and 0 <= expr.exponent <= 64:
+        base = _scalar_poly(expr.base, env)
+        if base is None:
+            return None
+        result = {(): 1}
+        for _ in range(int(expr.exponent)):
+            result = _poly_mul(result, base)
+        return result
+    return None
+
+
+#: shape component -> (its polynomial or None, its size parameters by
+#: name), for the components asked about (kept while the component lives)
+_SIZE_POLYNOMIALS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _size_polynomial_entry(dim: Array) -> tuple[_Poly | None, dict[str, Any]]:
+    known = _SIZE_POLYNOMIALS
+    entry = known.get(dim)
+    if entry is not None:
+        return entry
+    cache: dict[int, tuple[_Poly | None, dict[str, Any]]] = {}
+    stack = [dim]
+    while stack:  # (depth-first with an explicit stack: any depth works)
+        node = stack[-1]
+        if id(node) in cache:
+            stack.pop()
+            continue
+        if isinstance(node, SizeParam):
+            cache[id(node)] = ({((node.name, 1),): 1}, {node.name: node})
+            stack.pop()
+            continue
+        if not (isinstance(node, IndexLambda) and node.ndim == 0
+                and not node.var_to_reduction_descr):
+            cache[id(node)] = (None, {})
+            stack.pop()
+            continue
+        pending = [b for b in node.bindings.values() if id(b) not in cache]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        env: dict[str, _Poly] = {}
+        params: dict[str, Any] = {}
+        poly: _Poly | None = {}
+        for name, b in node.bindings.items():
+            b_poly, b_params = cache[id(b)]
+            if b_poly is None:
+                poly = None
+                break
+            env[name] = b_poly
+            # (shared, not copied, when one binding brings them all)
+            params = b_params if not params else {**params, **b_params}
+        if poly is not None:
+            poly = _scalar_poly(node.expr, env)
+        cache[id(node)] = (poly, params)
+    entry = known[dim] = cache[id(dim)]
+    return entry
+
+
+def size_polynomial(dim: Any, size_params: dict[str, Any] | None = None
+                    ) -> _Poly | None:
+    """Shape component *dim* (an int or an expression of size parameters)
+    as a polynomial: ``{monomial: integer coefficient}``, a monomial a sorted
+    tuple of ``(size parameter name, exponent)``; None if it is not one (a
+    division, a call, ...). Its size parameters are recorded by name in
+    *size_params* if given. The result is cached per node (do not modify
+    it); the walk uses an explicit stack, so expressions of any depth
+    work."""
+    if not isinstance(dim, Array):
+        return {(): int(dim)} if dim else {}
+    poly, params = _size_polynomial_entry(dim)
+    if size_params is not None:
+        size_params.update(params)
+    return poly
+
+
+# }}}
 
 
 def are_shapes_equal(shape1, shape2) -> bool:
