@@ -212,7 +212,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         self._translation_units: list[Any] | None = None
         #: the translation unit handed out (built on first use), and a
         #: runner of it once a transformation changed it
-        self._program = None
+        self._program: Any = None
         self._runner: Any = None
         #: the outputs as the user gave them (before run-time checks), the
         #: entrypoint's name: what :attr:`program` is built from

@@ -95,7 +95,7 @@ class LazyPartProgram(BoundPyOpenCLProgram):
         self.generate()
         return getattr(self, name)
 
-    def __call__(self, queue: Any, /, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, queue: Any = None, /, *args: Any, **kwargs: Any) -> Any:
         self.generate()
         return self(queue, *args, **kwargs)
 

@@ -83,15 +83,19 @@ class UnitInterface:
         return name
 
 
+def _variable_names(expr: Any) -> list[str]:
+    """The names of the variables *expr* depends on, sorted."""
+    from pymbolic.mapper.dependency import DependencyMapper
+    return sorted(getattr(v, "name", str(v))
+                  for v in DependencyMapper(composite_leaves=False)(expr))
+
+
 def _isl_expr(expr: Any) -> str | None:
     """*expr* (an int or pymbolic expression over size names) in ISL
     syntax, if it is affine (None otherwise)."""
     import islpy as isl
-
-    from pymbolic.mapper.dependency import DependencyMapper
     text = str(expr)
-    params = sorted(v.name for v in DependencyMapper(
-        composite_leaves=False)(expr)) if not isinstance(expr, int) else []
+    params = _variable_names(expr) if not isinstance(expr, int) else []
     try:
         isl.Set(f"[{','.join(params)}] -> {{[_pt_i]: 0 <= _pt_i < {text}}}")
     except isl.Error:
@@ -228,12 +232,12 @@ class _UnitBuilder:
                     f"0 <= {i} < {isl(_dim_expr(names, d))}"
                     for i, d in zip(inames, insn.shape, strict=True))
                 domains.append(f"{param_decl}{{[{','.join(inames)}]: {conds}}}")
-            node = insn.node
-            if node is not None:
+            stored = insn.node
+            if stored is not None:
                 for t in insn.targets:
-                    var_tags.setdefault(t, kept(node.tags, array_filter))
-                if insn.placement is None and len(inames) == node.ndim:
-                    for iname, axis in zip(inames, node.axes, strict=True):
+                    var_tags.setdefault(t, kept(stored.tags, array_filter))
+                if insn.placement is None and len(inames) == stored.ndim:
+                    for iname, axis in zip(inames, stored.axes, strict=True):
                         tags = kept(axis.tags, axis_filter)
                         if tags:
                             iname_tags[iname] = tags
@@ -440,9 +444,7 @@ def _sparse_product_instructions(site: _SparseProduct, iid: str, names: Any,
         extent = _dim_expr(names, node.shape[1])
         conds.append(f"0 <= {comp} < {isl(extent)}")
         if not isinstance(extent, int):
-            from pymbolic.mapper.dependency import DependencyMapper
-            params = sorted(v.name for v in DependencyMapper(
-                composite_leaves=False)(extent))
+            params = _variable_names(extent)
     prefix = f"[{','.join(params)}] -> " if params else ""
     domains = [f"{prefix}{{[{','.join(row_inames)}]: {' and '.join(conds)}}}",
                f"[{length}] -> {{[{nz}]: 0 <= {nz} < {length}}}"]
