@@ -1215,7 +1215,13 @@ class IndexLambda(Array):
                 f"IndexLambda of shape {self.shape} (its reduction variables: "
                 f"{sorted(self.var_to_reduction_descr)})")
         descrs = dict(self.var_to_reduction_descr)
-        descrs[reduction_variable] = descrs[reduction_variable].tagged(tags)
+        descr = descrs[reduction_variable]
+        new = normalize_tags(tags)
+        if new <= descr.tags:
+            return self
+        descrs[reduction_variable] = descr._with_new_tags(_unique_tags(
+            new | descr.tags, f"reduction {reduction_variable!r} of the "
+            f"IndexLambda of shape {self.shape}"))
         return self.copy(var_to_reduction_descr=constantdict(descrs))
 
 

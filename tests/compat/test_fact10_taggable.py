@@ -173,6 +173,10 @@ def test_tagged_reduction_descriptor_and_axes_in_programs():
     assert t.var_to_reduction_descr[var].tags_of_type(Colour) == {
         Colour("sum")}
     assert t != s
+    assert t.with_tagged_reduction(var, Colour("sum")) is t
+    with pytest.raises(diagnostic.NonUniqueTagError,
+                       match=r"reduction '_r0' of the IndexLambda of shape"):
+        t.with_tagged_reduction(var, [OnDisk(), InMemory()])
     y = t.with_tagged_axis(0, Layout("rows"))
     assert y.axes[0].tags_of_type(UniqueTag) == {Layout("rows")}
     assert y.with_tagged_axis(0, Layout("rows")) is y
