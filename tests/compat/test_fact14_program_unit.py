@@ -364,3 +364,44 @@ def test_alias_under_mpiexec(tmp_path):
     assert "ranks ok: [0, 1, 2]" in res.stdout
 
 # }}}
+
+
+# {{{ deep DAGs
+
+def test_unit_of_a_100000_deep_dag_at_the_default_recursion_limit():
+    # transposes keep each stored array's expression small, so the unit's
+    # size is set by how often the cost model stores (~1 in 40 here)
+    x = pt.make_placeholder("x", (4, 4), np.float64)
+    y = x
+    for _ in range(100_000):
+        y = y.T
+    knl = pt.generate_loopy(y * 2).program.default_entrypoint
+    assert sys.getrecursionlimit() == 1000
+    writes = {i.id: i for i in knl.instructions}
+    (last,) = [i for i in knl.instructions if i.assignee_var_names() == ("_pt_out",)]
+    # the chain of stores is unbroken: each depends on the one before it
+    depth, insn = 1, last
+    while insn.depends_on:
+        (dep,) = insn.depends_on
+        insn, depth = writes[dep], depth + 1
+    assert depth == len(knl.instructions) > 100
+
+
+def test_transformed_unit_of_a_deep_chain_matches_numpy(queue):
+    x = pt.make_placeholder("x", (6,), np.float64)
+    y = x
+    for _ in range(300):
+        y = 0.5 * y + 1.0
+    prg = pt.generate_loopy(y)
+    changed = prg.with_transformed_program(
+        lambda t: lp.tag_inames(t, {i: "l.0" for i in
+                                    t.default_entrypoint.all_inames()}))
+    assert changed._runner is not None
+    xv = RNG.random(6)
+    ref = xv.copy()
+    for _ in range(300):
+        ref = 0.5 * ref + 1.0
+    _evt, (out,) = changed(queue, x=xv)
+    np.testing.assert_allclose(out, ref, rtol=1e-13)
+
+# }}}
