@@ -40,6 +40,12 @@ part program is a host program of the contract
 :class:`~pytato_like.partition.NumpyPartProgram`; *queue* may then be
 ``None``), the parts compute on *queue*'s device.
 
+Where results live follows loopy's ``out_host`` rule as pytato's bound
+programs apply it (:func:`outputs_on_host`): with NumPy input arguments
+and data wrappers of NumPy data the results are NumPy arrays (copied from
+the device once, at the end of the execution); with device arrays among
+them they stay on the device; ``out_host=True/False`` forces either.
+
 Asynchronous use: ``execute_distributed_partition(..., wait=False)`` (or
 :func:`execute_distributed_partition_async`) returns a
 :class:`DistributedExecution` handle at once; the execution runs in a
@@ -53,6 +59,7 @@ If a part raises, the other ranks are told (see
 
 .. autofunction:: execute_distributed_partition
 .. autofunction:: execute_distributed_partition_async
+.. autofunction:: outputs_on_host
 .. autoclass:: DistributedExecution
     :members:
 .. autofunction:: message_plan
@@ -105,6 +112,7 @@ _PLANS_LOCK = threading.Lock()
 def _forget_plans(partition_id: int) -> None:
     with _PLANS_LOCK:
         plans = _PLANS.pop(partition_id, {})
+        _DATA_ON_HOST.pop(partition_id, None)
     for plan in plans.values():
         plan.free()
 
@@ -114,6 +122,45 @@ def _free_all_plans() -> None:
         ids = list(_PLANS)
     for partition_id in ids:
         _forget_plans(partition_id)
+
+
+#: id(partition) -> whether every data wrapper of its parts holds host data
+#: (entries go with the partition's plans)
+_DATA_ON_HOST: dict[int, bool] = {}
+
+
+def _is_host_value(value: Any) -> bool:
+    return isinstance(value, np.ndarray) or np.isscalar(value)
+
+
+def _data_on_host(partition: DistributedGraphPartition) -> bool:
+    """Whether the data of every data wrapper in *partition*'s parts is a
+    NumPy array or a scalar (computed once per partition)."""
+    known = _DATA_ON_HOST.get(id(partition))
+    if known is None:
+        from pytato_like._traversal import depth_first
+        from pytato_like.array import DataWrapper
+        results = getattr(partition, "var_name_to_result", None) \
+            or partition.name_to_output
+        known = all(_is_host_value(node.data)
+                    for node, _ in depth_first(list(results.values()))
+                    if isinstance(node, DataWrapper))
+        with _PLANS_LOCK:
+            # (dropped with the partition's plans, see message_plan)
+            if id(partition) in _PLANS:
+                _DATA_ON_HOST[id(partition)] = known
+    return known
+
+
+def outputs_on_host(partition: DistributedGraphPartition,
+                    input_args: Mapping[str, Any]) -> bool:
+    """The ``out_host=None`` rule of :func:`execute_distributed_partition`
+    (loopy's, as pytato's bound programs apply it): this rank's results are
+    NumPy arrays when every input argument and the data of every data
+    wrapper of the partition is a NumPy array or a scalar; with any device
+    array among them they stay on the device."""
+    return (all(_is_host_value(v) for v in input_args.values())
+            and _data_on_host(partition))
 
 
 def _on_device(prg_per_partition: Mapping[Hashable, Any], queue: Any) -> bool:
@@ -268,8 +315,8 @@ def _run(partition: DistributedGraphPartition,
          prg_per_partition: Mapping[Hashable, BoundProgram], queue: Any,
          plan: MessagePlan, ticket: int, allocator: Any,
          input_args: Mapping[str, Any], recorder: TraceRecorder,
-         stats: dict[str, Any], control: DistributedExecution | None = None
-         ) -> dict[str, Any]:
+         stats: dict[str, Any], control: DistributedExecution | None = None,
+         out_host: bool = False) -> dict[str, Any]:
     plan.wait_for_turn(ticket)
     try:
         if plan.broken:
@@ -307,6 +354,10 @@ def _run(partition: DistributedGraphPartition,
     results = {}
     for name in partition.overall_output_names:
         value = context[name]
+        if out_host and not isinstance(value, np.ndarray) \
+                and hasattr(value, "get") and hasattr(value, "queue"):
+            results[name] = _device_to_host(partition, name, value, queue)
+            continue
         # never hand out memory the next execution receives into
         if isinstance(value, np.ndarray) and any(
                 np.may_share_memory(value, b) for b in host_buffers):
@@ -315,6 +366,19 @@ def _run(partition: DistributedGraphPartition,
             value = value.copy()
         results[name] = value
     return results
+
+
+def _device_to_host(partition: DistributedGraphPartition, name: str,
+                    value: Any, queue: Any) -> np.ndarray:
+    """The device result *name* copied to the host, with the dtype of the
+    partition's output (booleans live as bytes on the device)."""
+    host = value.get(queue=queue if queue is not None else value.queue)
+    results = getattr(partition, "var_name_to_result", None) \
+        or partition.name_to_output
+    expr = results.get(name)
+    if expr is not None and expr.dtype == np.bool_ and host.dtype != np.bool_:
+        host = host.view(np.bool_)
+    return host
 
 
 def _forwarding_parts(partition: DistributedGraphPartition
@@ -490,7 +554,7 @@ def execute_distributed_partition(
         input_args: Mapping[str, Any] | None = None,
         stats: dict[str, Any] | None = None, wait: bool = True,
         messages: str = "packed", pack_on: str = "device",
-        recorder: TraceRecorder | None = None
+        recorder: TraceRecorder | None = None, out_host: bool | None = None
         ) -> dict[str, Any] | DistributedExecution:
     """Run this rank's parts of *partition* (tags numbered by
     :func:`~pytato_like.number_distributed_tags`) and return the
@@ -512,6 +576,12 @@ def execute_distributed_partition(
         and the other :attr:`DistributedExecution.stats`.
     :arg recorder: a :class:`~pytato_like.runtime.trace.TraceRecorder` that
         also receives this execution's records when it ends.
+    :arg out_host: whether the results are NumPy arrays (``True``) or stay
+        where the part programs computed them (``False``). ``None`` (the
+        default) applies loopy's rule as pytato's bound programs do (see
+        :func:`outputs_on_host`): NumPy arrays when every *input_args*
+        value and every data wrapper's data is a NumPy array or a scalar,
+        device arrays as soon as one of them is a device array.
     """
     comm = as_communicator(mpi_communicator)
     on_device = _on_device(prg_per_partition, queue)
@@ -521,6 +591,8 @@ def execute_distributed_partition(
     plan = message_plan(partition, comm, queue if on_device else None,
                         messages=messages, pack_on=pack_on,
                         allocator=allocator if on_device else None)
+    if out_host is None:
+        out_host = on_device and outputs_on_host(partition, input_args or {})
     ticket = plan.take_ticket()
     # (its records carry the execution's number, for profiles)
     run_recorder = TraceRecorder(rank=comm.Get_rank(), execution=ticket)
@@ -535,7 +607,7 @@ def execute_distributed_partition(
                 return _run(partition, prg_per_partition, queue, plan,
                             ticket, allocator if on_device else None,
                             input_args or {}, run_recorder, run_stats,
-                            control)
+                            control, bool(out_host))
         finally:
             if stats is not None:
                 stats.update(run_stats)
