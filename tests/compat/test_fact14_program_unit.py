@@ -178,6 +178,31 @@ def test_force_value_arg_tag_makes_a_value_argument(queue):
     _evt, (out,) = changed(queue, x=Y, s=np.float64(3.0))
     np.testing.assert_allclose(out, 3 * Y)
 
+
+def test_unit_comes_from_the_code_cache_the_second_time(queue, monkeypatch):
+    from pytato_like.target.loopy import cache, unit
+
+    def program():
+        x = pt.make_placeholder("x", (5,), np.float64)
+        w = pt.make_data_wrapper(np.arange(5.0), name="w")
+        v = pt.make_data_wrapper(np.full(5, 3.0))
+        return pt.generate_loopy({"a": x * w + v, "b": pt.sum(x * v)},
+                                 function_name="cached")
+
+    first = program().program
+    cache.clear_memory_cache()  # the disk entry stays: as a new process
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the unit was built again")
+
+    monkeypatch.setattr(unit, "build_translation_unit", no_build)
+    prg = program()
+    assert prg.program == first
+    changed = prg.with_transformed_program(lambda t: lp.split_iname(t, "a_dim0", 2))
+    _evt, out = changed(queue, x=Y)
+    np.testing.assert_allclose(out["a"], Y * np.arange(5.0) + 3.0)
+    np.testing.assert_allclose(out["b"], (Y * 3.0).sum())
+
 # }}}
 
 

@@ -269,15 +269,49 @@ class BoundPyOpenCLProgram(BoundProgram):
 
     def _interface(self):
         """The :class:`~pytato_like.target.loopy.unit.UnitInterface` of
-        the program (built on first use)."""
+        the program (built on first use, or loaded from the code cache)."""
         if self._unit_interface is None:
             import loopy as lp
 
-            from pytato_like.target.loopy.unit import build_translation_unit
+            from pytato_like.target.loopy import cache
+            from pytato_like.target.loopy.unit import (
+                UnitInterface,
+                build_translation_unit,
+                unit_data_wrappers,
+            )
             lp_options = self.loopy_options if self.loopy_options is not None \
                 else lp.Options(return_dict=not self.single_output)
-            self._unit_interface = build_translation_unit(
+            # programs with a plan hold no sparse products (those are
+            # outlined): their data wrappers are found without the builder
+            key = None
+            if self.plan is not None and getattr(self, "key", None):
+                import hashlib
+                key = hashlib.sha256(repr((
+                    "unit", self.key, self.function_name, repr(lp_options),
+                    repr(self.options.get("_unit_tag_filters")))).encode()
+                ).hexdigest()
+                record = cache.get_unit(key)
+                if record is not None:
+                    dws = unit_data_wrappers(self._unit_outputs)
+                    if len(dws) == len(record["data_arg_names"]):
+                        fields = {k: v for k, v in record.items()
+                                  if k != "data_arg_names"}
+                        self._unit_interface = UnitInterface(
+                            data_args=list(zip(record["data_arg_names"], dws,
+                                               strict=True)), **fields)
+                        return self._unit_interface
+            iface = build_translation_unit(
                 self._unit_outputs, self.options, lp_options, self.function_name)
+            if key is not None:
+                cache.put_unit(key, {
+                    "t_unit": iface.t_unit,
+                    "placeholder_args": iface.placeholder_args,
+                    "data_arg_names": [name for name, _ in iface.data_args],
+                    "output_args": iface.output_args,
+                    "derived_size_args": iface.derived_size_args,
+                    "bool_outputs": iface.bool_outputs,
+                    "value_args": iface.value_args})
+            self._unit_interface = iface
         return self._unit_interface
 
     @property

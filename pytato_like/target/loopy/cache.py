@@ -274,7 +274,12 @@ def _store(kind: str, key: str, value) -> None:
     if not _disk_enabled():
         return
     path = _path(kind, key)
-    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        # e.g. a tag class defined in a function: kept in memory only
+        logger.info("cache: %s %s... not stored on disk (%s)", kind, key[:16], e)
+        return
     record = {"magic": _MAGIC, "versions": _versions(), "key": key,
               "checksum": hashlib.sha256(payload).hexdigest(),
               "payload": payload}
@@ -399,6 +404,29 @@ def put_kernel(key: str, source) -> None:
     _store("kernels", key, source)
 
 
+#: unit key -> the picklable record of a translation unit handed out
+_MEMORY_UNITS: dict[str, Any] = {}
+
+
+def get_unit(key: str):
+    """The record :func:`put_unit` stored under *key* (the translation
+    unit pytato's API hands out, see
+    :mod:`~pytato_like.target.loopy.unit`), or None. Loading one costs a
+    tenth of building it."""
+    record = _MEMORY_UNITS.get(key)
+    if record is None:
+        record = _load("units", key)
+        if not (isinstance(record, dict) and "t_unit" in record):
+            return None
+        _MEMORY_UNITS[key] = record
+    return record
+
+
+def put_unit(key: str, record: dict) -> None:
+    _MEMORY_UNITS[key] = record
+    _store("units", key, record)
+
+
 _NO_CONTRACTION = "#pragma OPENCL FP_CONTRACT OFF\n"
 
 
@@ -514,6 +542,7 @@ def clear_memory_cache() -> None:
     stays)."""
     _MEMORY.clear()
     _MEMORY_KERNELS.clear()
+    _MEMORY_UNITS.clear()
     _PROGRAMS.clear()
     _PENDING.clear()
     _KERNEL_PROGRAMS.clear()

@@ -501,6 +501,18 @@ def _unit_rewriter(subst: dict[str, Any], zero_d: set[str]) -> Any:
     return _UnitRewriter(make_subst_func(subst))
 
 
+def unit_data_wrappers(outputs: dict[str, Array]) -> list[DataWrapper]:
+    """The data wrappers of the unit of *outputs* (with no sparse
+    products), in the order of its data arguments."""
+    from pytato_like._traversal import topological_order
+    from pytato_like.target import gather_program_inputs
+    from pytato_like.target.loopy.codegen import _unwrap
+    inputs = gather_program_inputs(topological_order(
+        [_unwrap(a) for a in outputs.values()]))
+    # each once, as ProgramNames numbers them
+    return list({id(dw): dw for dw in inputs.data_wrappers}.values())
+
+
 def build_translation_unit(outputs: dict[str, Array], options: dict,
                            lp_options: Any, function_name: str) -> UnitInterface:
     """The one-entrypoint translation unit computing *outputs* (output
