@@ -17,6 +17,8 @@ import loopy as lp
 import numpy as np
 import pytest
 
+from pytools.tag import Tag, tag_dataclass
+
 import pytato_like as pt
 from pytato_like.tags import ForceValueArgTag, ImplStored, Named
 
@@ -251,21 +253,23 @@ def test_outlined_program_unit_is_the_inlined_dag(queue):
     _evt, (out,) = par(queue, x=xv)
     np.testing.assert_allclose(out, xv * xv + (xv + 1) ** 2)
 
+
+@tag_dataclass
+class ElementAxis(Tag):
+    """Like meshmode's tag of element axes."""
+
+
+@tag_dataclass
+class DOFAxis(Tag):
+    """Like meshmode's tag of DOF axes."""
+
+
+@tag_dataclass
+class IsDOFArray(Tag):
+    """Like meshmode's tag of DOF arrays."""
+
+
 def test_array_and_axis_tags_reach_variables_and_inames():
-    from pytools.tag import Tag, tag_dataclass
-
-    @tag_dataclass
-    class ElementAxis(Tag):
-        pass
-
-    @tag_dataclass
-    class DOFAxis(Tag):
-        pass
-
-    @tag_dataclass
-    class IsDOFArray(Tag):
-        pass
-
     x = pt.make_placeholder("x", (10, 4), np.float64,
                             tags=frozenset([IsDOFArray()]))
     y = ((2 * x).with_tagged_axis(0, [ElementAxis()])
