@@ -411,6 +411,54 @@ def test_subclass_of_index_lambda():
     np.testing.assert_array_equal(pt.generate_numpy(n)(x=XV), 3 * XV)
 
 
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class WeightedSum(_SuppliedAxesAndTagsMixin, Array):
+    """A node with a tuple of arrays as one field."""
+
+    arrays: tuple[Array, ...]
+    weights: tuple[float, ...]
+
+    _mapper_method: ClassVar[str] = "map_weighted_sum"
+
+    @property
+    def shape(self):
+        return self.arrays[0].shape
+
+    @property
+    def dtype(self):
+        return self.arrays[0].dtype
+
+    def to_index_lambda(self) -> IndexLambda:
+        idx = tuple(index_vars(self.ndim))
+        expr = sum(w * prim.Subscript(prim.Variable(f"a{i}"), idx)
+                   for i, w in enumerate(self.weights))
+        return IndexLambda(expr, self.shape, self.dtype,
+                           {f"a{i}": a for i, a in enumerate(self.arrays)},
+                           None, axes=self.axes, tags=self.tags)
+
+
+def test_dataclass_node_with_a_tuple_of_arrays():
+    x = _placeholder()
+    z = pt.make_placeholder("z", (3, 4), np.float64)
+    w = WeightedSum((x, 2 * z, x), (0.5, 1.0, 2.0))
+    assert dict(w._fields)["arrays"].holds_arrays
+    assert w == WeightedSum((x, 2 * z, x), (0.5, 1.0, 2.0))
+    assert w != WeightedSum((x, 2 * z, z), (0.5, 1.0, 2.0))
+    assert tr.InputGatherer()(w) == frozenset({x, z})
+    zv = XV[::-1].copy()
+    np.testing.assert_allclose(pt.generate_numpy(w)(x=XV, z=zv),
+                               2.5 * XV + 2 * zv, rtol=1e-15)
+    x2 = pt.make_placeholder("x2", (3, 4), np.float64)
+
+    class Rename(tr.CopyMapper):
+        def map_placeholder(self, expr):
+            return x2 if expr is x else super().map_placeholder(expr)
+
+    renamed = Rename()(w)
+    assert renamed.arrays[0] is x2 and renamed.arrays[2] is x2
+    assert pickle.loads(pickle.dumps(renamed)) == renamed
+
+
 def test_unusable_dataclass_nodes_raise_typed_errors():
     @dataclasses.dataclass(frozen=True, eq=False)
     class NoMapperMethod(_SuppliedAxesAndTagsMixin, Array):
