@@ -140,7 +140,9 @@ class HostKernel:
         program, = programs
         self.name = program.name
         self.kernel = unit[call.entrypoint]
-        self.source = code.device_code()
+        # (a unit retargeted kernel by kernel keeps OpenCL's math
+        # functions, which loopy's C target does not include a header for)
+        self.source = "#include <math.h>\n" + code.device_code()
 
         def declaration(node: Any) -> Any:
             if isinstance(node, cgen.FunctionBody):
