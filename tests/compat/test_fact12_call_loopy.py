@@ -300,3 +300,19 @@ def test_several_entrypoints(queue):
         np.testing.assert_array_equal(got, 3 * (xv - 1))
 
 # }}}
+
+
+def test_unpickled_call_runs_on_both_targets(queue):
+    import pickle
+    knl = lp.make_kernel(
+        "{[i, j]: 0 <= i < m and 0 <= j < k}",
+        "s[i] = sum(j, sin(a[i, j]) * exp(a[i, j]))",
+        [lp.GlobalArg("a", None, shape="m, k"),
+         lp.GlobalArg("s", None, shape="m", is_output=True), "..."],
+        name="row_reduce", lang_version=(2018, 2))
+    a = pt.make_placeholder("a", (3, 5), np.float64)
+    result = pickle.loads(pickle.dumps(pt.call_loopy(knl, {"a": a})["s"] + 1))
+    av = np.random.default_rng(9).standard_normal((3, 5))
+    for got in _both_targets(queue, result, a=av):
+        np.testing.assert_allclose(got, (np.sin(av) * np.exp(av)).sum(1) + 1,
+                                   rtol=1e-13)
