@@ -23,8 +23,8 @@ fi
 rm -rf "$WORK"
 mkdir -p "$WORK"
 tar xzf "$TARBALL" -C "$WORK"
-"$PY" -m pip install --no-deps --no-build-isolation -q "$WORK/arraycontext" \
-    || "$PY" -m pip install --no-deps -q "$WORK/arraycontext"
+# (its build backend, hatchling, comes from PyPI in pip's isolated build)
+"$PY" -m pip install --no-deps -q "$WORK/arraycontext"
 
 deselect=()
 while IFS= read -r line; do
