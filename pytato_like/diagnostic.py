@@ -24,6 +24,7 @@ anything the library raises on purpose.
 .. autoexception:: UnknownIndexLambdaExpr
 .. autoexception:: CannotBeLoweredToIndexLambda
 .. autoexception:: MissingInputError
+.. autoexception:: QueueError
 .. autoexception:: UnexpectedInputError
 .. autoexception:: InputShapeMismatchError
 .. autoexception:: InputDTypeMismatchError
@@ -157,6 +158,11 @@ class MissingInputError(PytatoLikeError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; we want prose
         return str(self.args[0]) if self.args else ""
+
+
+class QueueError(PytatoLikeError, ValueError):
+    """A program was called without a command queue, or with a queue of
+    another context than the one its executable is bound to."""
 
 
 class UnexpectedInputError(PytatoLikeError, TypeError):

@@ -238,8 +238,13 @@ def test_queue_keyword_on_every_program_kind(queue):
         _evt, (out,) = exe(queue=queue, x=Y, out_host=True)
         np.testing.assert_allclose(out, 2 * Y + 1 if prg.__class__.__name__
                                    == "OutlinedProgram" else Y + 1)
-    with pytest.raises(pt.diagnostic.PytatoLikeError, match="no command queue"):
+    with pytest.raises(pt.diagnostic.QueueError, match="no command queue"):
         pt.generate_loopy(x + 1)(x=Y)
+    import pyopencl as cl
+    other = cl.CommandQueue(cl.Context(queue.context.devices))
+    exe = pt.generate_loopy(x + 1).bind_to_context(queue.context)
+    with pytest.raises(pt.diagnostic.QueueError, match="is not the one"):
+        exe(other, x=Y)
 
 
 def test_outlined_program_unit_is_the_inlined_dag(queue):

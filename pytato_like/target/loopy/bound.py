@@ -406,10 +406,10 @@ class BoundPyOpenCLProgram(BoundProgram):
                 f"the transformed program has the entrypoints "
                 f"{sorted(program.entrypoints)}; it must keep the one entrypoint "
                 f"'{self.function_name}'")
-        if self._runner is None and self.plan is not None \
-                and same_code(self._interface().t_unit, program):
-            self._runner = None
-        else:
+        # an unchanged code keeps the fast plan (arraycontext tags the
+        # kernel, its tests apply the identity)
+        if self._runner is not None or self.plan is None \
+                or not same_code(self._interface().t_unit, program):
             self._runner = UnitRunner(self._interface(), program)
             self._replays = {}
             self._last_replay = None
@@ -758,13 +758,10 @@ class BoundPyOpenCLExecutable(BoundProgram):
         return self._executor
 
     @property
-    def t_unit(self):
-        """The translation unit (``program.t_unit``)."""
-        return self.bound_program.program
-
-    @property
     def bound_arguments(self) -> dict[str, Any]:
         """Data wrapper name -> its device array in :attr:`cl_context`."""
+        if self.bound_program.plan is None:  # uploads per call
+            return dict(self.bound_program.bound_arguments)
         bufs = self.bound_program._device_data.get(self.cl_context, {})
         names = list(self.bound_program.bound_arguments)
         return {names[i]: bufs[buf] for i, buf in
@@ -788,8 +785,8 @@ class BoundPyOpenCLExecutable(BoundProgram):
         allocator, wait_for, out_host = inputs_named_like_options(
             program.inputs, kwargs, allocator, wait_for, out_host)
         if queue.context != self.cl_context:
-            from pytato_like.diagnostic import PytatoLikeError
-            raise PytatoLikeError(
+            from pytato_like.diagnostic import QueueError
+            raise QueueError(
                 f"the queue's context ({queue.context}) is not the one this "
                 f"executable of '{program.function_name}' is bound to "
                 f"({self.cl_context})")
@@ -808,8 +805,8 @@ def queue_argument(inputs, queue, kwargs: dict):
     if queue is not None:
         return queue
     if "queue" not in kwargs:
-        from pytato_like.diagnostic import PytatoLikeError
-        raise PytatoLikeError(
+        from pytato_like.diagnostic import QueueError
+        raise QueueError(
             "no command queue: call the program as prg(queue, **inputs) or "
             "prg(queue=queue, **inputs)")
     return kwargs.pop("queue")
