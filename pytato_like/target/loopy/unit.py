@@ -351,8 +351,7 @@ class _UnitBuilder:
             output_args=out_buffer, derived_size_args=derived_args,
             value_args=frozenset(value_args),
             bool_outputs=frozenset(n for n, node in out_nodes.items()
-                                   if n in out_buffer
-                                   if node.dtype == np.bool_))
+                                   if n in out_buffer and node.dtype == np.bool_))
 
 
 @dataclasses.dataclass
@@ -379,10 +378,13 @@ def _cut_sparse_products(outputs: dict[str, Array]
     from pytato_like._traversal import topological_order
     from pytato_like.array import InputArgumentBase
     from pytato_like.sparse import CSRMatmul
-    from pytato_like.target.loopy.outlined import _ResultsAsPlaceholders
+    from pytato_like.target.loopy.outlined import (
+        _OWNERS,
+        _ensure_registered,
+        _ResultsAsPlaceholders,
+    )
 
     order = topological_order(list(outputs.values()))
-    from pytato_like.target.loopy.outlined import _OWNERS, _ensure_registered
     _ensure_registered()
     others = sorted({type(n).__name__ for n in order
                      if type(n) in _OWNERS and not isinstance(n, CSRMatmul)})
