@@ -11,6 +11,12 @@ pytato programs.
 
 from __future__ import annotations
 
+import logging as _logging
+
+# a library leaves output to the application: nothing reaches stderr
+# unless it configures logging or sets PYTATO_LIKE_REPORT
+_logging.getLogger("pytato_like").addHandler(_logging.NullHandler())
+
 # The IR module goes first: it binds its operators to the front end, which
 # in turn imports utils.
 import pytato_like.array  # noqa: I001

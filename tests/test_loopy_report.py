@@ -94,6 +94,38 @@ def test_slow_compile_reports_phases_as_they_go(monkeypatch, caplog):
     assert all(getattr(r, "progress", False) for r in records)
 
 
+_SLOW_COMPILE_SCRIPT = """
+import numpy as np
+import pytato_like as pt
+from pytato_like.target.loopy import report
+report.PROGRESS_AFTER = 0.0
+x = pt.make_placeholder("x", (10,), np.float64)
+pt.generate_loopy(pt.sinh(x) + 7)
+"""
+
+
+@pytest.mark.parametrize("setting", [None, "progress"])
+def test_slow_compile_prints_only_when_asked(setting, tmp_path):
+    # a library prints nothing unless asked: by default the progress lines
+    # go only to an application's own logging (the test above)
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "PYTATO_LIKE_REPORT"}
+    env["PYTATO_LIKE_CACHE_DIR"] = str(tmp_path)
+    if setting is not None:
+        env["PYTATO_LIKE_REPORT"] = setting
+    res = subprocess.run([sys.executable, "-c", _SLOW_COMPILE_SCRIPT], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    lines = [line for line in res.stderr.splitlines()
+             if line.startswith("pytato_like.")]
+    if setting is None:
+        assert lines == []
+    else:
+        assert lines and "compiled" in lines[-1]
+
+
 def test_fast_compile_reports_nothing(monkeypatch, caplog):
     from pytato_like.target.loopy import report
     monkeypatch.setattr(report, "PROGRESS_AFTER", 600.0)

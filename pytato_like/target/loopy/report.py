@@ -12,10 +12,14 @@ the same way).
 ==========================  ==============================================
 value                       effect
 ==========================  ==============================================
-unset, ``progress``         only compiles slower than :data:`PROGRESS_AFTER`
-                            report, phase by phase as they finish; shown on
-                            stderr unless the application configured
-                            logging itself (then they go to its handlers)
+unset                       nothing on stderr: a library leaves output to
+                            the application. Compiles slower than
+                            :data:`PROGRESS_AFTER` log their phases (level
+                            INFO) to the application's handlers if it
+                            configured logging at that level
+``progress``                those progress lines on stderr, unless the
+                            application configured logging itself (then
+                            they go to its handlers)
 ``0``, ``off``              nothing is reported
 ``1``, ``on``, ``info``     also the phase table of every compile and one
                             line per call, on stderr (level INFO)
@@ -58,7 +62,7 @@ run_logger = logging.getLogger("pytato_like.run")
 #: seconds after which a running compile reports its phases as they finish
 PROGRESS_AFTER = 1.0
 
-_LEVELS = {"progress": "progress", "": "progress",
+_LEVELS = {"progress": "progress", "": "quiet",
            "0": None, "off": None, "no": None, "false": None,
            "1": logging.INFO, "on": logging.INFO, "yes": logging.INFO,
            "true": logging.INFO, "info": logging.INFO,
@@ -66,8 +70,8 @@ _LEVELS = {"progress": "progress", "": "progress",
 
 
 def _setting():
-    """The parsed ``PYTATO_LIKE_REPORT``: ``None`` (off), ``"progress"`` or
-    a logging level."""
+    """The parsed ``PYTATO_LIKE_REPORT``: ``None`` (off), ``"quiet"``
+    (unset), ``"progress"`` or a logging level."""
     raw = os.environ.get("PYTATO_LIKE_REPORT", "")
     value = raw.strip().lower()
     if value not in _LEVELS:
@@ -103,10 +107,11 @@ _LEVEL_SET = [None]
 
 def configure_logging(level=None) -> None:
     """Attach (once) a stderr handler to the ``pytato_like`` logger.
-    *level* ``None`` follows ``PYTATO_LIKE_REPORT``; ``"progress"`` passes
-    only progress lines of slow compiles, and only when the application
-    has not configured logging itself; a logging level passes everything
-    from that level on."""
+    *level* ``None`` follows ``PYTATO_LIKE_REPORT``; ``"quiet"`` (the
+    default) attaches nothing, and the application's logging configuration
+    decides; ``"progress"`` passes only progress lines of slow compiles,
+    and only when the application has not configured logging itself; a
+    logging level passes everything from that level on."""
     if level is None:
         level = _setting()
     root = logging.getLogger("pytato_like")
@@ -120,7 +125,7 @@ def configure_logging(level=None) -> None:
         handler.removeFilter(f)
     # the logger's level is ours to set unless the application set it
     ours = root.level == logging.NOTSET or root.level == _LEVEL_SET[0]
-    if level is None:
+    if level is None or level == "quiet":
         if handler in root.handlers:
             root.removeHandler(handler)
         if ours:
@@ -128,7 +133,8 @@ def configure_logging(level=None) -> None:
             _LEVEL_SET[0] = None
         return
     if level == "progress":
-        others = [h for h in root.handlers if h is not handler]
+        others = [h for h in root.handlers if h is not handler
+                  and not isinstance(h, logging.NullHandler)]
         if logging.getLogger().handlers or others:
             if handler in root.handlers:
                 root.removeHandler(handler)
@@ -156,7 +162,7 @@ def report_enabled(options: dict | None) -> bool:
         configure_logging(logging.INFO if enabled else setting)
         return enabled
     configure_logging(setting)
-    return setting not in (None, "progress")
+    return setting not in (None, "progress", "quiet")
 
 
 # {{{ where: MPI rank and part
