@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _mpiexec import mpiexec_path
 
 pytestmark = pytest.mark.mpi
 
@@ -46,22 +46,12 @@ def assert_ok(proc, cases, n):
                                                                   proc.stdout)
 
 
-def _mpiexec() -> str:
-    candidate = Path(sys.executable).parent / "mpiexec"
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which("mpiexec")
-    if found is None:
-        pytest.fail("mpiexec not found next to the Python executable or on PATH")
-    return found
-
-
 def launch(n: int, script: Path, *args: str, timeout: float = 120
            ) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run(
-        [_mpiexec(), "-n", str(n), sys.executable, str(script), *args],
+        [mpiexec_path(), "-n", str(n), sys.executable, str(script), *args],
         capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
         stdin=subprocess.DEVNULL)
 

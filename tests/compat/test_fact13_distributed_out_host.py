@@ -15,13 +15,13 @@ each launch bounded in time), always against NumPy.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _mpiexec import mpiexec_path
 
 import pytato_like as pt
 
@@ -123,16 +123,6 @@ def test_the_rule_by_itself(queue):
 
 # {{{ under MPI
 
-def _mpiexec() -> str:
-    candidate = Path(sys.executable).parent / "mpiexec"
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which("mpiexec")
-    if found is None:
-        pytest.skip("mpiexec not found")
-    return found
-
-
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [2, 3])
 def test_ranks_get_numpy_results_from_numpy_data(n):
@@ -140,7 +130,7 @@ def test_ranks_get_numpy_results_from_numpy_data(n):
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run(
-        [_mpiexec(), "-n", str(n), sys.executable, str(SCRIPT), *CASES],
+        [mpiexec_path(), "-n", str(n), sys.executable, str(SCRIPT), *CASES],
         capture_output=True, text=True, timeout=MPI_BOUND, cwd=ROOT, env=env,
         stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr

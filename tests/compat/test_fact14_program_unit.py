@@ -16,6 +16,7 @@ import textwrap
 import loopy as lp
 import numpy as np
 import pytest
+from _mpiexec import mpiexec_path
 
 from pytools.tag import Tag, tag_dataclass
 
@@ -376,11 +377,7 @@ def test_alias_refuses_when_the_real_pytato_was_imported(tmp_path):
 
 @pytest.mark.mpi
 def test_alias_under_mpiexec(tmp_path):
-    import shutil
-    mpiexec = shutil.which("mpiexec", path=str(__import__("pathlib").Path(
-        sys.executable).parent)) or shutil.which("mpiexec")
-    if mpiexec is None:
-        pytest.fail("mpiexec not found: the bootstrap installs it")
+    mpiexec = mpiexec_path()
     script = tmp_path / "ranks.py"
     script.write_text(textwrap.dedent("""
         from mpi4py import MPI

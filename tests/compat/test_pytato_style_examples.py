@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _mpiexec import mpiexec_path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "pytato_style"
@@ -71,14 +72,7 @@ def test_visualization_example_writes_its_files(tmp_path):
 def test_distributed_example_on_two_ranks(tmp_path):
     pytest.importorskip("pyopencl")
     pytest.importorskip("mpi4py")
-    mpiexec = Path(sys.executable).parent / "mpiexec"
-    if not mpiexec.exists():
-        found = shutil.which("mpiexec")
-        if found is None:
-            pytest.fail("mpiexec not found next to the Python executable "
-                        "or on PATH")
-        mpiexec = Path(found)
-    proc = _run([str(mpiexec), "-n", "2", sys.executable,
+    proc = _run([mpiexec_path(), "-n", "2", sys.executable,
                  str(EXAMPLES / "distributed.py")], tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "distributed: results on all 2 ranks match mpi4py" in proc.stdout
