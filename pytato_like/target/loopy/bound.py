@@ -303,14 +303,13 @@ class BoundPyOpenCLProgram(BoundProgram):
             iface = build_translation_unit(
                 self._unit_outputs, self.options, lp_options, self.function_name)
             if key is not None:
-                cache.put_unit(key, {
-                    "t_unit": iface.t_unit,
-                    "placeholder_args": iface.placeholder_args,
-                    "data_arg_names": [name for name, _ in iface.data_args],
-                    "output_args": iface.output_args,
-                    "derived_size_args": iface.derived_size_args,
-                    "bool_outputs": iface.bool_outputs,
-                    "value_args": iface.value_args})
+                import dataclasses
+                # every field but the data wrappers (found again on load)
+                record = {f.name: getattr(iface, f.name)
+                          for f in dataclasses.fields(iface)
+                          if f.name != "data_args"}
+                record["data_arg_names"] = [name for name, _ in iface.data_args]
+                cache.put_unit(key, record)
             self._unit_interface = iface
         return self._unit_interface
 
