@@ -52,6 +52,13 @@ anything the library raises on purpose.
 .. autoexception:: DevicePlacementError
 .. autoexception:: NonUniqueTagError
 .. autoexception:: TagNotPresentError
+.. autoexception:: PadModeError
+.. autoexception:: UnsupportedPadModeError
+.. autoexception:: InvalidIndexError
+.. autoexception:: ScalarOverflowError
+.. autoexception:: InvalidOperandError
+.. autoexception:: InvalidSizeError
+.. autoexception:: LazyArrayConversionError
 """
 
 from __future__ import annotations
@@ -306,3 +313,47 @@ class TagNotPresentError(PytatoLikeError, ValueError):
     """``without_tags`` (with *verify_existence*) asked to remove a tag the
     array does not carry; a :class:`ValueError`, as pytools raises. The
     message names the tag and the array."""
+
+
+class PadModeError(PytatoLikeError, ValueError):
+    """A :func:`~pytato_like.pad` mode NumPy does not know, or a keyword
+    argument the mode does not take (a :class:`ValueError`, as
+    :func:`numpy.pad` raises)."""
+
+
+class UnsupportedPadModeError(PadModeError, NotImplementedError):
+    """A :func:`numpy.pad` mode that :func:`~pytato_like.pad` does not
+    implement (``linear_ramp``, ``maximum``, ``mean``, ``median``,
+    ``minimum``, ``empty``, a callable)."""
+
+
+class InvalidIndexError(IndexTypeError, IndexError):
+    """An index NumPy refuses with :class:`IndexError`: a float or other
+    non-integer scalar, an array of floats, an object that is no index.
+    Also an :class:`IndexTypeError` (a :class:`TypeError`), the class these
+    indices raised before."""
+
+
+class ScalarOverflowError(DTypeError, OverflowError):
+    """A Python integer that the array's dtype cannot hold, combined with
+    the array (``int8_array + 300``): an :class:`OverflowError`, as NumPy 2
+    raises, and a :class:`DTypeError`."""
+
+
+class InvalidOperandError(DTypeError):
+    """An operand of an arithmetic operator or elementwise function that is
+    neither an array, a number nor a list of numbers (``x + "a"``,
+    ``x * None``); the message names the operand and the operation."""
+
+
+class InvalidSizeError(PytatoLikeError, ValueError):
+    """A size parameter given a value that is no size (negative, or not an
+    integer) when a program is called; the message names the parameter."""
+
+
+class LazyArrayConversionError(PytatoLikeError, TypeError):
+    """A lazy array handed to NumPy (``np.asarray(x)``, a ufunc such as
+    ``np.sin(x)``, an array function such as ``np.sum(x)``): it has no
+    values until a program computes them. The message says which
+    :mod:`pytato_like` function to call instead, or how to evaluate
+    (:func:`~pytato_like.generate_numpy`, :func:`~pytato_like.generate_loopy`)."""
