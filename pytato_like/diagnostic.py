@@ -45,6 +45,7 @@ anything the library raises on purpose.
 .. autoexception:: SendRecvMismatchError
 .. autoexception:: RemoteRankError
 .. autoexception:: ConfigurationError
+.. autoexception:: UnsafeCacheFolderError
 .. autoexception:: RankDepartedError
 .. autoexception:: CommunicationTagError
 .. autoexception:: UnsupportedArrayError
@@ -357,3 +358,13 @@ class LazyArrayConversionError(PytatoLikeError, TypeError):
     values until a program computes them. The message says which
     :mod:`pytato_like` function to call instead, or how to evaluate
     (:func:`~pytato_like.generate_numpy`, :func:`~pytato_like.generate_loopy`)."""
+
+
+class UnsafeCacheFolderError(ConfigurationError):
+    """The compile cache's folder (``PYTATO_LIKE_CACHE_DIR`` or the
+    default) or one of the package's folders inside it is not a private
+    directory of the user: writable by group or others, owned by another
+    user, or not a directory. Entries read from it could have been planted
+    by someone else, so the disk cache refuses it; the message names the
+    folder, its owner and mode, and the ways out (``chmod go-w``, another
+    ``PYTATO_LIKE_CACHE_DIR``, or ``PYTATO_LIKE_CACHE=0``)."""
