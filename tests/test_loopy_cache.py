@@ -158,21 +158,22 @@ def test_entry_with_another_key_is_recompiled(queue, tmp_path, monkeypatch):
     assert cache._load("plans", prg_b.key) is not None  # rewritten, valid
 
 
-def test_entry_failing_its_checksum_is_recompiled(queue, tmp_path, monkeypatch):
-    import pickle
+def test_entry_failing_its_signature_is_recompiled(queue, tmp_path, monkeypatch):
+    from pytato_like.target.loopy import cache_files
     cache = _fresh(tmp_path, monkeypatch)
     _, ya = _program(2.0)
     _, yb = _program(3.0)
     prg_a = pt.generate_loopy(ya)
     prg_b = pt.generate_loopy(yb)
     path_b = cache._path("plans", prg_b.key)
+    header = len(cache_files.MAGIC) + 32
     with open(path_b, "rb") as f:
-        record = pickle.load(f)
+        b_header = f.read(header)
     with open(cache._path("plans", prg_a.key), "rb") as f:
-        # a valid pickle of another plan under b's key and b's checksum
-        record["payload"] = pickle.load(f)["payload"]
+        a_payload = f.read()[header:]
+    # a valid pickle of another plan under b's magic and b's signature
     with open(path_b, "wb") as f:
-        pickle.dump(record, f)
+        f.write(b_header + a_payload)
     cache.clear_memory_cache()
     again = pt.generate_loopy(yb)
     assert again.stats.cache == "miss"
@@ -180,19 +181,20 @@ def test_entry_failing_its_checksum_is_recompiled(queue, tmp_path, monkeypatch):
 
 
 def test_entry_of_other_versions_is_never_used(tmp_path, monkeypatch):
-    import pickle
+    import shutil
     cache = _fresh(tmp_path, monkeypatch)
     _, y = _program(4.0)
     prg = pt.generate_loopy(y)
     path = cache._path("plans", prg.key)
-    with open(path, "rb") as f:
-        record = pickle.load(f)
-    record["versions"] = record["versions"].replace("loopy-", "loopy-0.0.")
-    with open(path, "wb") as f:
-        pickle.dump(record, f)
+    other = cache._versions().replace("loopy-", "loopy-0.0.")
+    other_path = path.replace(cache._versions(), other)
+    os.makedirs(os.path.dirname(other_path), mode=0o700)
+    shutil.copy(path, other_path)  # signed for this installation only
+    monkeypatch.setattr(cache, "_versions", lambda: other)
     cache.clear_memory_cache()
     assert cache.get_plan(prg.key) == (None, "miss")
-    assert not os.path.exists(path)
+    assert not os.path.exists(other_path)
+    monkeypatch.undo()
     # and the versions of loopy and pyopencl name the cache directory
     assert "loopy-" in cache.cache_dir() and "pyopencl-" in cache.cache_dir()
 

@@ -14,26 +14,31 @@ canonical names (:mod:`~pytato_like.target.loopy.codegen`), so programs
 sharing a computation -- time loops of any length, the parts of a
 partition -- share its generated code.
 
-**Store.** Plans (:class:`~pytato_like.target.loopy.codegen.ProgramPlan`)
-and kernels (:class:`~pytato_like.target.loopy.codegen.KernelSource`) are
-kept in dicts and written to ``<cache dir>/plans/<key>.pkl`` and
-``<cache dir>/kernels/<key>.pkl``. Each file holds the versions, the key
-and a SHA-256 checksum of the pickled value: an entry whose key, checksum
-or versions do not match the request is deleted and recompiled, never
-used. OpenCL binaries are not stored here: PoCL caches builds itself
-(``POCL_CACHE_DIR``) and pyopencl caches binaries for other drivers.
+**Store.** Plans (:class:`~pytato_like.target.loopy.codegen.ProgramPlan`),
+kernels (:class:`~pytato_like.target.loopy.codegen.KernelSource`) and the
+translation units handed out (:mod:`~pytato_like.target.loopy.unit`) are
+kept in dicts and written to ``<cache dir>/{plans,kernels,units}/<key>.pkl``
+as entries signed with a per-user secret over their key, kind and
+versions (:mod:`~pytato_like.target.loopy.cache_files`: the format, what
+is refused, and why not :mod:`pytools.persistent_dict`). An entry that is
+not a regular file, or whose signature does not match the request, is a
+miss: the program is recompiled, never anything else loaded. OpenCL
+binaries are not stored here: PoCL caches builds itself, in a folder of
+ours (:mod:`~pytato_like.target.loopy.pocl_cache`), and pyopencl caches
+binaries for other drivers.
 
 **Size.** The disk cache (all versions) is kept under
 :func:`cache_size_limit` bytes (``PYTATO_LIKE_CACHE_SIZE``, e.g. ``200M``;
 default 1G): after each write, the least recently used entries (a hit
 refreshes an entry's time) are removed until it fits.
 
-**Location.** ``$PYTATO_LIKE_CACHE_DIR`` if set, else
-``$XDG_CACHE_HOME/pytato_like`` (``~/.cache/pytato_like``), in a
-subdirectory named after the versions above: a version change starts a
-fresh cache. Files are written atomically (temporary file + rename).
-``PYTATO_LIKE_CACHE=0`` disables the disk cache. ``python -m
-pytato_like.cache info|clear`` shows or empties it (:mod:`pytato_like.cache`).
+**Location.** ``$PYTATO_LIKE_CACHE_DIR`` if set, else the user's cache
+folder (:func:`platformdirs.user_cache_dir`: ``~/.cache/pytato_like`` on
+Linux), in a subdirectory named after the versions above: a version
+change starts a fresh cache. Files are written atomically (temporary
+file + rename). ``PYTATO_LIKE_CACHE=0`` disables the disk cache.
+``python -m pytato_like.cache info|clear`` shows or empties it
+(:mod:`pytato_like.cache`).
 
 .. autofunction:: dag_key
 .. autofunction:: cache_dir
@@ -57,11 +62,12 @@ import os
 import pickle
 import re
 import sys
-import tempfile
 from typing import Any
 
 from pytato_like._traversal import ArrayRef
 from pytato_like.array import Array, NamedArray
+from pytato_like.target.loopy import cache_files
+from pytato_like.target.loopy.cache_files import cache_base_dir
 
 #: number of loopy code generations in this process (tests use it to check
 #: that a cache hit does not generate code)
@@ -109,16 +115,6 @@ def _versions() -> str:
     return (f"pytato_like-{pytato_like.__version__}-{_source_fingerprint()}"
             f"_{_library_versions()}"
             f"_py{sys.version_info[0]}.{sys.version_info[1]}")
-
-
-def cache_base_dir() -> str:
-    """The directory holding the disk cache of every version."""
-    base = os.environ.get("PYTATO_LIKE_CACHE_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-            os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "pytato_like")
-    return base
 
 
 def cache_dir() -> str:
@@ -211,129 +207,55 @@ def dag_key(outputs: dict[str, Array], order: list[Array], extra: str = "") -> s
 # }}}
 
 
-# {{{ files
-
-_MAGIC = "pytato_like-cache-entry-1"
-
+# {{{ files (the format and the checks are cache_files')
 
 def _path(kind: str, key: str) -> str:
-    return os.path.join(cache_dir(), kind, key + ".pkl")
-
-
-def _discard(path: str, why: str) -> None:
-    logger.info("cache: discarding %s (%s)", path, why)
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    return cache_files.entry_path(_versions(), kind, key)
 
 
 def _load(kind: str, key: str):
-    """The value stored under *key*, or None. An entry is used only when
-    it was written by these versions for this very key and its checksum
-    matches; anything else is deleted (and the caller recompiles)."""
+    """The value stored under *key*, or None: only an entry signed for
+    this very key, kind and installation is unpickled
+    (:func:`~pytato_like.target.loopy.cache_files.load`)."""
     if not _disk_enabled():
         return None
-    path = _path(kind, key)
-    try:
-        with open(path, "rb") as f:
-            record = pickle.load(f)
-    except FileNotFoundError:
-        return None
-    except Exception:  # noqa: BLE001 - any unreadable entry is a miss
-        _discard(path, "unreadable")
-        return None
-    if not (isinstance(record, dict) and record.get("magic") == _MAGIC):
-        _discard(path, "not a cache entry")
-        return None
-    if record.get("versions") != _versions():
-        _discard(path, "written by other versions")
-        return None
-    if record.get("key") != key:
-        _discard(path, f"stored key {str(record.get('key'))[:16]}... is not "
-                       f"the requested {key[:16]}...")
-        return None
-    payload = record.get("payload")
-    if (not isinstance(payload, bytes)
-            or hashlib.sha256(payload).hexdigest() != record.get("checksum")):
-        _discard(path, "checksum mismatch")
+    payload = cache_files.load(_versions(), kind, key)
+    if payload is None:
         return None
     try:
-        value = pickle.loads(payload)
+        return pickle.loads(payload)
     except Exception:  # noqa: BLE001 - e.g. a class that changed shape
-        _discard(path, "payload does not unpickle")
+        cache_files._discard(_path(kind, key), "payload does not unpickle")
         return None
-    try:
-        os.utime(path)  # least recently used eviction goes by this time
-    except OSError:
-        pass
-    return value
 
 
 def _store(kind: str, key: str, value) -> None:
     if not _disk_enabled():
         return
-    path = _path(kind, key)
     try:
         payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, AttributeError, TypeError) as e:
         # e.g. a tag class defined in a function: kept in memory only
         logger.info("cache: %s %s... not stored on disk (%s)", kind, key[:16], e)
         return
-    record = {"magic": _MAGIC, "versions": _versions(), "key": key,
-              "checksum": hashlib.sha256(payload).hexdigest(),
-              "payload": payload}
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(record, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        return  # a read-only or full disk only costs a recompile later
-    evict(cache_size_limit())
-
-
-def _entries(base: str) -> list[tuple[float, int, str]]:
-    """``(last use, bytes, path)`` of every entry under *base*."""
-    result = []
-    for dirpath, _, filenames in os.walk(base):
-        for name in filenames:
-            if name.endswith(".pkl"):
-                path = os.path.join(dirpath, name)
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    continue
-                result.append((st.st_mtime, st.st_size, path))
-    return result
+    if cache_files.store(_versions(), kind, key, payload):
+        evict(cache_size_limit())
 
 
 def evict(limit: int) -> int:
     """Remove least recently used entries (of every version) until the
-    disk cache takes at most *limit* bytes; returns the bytes removed."""
-    entries = _entries(cache_base_dir())
-    total = sum(size for _, size, _ in entries)
-    removed = 0
-    for _, size, path in sorted(entries):
-        if total - removed <= limit:
-            break
-        try:
-            os.unlink(path)
-            removed += size
-        except OSError:
-            pass
-    return removed
+    disk cache takes at most *limit* bytes; returns the bytes removed.
+    Only files the package wrote are counted and removed."""
+    return cache_files.evict(limit)
 
 
 def cache_info() -> dict:
     """Location, bound, and entries and bytes per version directory and
-    kind (``plans``, ``kernels``) of the disk cache."""
+    kind (``plans``, ``kernels``, ``units``) of the disk cache."""
     base = cache_base_dir()
     versions: dict[str, dict] = {}
-    for _, size, path in _entries(base):
-        rel = os.path.relpath(path, base).split(os.sep)
-        version, kind = (rel[0], rel[1]) if len(rel) >= 3 else ("?", rel[0])
+    for _, size, path in cache_files.entries(base):
+        version, kind = os.path.relpath(path, base).split(os.sep)[:2]
         slot = versions.setdefault(version, {}).setdefault(
             kind, {"entries": 0, "bytes": 0})
         slot["entries"] += 1
@@ -346,15 +268,9 @@ def cache_info() -> dict:
 
 
 def clear_disk_cache() -> int:
-    """Delete every entry of every version; returns the number deleted."""
-    import shutil
-    base = cache_base_dir()
-    n = len(_entries(base))
-    if os.path.isdir(base):
-        for name in os.listdir(base):
-            path = os.path.join(base, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
+    """Delete every entry of every version (and the package's folders
+    left empty; nothing else in the folder); returns the number deleted."""
+    n = cache_files.clear()
     clear_memory_cache()
     return n
 
