@@ -29,11 +29,60 @@ if TYPE_CHECKING:
     from pytools.tag import Tag
 
 
+def _expand_ellipsis(subscripts: str, operands: tuple[Array, ...]) -> str:
+    """*subscripts* with each ``...`` replaced by letters no subscript uses,
+    as NumPy reads it: an operand's ``...`` stands for its axes that no
+    letter names; those axes of all operands broadcast together, aligned
+    on the right; without ``->`` the output is ``...`` followed by the
+    letters used once, in order."""
+    spec = subscripts.replace(" ", "")
+    in_spec, arrow, out_spec = spec.partition("->")
+    in_specs = in_spec.split(",")
+    if len(in_specs) != len(operands):
+        raise EinsumSpecError(
+            f"einsum subscripts '{subscripts}' name {len(in_specs)} operands "
+            f"but {len(operands)} were given")
+    for part in (*in_specs, out_spec):
+        if part.replace("...", "", 1).count(".") or part.count("...") > 1:
+            raise EinsumSpecError(
+                f"einsum subscripts '{subscripts}': '.' only appears as one "
+                "ellipsis '...' per operand and output")
+    unused = [c for c in _ALL_LETTERS if c not in spec]
+    ellipsis_ndims = []
+    for part, op in zip(in_specs, operands):
+        n_named = len(part.replace("...", ""))
+        n = op.ndim - n_named if "..." in part else 0
+        if n < 0:
+            raise EinsumSpecError(
+                f"einsum '{subscripts}': operand subscript '{part}' names "
+                f"{n_named} axes but the operand has shape {op.shape}")
+        ellipsis_ndims.append(n)
+    n_broadcast = max(ellipsis_ndims, default=0)
+    if n_broadcast > len(unused):
+        raise EinsumSpecError(f"einsum '{subscripts}': too many axes for the "
+                              "letters left for '...'")
+    letters = "".join(unused[:n_broadcast])
+    expanded = [part.replace("...", letters[n_broadcast - n:])
+                for part, n in zip(in_specs, ellipsis_ndims)]
+    if arrow:
+        if "..." not in out_spec and n_broadcast:
+            raise EinsumSpecError(
+                f"einsum '{subscripts}': the output has no '...' for the "
+                f"{n_broadcast} axes the operands' '...' stand for (NumPy "
+                "refuses this too)")
+        out = out_spec.replace("...", letters)
+    else:
+        named = "".join(in_specs).replace("...", "")
+        out = letters + "".join(sorted(c for c in set(named)
+                                       if named.count(c) == 1))
+    return ",".join(expanded) + "->" + out
+
+
+_ALL_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
 def _parse_subscripts(subscripts: str, n_operands: int):
     spec = subscripts.replace(" ", "")
-    if "." in spec:
-        raise EinsumSpecError(f"einsum subscripts '{subscripts}': ellipsis "
-                              "('...') is not supported")
     if "->" in spec:
         in_spec, out_spec = spec.split("->")
         if "->" in out_spec:
@@ -69,10 +118,13 @@ def einsum(subscripts: str, *operands: Any,
            index_to_redn_descr: Mapping[str, ReductionDescriptor] | None = None
            ) -> Array:
     """Einstein summation over *operands*, as :func:`numpy.einsum` (size-1
-    axes broadcast, repeated indices take diagonals).
+    axes broadcast, repeated indices take diagonals, ``...`` stands for
+    the axes no letter names and broadcasts across operands).
     *index_to_redn_descr* maps summed index letters to the
     :class:`~pytato_like.array.ReductionDescriptor` of their reduction."""
     operands = tuple(_as_array(as_operand(op)) for op in operands)
+    if "." in subscripts:
+        subscripts = _expand_ellipsis(subscripts, operands)
     from pytato_like.array import _check_tags
     key = (subscripts, tuple((op.shape, op.dtype) for op in operands))
     cached = _DESCRIPTOR_CACHE.get(key)

@@ -69,6 +69,54 @@ def test_einsum_of_computed_operands(rng):
         lambda xp, x, y: xp.einsum("ij,j->i", xp.sin(x) + 1, y * 2) - 1, a, b)
 
 
+# {{{ ellipsis
+
+ELLIPSIS_CASES = [
+    ("...i->...", [(2, 3, 4)]),                # sum over the last axis
+    ("...i", [(2, 3, 4)]),                     # implicit: '...' first
+    ("...i,...i", [(2, 3, 4), (3, 1)]),        # '...' axes broadcast
+    ("i...,i...->...", [(2, 3, 4), (2, 3, 4)]),
+    ("...i,i->...", [(2, 3, 4), (4,)]),
+    ("ij...->...", [(2, 3, 4)]),
+    ("...ii->...i", [(2, 3, 3)]),              # batched diagonal
+    ("...,...", [(2, 3, 4), (4,)]),            # broadcasting product
+    ("a...b->...", [(2, 3, 4)]),
+    ("...ij->i...j", [(2, 3, 4)]),             # '...' inside the output
+    ("...i->", [(4,)]),                        # '...' of no axes
+    ("i...j,kj->...ik", [(2, 3, 4), (5, 4)]),
+    ("...->...", [()]),
+]
+
+
+@pytest.mark.parametrize("subscripts, shapes", ELLIPSIS_CASES,
+                         ids=[c[0] for c in ELLIPSIS_CASES])
+def test_einsum_with_ellipsis_matches_numpy(subscripts, shapes, rng):
+    operands = [random_input(rng, s, "float64") for s in shapes]
+    assert_matches_numpy(lambda xp, *ops: xp.einsum(subscripts, *ops), *operands)
+
+
+def test_einsum_with_ellipsis_on_loopy_target(queue, rng):
+    x, w = random_input(rng, (2, 3, 4), "float64"), random_input(rng, (5, 4),
+                                                                 "float64")
+    px = pt.make_placeholder("x", x.shape, np.float64)
+    pw = pt.make_placeholder("w", w.shape, np.float64)
+    _, (out,) = pt.generate_loopy(pt.einsum("...j,kj->...k", px, pw))(
+        queue, x=x, w=w)
+    np.testing.assert_allclose(out, np.einsum("...j,kj->...k", x, w),
+                               rtol=1e-13)
+
+
+@pytest.mark.parametrize("subscripts", ["...i->", "i...->i", "..i", "...i..."])
+def test_einsum_ellipsis_misuse_raises_as_numpy_does(subscripts):
+    x = np.zeros((2, 3, 4))
+    with pytest.raises(ValueError):
+        np.einsum(subscripts, x)
+    with pytest.raises(EinsumSpecError, match=r"\.\.\."):
+        pt.einsum(subscripts, pt.make_data_wrapper(x))
+
+# }}}
+
+
 # {{{ matmul, dot, vdot
 
 MATMUL_SHAPES = [
