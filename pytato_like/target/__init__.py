@@ -31,6 +31,7 @@ from pytato_like.array import (
 from pytato_like.diagnostic import (
     InputDTypeMismatchError,
     InputShapeMismatchError,
+    InvalidSizeError,
     MissingInputError,
     NameClashError,
     UnexpectedInputError,
@@ -69,7 +70,7 @@ class ProgramInputs:
         sizes: dict[str, int] = {}
         for name in self.size_params:
             if name in kwargs:
-                sizes[name] = int(kwargs[name])
+                sizes[name] = _size_value(name, kwargs[name])
         for name, ph in self.placeholders.items():
             for dim, actual in zip(ph.shape, np.shape(values[name])):
                 if isinstance(dim, SizeParam) and dim.name not in sizes:
@@ -79,6 +80,21 @@ class ProgramInputs:
                 raise MissingInputError(f"missing value for size parameter '{name}'")
             values[name] = np.int64(sizes[name])
         return values
+
+
+def _size_value(name: str, value: Any) -> int:
+    """The value passed for size parameter *name*, refused unless it is a
+    non-negative integer (``int(2.5)`` would truncate silently)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, np.integer)):
+        raise InvalidSizeError(f"size parameter '{name}' must be an integer, "
+                               f"got {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise InvalidSizeError(f"size parameter '{name}' must not be "
+                               f"negative, got {value}")
+    return int(value)
 
 
 def as_host_array(value: Any) -> np.ndarray:
