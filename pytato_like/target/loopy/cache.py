@@ -350,18 +350,45 @@ def build_program(ctx, code: str):
     """The ``pyopencl.Program`` of *code* built for *ctx*, once per process
     and context. Across processes PoCL's own cache (``POCL_CACHE_DIR``)
     skips the compiler for a source it built before; with other drivers
-    pyopencl's binary cache does."""
-    import pyopencl as cl
+    pyopencl's binary cache does. PoCL's folder is checked before the
+    first build, and a build that fails or lacks a kernel of *code* is
+    retried once past PoCL's cache
+    (:mod:`~pytato_like.target.loopy.pocl_cache`)."""
     key = (ctx, hashlib.sha256(code.encode()).digest())
     prg = _PROGRAMS.get(key)
     if prg is None:
         global OPENCL_BUILDS
         OPENCL_BUILDS += 1
+        from pytato_like.target.loopy import pocl_cache
+        pocl_cache.check_pocl_cache()
         # NumPy rounds every product and sum: no fused multiply-add
         # (OpenCL C allows contraction by default, which changes the last
         # bits, e.g. of arange's start + i * delta)
-        prg = cl.Program(ctx, _NO_CONTRACTION + code).build()
+        source = _NO_CONTRACTION + code
+        try:
+            prg = _build_with_kernels(ctx, source, code)
+        except Exception as first:  # noqa: BLE001 - retried once
+            logger.warning("cache: OpenCL build failed (%s); retrying once "
+                           "past PoCL's cache",
+                           (str(first).splitlines() or [""])[0][:200])
+            try:
+                prg = _build_with_kernels(
+                    ctx, pocl_cache.uncached_source(source), code)
+            except Exception:  # noqa: BLE001
+                raise first from None  # its build log's lines match *code*
         _PROGRAMS[key] = prg
+    return prg
+
+
+def _build_with_kernels(ctx, source: str, code: str):
+    import pyopencl as cl
+    prg = cl.Program(ctx, source).build()
+    missing = (set(_KERNEL_NAME_RE.findall(code))
+               - set(prg.kernel_names.split(";")))
+    if missing:
+        # e.g. an emptied program.bc in PoCL's cache: the build "succeeds"
+        raise RuntimeError(f"the built OpenCL program lacks kernel(s) "
+                           f"{sorted(missing)}")
     return prg
 
 

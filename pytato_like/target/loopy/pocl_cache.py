@@ -1,0 +1,252 @@
+"""PoCL's binary cache: a folder of ours, checked before PoCL reads it.
+
+PoCL, the OpenCL driver this project runs on, keeps every program it
+builds in a cache folder (``POCL_CACHE_DIR``, else ``~/.cache/pocl``) and
+reads an entry back when the same source is built again. PoCL 3.1 trusts
+those files: a truncated ``program.bc`` fails an assertion inside
+``clBuildProgram`` and a truncated kernel library fails ``dlopen`` at the
+first launch; both abort the process (SIGABRT), which Python can neither
+catch nor retry. So the files are checked before PoCL sees them:
+
+1. :func:`use_private_pocl_cache` (run when the OpenCL target is
+   imported) points ``POCL_CACHE_DIR`` at ``<cache folder>/pocl``
+   (:func:`~pytato_like.target.loopy.cache_files.cache_base_dir`) unless
+   the user set ``POCL_CACHE_DIR`` or turned the disk cache off
+   (``PYTATO_LIKE_CACHE=0``). PoCL reads the variable when the first
+   OpenCL context of the process is created: a context created before
+   ``import pytato_like`` keeps PoCL's default folder.
+2. :func:`check_pocl_cache` (run by
+   :func:`~pytato_like.target.loopy.cache.build_program` before the
+   first build of the process) validates every file of that folder
+   modified since the last check: LLVM bitcode (``program.bc``) by
+   walking its top-level blocks, whose recorded lengths must add up to
+   the file's size; kernel libraries (``*.so``) by their ELF header,
+   whose header tables and segments must lie inside the file. A PoCL
+   entry holding a bad file is removed, and PoCL builds it afresh. The
+   time of the last check is the modification time of
+   ``<cache folder>/pytato_like-pocl-checked``. Cost: one ``stat`` per
+   file, plus reading the headers of changed files.
+3. A build that fails or lacks its kernels is retried once with a
+   source PoCL has not cached (:func:`uncached_source`).
+
+Limits: the checks find truncated, emptied and foreign files, not bytes
+changed inside a file of the right length; and only our folder is
+checked (a ``POCL_CACHE_DIR`` the user set is theirs).
+
+.. autofunction:: use_private_pocl_cache
+.. autofunction:: pocl_cache_dir
+.. autofunction:: check_pocl_cache
+.. autofunction:: is_valid_bitcode
+.. autofunction:: is_valid_elf
+.. autofunction:: uncached_source
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import stat
+import struct
+import time
+
+logger = logging.getLogger("pytato_like.cache")
+
+_STAMP_NAME = "pytato_like-pocl-checked"
+# set by use_private_pocl_cache: the folder we gave PoCL (None: PoCL's
+# folder is the user's or PoCL's default, and not ours to check)
+_OURS: str | None = None
+_CHECKED = False
+
+
+def pocl_cache_dir() -> str:
+    """The folder this package gives PoCL: ``<cache folder>/pocl``."""
+    from pytato_like.target.loopy.cache_files import cache_base_dir
+    return os.path.join(cache_base_dir(), "pocl")
+
+
+def use_private_pocl_cache() -> str | None:
+    """Set ``POCL_CACHE_DIR`` to :func:`pocl_cache_dir` unless the user set
+    it or the disk cache is off; returns the folder set, or None."""
+    global _OURS
+    if "POCL_CACHE_DIR" in os.environ:
+        return None
+    if os.environ.get("PYTATO_LIKE_CACHE", "1").strip().lower() in (
+            "0", "off", "false", "no"):
+        return None
+    folder = pocl_cache_dir()
+    try:
+        st = os.stat(os.path.dirname(folder))
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return None  # a folder the disk cache refuses (cache_files)
+    except OSError:
+        pass  # not made yet: PoCL makes it, private
+    os.environ["POCL_CACHE_DIR"] = folder
+    _OURS = folder
+    return folder
+
+
+# {{{ file checks
+
+_BITCODE_MAGIC = b"BC\xc0\xde"
+_WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"
+
+
+def _read_vbr(data: bytes, pos: int, width: int) -> tuple[int, int]:
+    """An LLVM variable-width integer at bit *pos*: (value, next pos)."""
+    value = shift = 0
+    high = 1 << (width - 1)
+    while True:
+        if pos + width > len(data) * 8:
+            raise ValueError("truncated")
+        chunk = 0
+        for i in range(width):
+            bit = pos + i
+            chunk |= ((data[bit >> 3] >> (bit & 7)) & 1) << i
+        pos += width
+        value |= (chunk & (high - 1)) << shift
+        shift += width - 1
+        if not chunk & high:
+            return value, pos
+        if shift > 64:
+            raise ValueError("overlong integer")
+
+
+def is_valid_bitcode(data: bytes) -> bool:
+    """Whether *data* is LLVM bitcode whose top-level blocks end exactly at
+    its end (a truncated or padded file is not)."""
+    if data[:4] == _WRAPPER_MAGIC:  # offset and size of the bitcode inside
+        if len(data) < 20:
+            return False
+        offset, size = struct.unpack_from("<II", data, 8)
+        if offset + size > len(data):
+            return False
+        data = data[offset:offset + size]
+    if len(data) < 8 or data[:4] != _BITCODE_MAGIC or len(data) % 4:
+        return False
+    pos = 32
+    end = len(data) * 8
+    try:
+        while pos < end:
+            abbrev = (data[pos >> 3] >> (pos & 7)) & 3
+            if abbrev != 1:  # only ENTER_SUBBLOCK at the top level
+                # a writer may pad the last word with zeros
+                return not any(data[pos >> 3:]) and end - pos < 32
+            _, pos = _read_vbr(data, pos + 2, 8)   # block id
+            _, pos = _read_vbr(data, pos, 4)       # abbreviation width
+            pos = (pos + 31) & ~31                  # align to 32 bits
+            if pos + 32 > end:
+                return False
+            n_words, = struct.unpack_from("<I", data, pos >> 3)
+            pos += 32 + 32 * n_words
+    except ValueError:
+        return False
+    return pos == end
+
+
+def is_valid_elf(data: bytes) -> bool:
+    """Whether *data* is an ELF file whose program header table, section
+    header table and loaded segments lie inside it."""
+    if len(data) < 52 or data[:4] != b"\x7fELF" or data[4] not in (1, 2):
+        return False
+    order = {1: "<", 2: ">"}.get(data[5])
+    if order is None:
+        return False
+    if data[4] == 2:  # 64-bit
+        if len(data) < 64:
+            return False
+        phoff, shoff = struct.unpack_from(order + "QQ", data, 32)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(
+            order + "HHHH", data, 54)
+        ph_format, offset_at = order + "IIQQQQQQ", (2, 5)
+    else:
+        phoff, shoff = struct.unpack_from(order + "II", data, 28)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(
+            order + "HHHH", data, 42)
+        ph_format, offset_at = order + "IIIIIIII", (1, 4)
+    size = len(data)
+    if phoff + phnum * phentsize > size or shoff + shnum * shentsize > size:
+        return False
+    if phnum and phentsize < struct.calcsize(ph_format):
+        return False
+    for i in range(phnum):
+        fields = struct.unpack_from(ph_format, data, phoff + i * phentsize)
+        if fields[offset_at[0]] + fields[offset_at[1]] > size:
+            return False
+    return True
+
+
+def _file_is_valid(path: str) -> bool:
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".bc"):
+        return is_valid_bitcode(data)
+    return is_valid_elf(data)
+
+# }}}
+
+
+def check_pocl_cache(force: bool = False) -> int:
+    """Remove the entries of our PoCL folder holding a truncated or
+    foreign ``program.bc`` or ``*.so`` modified since the last check (all
+    of them with *force*); returns the number removed. Runs once per
+    process unless *force*; nothing to do when PoCL's folder is not ours."""
+    global _CHECKED
+    if _OURS is None or (_CHECKED and not force):
+        return 0
+    _CHECKED = True
+    if not os.path.isdir(_OURS):
+        return 0
+    stamp = os.path.join(os.path.dirname(_OURS), _STAMP_NAME)
+    try:
+        since = 0.0 if force else os.stat(stamp).st_mtime - 2.0
+    except OSError:
+        since = 0.0
+    started = time.time()
+    removed = 0
+    # PoCL's layout: <folder>/<2 letters>/<hash letters>/{program.bc,
+    # <kernel>/<work-group shape>/<kernel>.so, ...}
+    for top in os.scandir(_OURS):
+        if not (top.is_dir(follow_symlinks=False) and len(top.name) == 2):
+            continue
+        for entry in os.scandir(top.path):
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            if not _entry_is_valid(entry.path, since):
+                logger.warning("cache: PoCL cache entry %s holds a truncated "
+                               "or foreign binary; removed (PoCL rebuilds "
+                               "it)", entry.path)
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed += 1
+    try:
+        with open(stamp, "a"):
+            pass
+        os.utime(stamp, (started, started))
+    except OSError:
+        pass
+    return removed
+
+
+def _entry_is_valid(entry: str, since: float) -> bool:
+    for dirpath, _, filenames in os.walk(entry):
+        for name in filenames:
+            if not (name == "program.bc" or name.endswith(".so")):
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(path)
+                if st.st_mtime < since:
+                    continue
+                if not stat.S_ISREG(st.st_mode) or not _file_is_valid(path):
+                    return False
+            except OSError:
+                return False
+    return True
+
+
+def uncached_source(code: str) -> str:
+    """*code* with a comment PoCL has not seen: its build skips PoCL's
+    cache entry of *code* (PoCL keys entries by the source text)."""
+    return (f"/* pytato_like: rebuilt past PoCL's cache entry "
+            f"{secrets.token_hex(8)} */\n{code}")
