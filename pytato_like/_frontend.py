@@ -18,7 +18,12 @@ import numpy as np
 import pymbolic.primitives as prim
 
 from pytato_like.array import SUPPORTED_DTYPES, Array, IndexLambda, _NO_TAGS
-from pytato_like.diagnostic import BooleanSubtractError, DTypeError
+from pytato_like.diagnostic import (
+    BooleanSubtractError,
+    DTypeError,
+    InvalidOperandError,
+    ScalarOverflowError,
+)
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, TypeCast, index_var
 from pytato_like.utils import _is_one, get_shape_after_broadcasting
 
@@ -33,15 +38,42 @@ def is_scalar(x: Any) -> bool:
 
 
 def as_operand(x: Any) -> Any:
-    """Arrays and scalars pass through; NumPy arrays and lists become data
+    """Arrays and scalars pass through; NumPy arrays, and lists and tuples
+    (converted as :func:`numpy.asarray` converts them: ``[1, 2]`` is an
+    ``int64`` array, whatever the other operand's dtype) become data
     wrappers."""
     if isinstance(x, Array) or is_scalar(x):
         return x
     if isinstance(x, (np.ndarray, list, tuple)):
         from pytato_like.array import make_data_wrapper
-        return make_data_wrapper(np.asarray(x))
-    raise DTypeError(f"cannot use an object of type {type(x).__name__} as an "
-                     "array operand")
+        return make_data_wrapper(_sequence_as_array(x))
+    raise InvalidOperandError(
+        f"cannot use {_short_repr(x)} (a {type(x).__name__}) as an array "
+        "operand: operands are arrays, numbers, or lists of numbers")
+
+
+def _short_repr(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _sequence_as_array(x: Any) -> np.ndarray:
+    """*x* as :func:`numpy.asarray` converts it, refusing what no target
+    computes with (ragged lists, strings, objects) with a typed error."""
+    if isinstance(x, np.ndarray):
+        arr = x
+    else:
+        try:
+            arr = np.asarray(x)
+        except ValueError as err:  # ragged nesting
+            raise InvalidOperandError(
+                f"operand {_short_repr(x)} does not convert to an array: "
+                f"{err}") from err
+    if arr.dtype.kind in "OUSV":
+        raise InvalidOperandError(
+            f"operand {_short_repr(x)} converts to an array of dtype "
+            f"{arr.dtype}, which no target computes with")
+    return arr
 
 
 def _resolution_dtype(x: Any):
@@ -58,7 +90,8 @@ def _resolution_dtype(x: Any):
         return float
     if isinstance(x, complex):
         return complex
-    raise DTypeError(f"unsupported operand type {type(x).__name__}")
+    raise InvalidOperandError(f"unsupported operand {_short_repr(x)} (a "
+                              f"{type(x).__name__})")
 
 
 @lru_cache(maxsize=4096)
@@ -89,8 +122,8 @@ def convert_scalar(value: Any, dtype: np.dtype, what: str) -> ScalarValue:
     try:
         return dtype.type(value)
     except OverflowError as err:
-        raise DTypeError(f"Python integer {value} is out of bounds for "
-                         f"{dtype} in {what}") from err
+        raise ScalarOverflowError(f"Python integer {value} is out of bounds "
+                                  f"for {dtype} in {what}") from err
 
 
 @lru_cache(maxsize=4096)
@@ -214,6 +247,11 @@ BINARY_OPS: dict[str, tuple[np.ufunc, Any]] = {
     "minimum": (np.minimum, _minimum_expr),
     "arctan2": (np.arctan2, lambda a, b, dt: _call("atan2")(a, b)),
 }
+
+def operator_symbol(op_name: str) -> str:
+    """How the user wrote operation *op_name* (``"+"`` for ``"add"``)."""
+    return _SYMBOL.get(op_name, op_name)
+
 
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//",
            "mod": "%", "pow": "**", "and": "&", "or": "|", "xor": "^",

@@ -22,7 +22,11 @@ from pytato_like.array import (
     _NO_TAGS,
     make_data_wrapper,
 )
-from pytato_like.diagnostic import IndexOutOfBoundsError, IndexTypeError
+from pytato_like.diagnostic import (
+    IndexOutOfBoundsError,
+    IndexTypeError,
+    InvalidIndexError,
+)
 
 
 def _normalize_slice(s: slice, dim: Any, axis: int, shape) -> NormalizedSlice:
@@ -73,7 +77,7 @@ def _as_index_array(idx: Any, axis: int, shape) -> list:
     if arr.dtype.kind == "b":
         covered = tuple(shape[axis:axis + arr.ndim])
         if covered != arr.shape:
-            raise IndexTypeError(
+            raise InvalidIndexError(
                 f"boolean index of shape {arr.shape} does not match axes "
                 f"{axis}..{axis + arr.ndim - 1} of array of shape {shape}")
         return [make_data_wrapper(nz) for nz in np.nonzero(arr)]
@@ -81,9 +85,11 @@ def _as_index_array(idx: Any, axis: int, shape) -> list:
         if arr.size == 0:
             arr = arr.astype(np.intp)
         else:
-            raise IndexTypeError(
-                f"index {idx!r} of dtype {arr.dtype} on axis {axis} is not "
-                "an integer array")
+            # NumPy: IndexError ("arrays used as indices must be of integer
+            # (or boolean) type")
+            raise InvalidIndexError(
+                f"index {idx!r} of dtype {arr.dtype} on axis {axis} of an "
+                f"array of shape {shape} is not an integer array")
     dim = shape[axis]
     # known now, so checked now (generated code would read out of bounds)
     if isinstance(dim, int) and arr.size and not (
@@ -138,7 +144,8 @@ def getitem(ary: Array, key: Any) -> Array:
     if result is not None:
         return result
     if sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexTypeError("an index can only have a single ellipsis ('...')")
+        raise InvalidIndexError("an index can only have a single ellipsis "
+                                f"('...'), got {key!r}")
 
     def consumed(k) -> int:
         if k is None or k is Ellipsis:
@@ -192,9 +199,12 @@ def getitem(ary: Array, key: Any) -> Array:
             indices.extend(arrays)
             axis += len(arrays)
         else:
-            raise IndexTypeError(
+            # NumPy: IndexError ("only integers, slices, ... are valid
+            # indices"), e.g. for x[1.5]
+            raise InvalidIndexError(
                 f"index {k!r} of type {type(k).__name__} cannot index an array "
-                f"of shape {ary.shape}")
+                f"of shape {ary.shape} (only integers, slices, '...', None "
+                "and integer or boolean arrays can)")
 
     if not any(isinstance(i, Array) for i in indices):
         if _is_identity(indices, ary.shape):

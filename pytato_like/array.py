@@ -108,6 +108,7 @@ from pytato_like.diagnostic import (
     AxisError,
     DTypeError,
     InvalidNameError,
+    InvalidOperandError,
     NotAnArrayError,
     ShapeMismatchError,
 )
@@ -536,8 +537,22 @@ class Array(_TaggableMixin):
     #: ``(field_name, kind)`` of each constructor field except axes and tags.
     _fields: ClassVar[tuple[tuple[str, FieldKind], ...]]
 
-    # NumPy must leave binary operators with an Array operand to us.
-    __array_ufunc__ = None
+    # NumPy and lazy arrays: see pytato_like._numpy_interop. The ufuncs of
+    # Python's operators build lazy results (NumPy scalars on the left of
+    # an operator call them); anything else that needs values raises.
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        from pytato_like._numpy_interop import refuse_conversion
+        raise refuse_conversion(self)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any,
+                        **kwargs: Any) -> Any:
+        from pytato_like._numpy_interop import array_ufunc
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple[Any, ...],
+                           kwargs: dict[str, Any]) -> Any:
+        from pytato_like._numpy_interop import array_function
+        return array_function(func, args, kwargs)
 
     shape: tuple[ShapeComponent, ...]
     dtype: np.dtype
@@ -917,20 +932,42 @@ class Array(_TaggableMixin):
     # }}}
 
 
-_OPERAND_TYPES = (int, float, complex, bool, np.generic, np.ndarray)
+# lists and tuples are converted as np.asarray converts them
+_OPERAND_TYPES = (int, float, complex, bool, np.generic, np.ndarray, list, tuple)
+# operands no operator takes, whatever methods their classes have
+_NEVER_OPERANDS = (str, bytes, type(None), dict, set, frozenset, slice)
+_REFLECTED_NAME = {"lt": "__gt__", "le": "__ge__", "gt": "__lt__",
+                   "ge": "__le__"}
+
+
+def _refuse_operand(op_name: str, array: Array, other: Any) -> InvalidOperandError:
+    from pytato_like._frontend import operator_symbol
+    text = repr(other)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return InvalidOperandError(
+        f"operator '{operator_symbol(op_name)}' between a lazy array (shape "
+        f"{array.shape}, dtype {array.dtype}) and {text} (a "
+        f"{type(other).__name__}): operands are arrays, numbers, or lists "
+        "of numbers")
 
 
 def _binary_operator(op_name: str, reflected: bool):
     # binary_op is bound at the end of this module (it imports this module)
+    reflected_name = _REFLECTED_NAME.get(op_name, f"__r{op_name}__")
     if reflected:
         def method(self, other):
             if not isinstance(other, _OPERAND_TYPES) and not isinstance(other, Array):
-                return NotImplemented
+                # the other operand's own method has refused already
+                raise _refuse_operand(op_name, self, other)
             return binary_op(op_name, other, self)
     else:
         def method(self, other):
             if not isinstance(other, Array) and not isinstance(other, _OPERAND_TYPES):
-                return NotImplemented
+                if (not isinstance(other, _NEVER_OPERANDS)
+                        and hasattr(type(other), reflected_name)):
+                    return NotImplemented  # its reflected method may know us
+                raise _refuse_operand(op_name, self, other)
             return binary_op(op_name, self, other)
     method.__name__ = f"__{'r' if reflected else ''}{op_name}__"
     return method
@@ -1566,7 +1603,9 @@ class AbstractResultWithNamedArrays(Mapping, _TaggableMixin):
     computation; :class:`pytools.tag.Taggable` (as pytato's)."""
 
     _mapper_method: ClassVar[str]
-    __array_ufunc__ = None
+    # NumPy defers binary operators to us (and refuses ufuncs); typed Any so
+    # that ResultsNode, also an Array, may take Array's method
+    __array_ufunc__: Any = None
 
 
 class NamedArray(Array):
