@@ -12,6 +12,7 @@ pytato programs.
 from __future__ import annotations
 
 import logging as _logging
+from typing import TYPE_CHECKING, Any
 
 # a library leaves output to the application: nothing reaches stderr
 # unless it configures logging or sets PYTATO_LIKE_REPORT
@@ -111,81 +112,195 @@ from pytato_like.cmath import (
 from pytato_like.pad import pad
 from pytato_like.reductions import all, amax, amin, any, mean, prod, sum  # noqa: A004
 from pytato_like._argreduce import argmax, argmin
-from pytato_like.target import BoundProgram, Target
-from pytato_like.target.numpy import NumpyTarget, generate_numpy, generate_numpy_like
-from pytato_like.target.loopy import LoopyPyOpenCLTarget, generate_loopy
-from pytato_like.target.python.jax import generate_jax
-from pytato_like.visualization import (
-    get_ascii_graph,
-    get_dot_graph,
-    get_dot_graph_from_partition,
-    show_ascii_graph,
-    show_dot_graph,
-    show_fancy_placeholder_data_flow,
-)
-from pytato_like import runtime
-from pytato_like.runtime import (
-    Bufferizer,
-    DeviceGroup,
-    DeviceSpec,
-    HaloDataTransformer,
-    HaloExchangeSpec,
-    Handle,
-    QuantityHaloSpec,
-    ReceiveBufferRegistry,
-    ToDevice,
-    TraceRecorder,
-    Transfer,
-    execute_partition_on_devices,
-    find_device_partition,
-    to_device,
-)
-from pytato_like import partition
-from pytato_like.distributed import (
-    DistributedGraphPart,
-    DistributedGraphPartition,
-    DistributedRecv,
-    DistributedSend,
-    DistributedExecution,
-    DistributedSendRefHolder,
-    execute_distributed_partition,
-    execute_distributed_partition_async,
-    find_distributed_partition,
-    make_distributed_recv,
-    make_distributed_send,
-    make_distributed_send_ref_holder,
-    number_distributed_tags,
-    staple_distributed_send,
-    verify_distributed_partition,
-)
-from pytato_like.partition import generate_code_for_partition
-from pytato_like import analysis, equality, transform
-from pytato_like import dtype, raising
-from pytato_like import codegen
-from pytato_like.transform import einsum_distributive_law  # noqa: F401
-from pytato_like.transform.dead_code_elimination import eliminate_dead_code
-from pytato_like.transform.lower_to_index_lambda import to_index_lambda
-from pytato_like.transform.materialize import materialize_with_mpms
-from pytato_like.transform.metadata import unify_axes_tags
-from pytato_like.transform.remove_broadcasts_einsum import (
-    rewrite_einsums_with_no_broadcasts,
-)
-from pytato_like import function
-from pytato_like.function import trace_call
-from pytato_like.transform.calls import inline_calls, tag_all_calls_to_be_inlined
-from pytato_like import sparse
-from pytato_like.sparse import (
-    CSRMatmul,
-    CSRMatrix,
-    SparseMatmul,
-    SparseMatrix,
-    make_csr_matrix,
-    sparse_matmul,
-)
-from pytato_like import loopy
-from pytato_like.loopy import call_loopy
-
 from pytato_like.version import __version__  # noqa: E402
+
+if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
+    from pytato_like import (
+        analysis,
+        codegen,
+        distributed,
+        dtype,
+        equality,
+        function,
+        loopy,
+        partition,
+        raising,
+        runtime,
+        sparse,
+        target,
+        transform,
+        visualization,
+    )
+    from pytato_like.distributed import (
+        DistributedExecution,
+        DistributedGraphPart,
+        DistributedGraphPartition,
+        DistributedRecv,
+        DistributedSend,
+        DistributedSendRefHolder,
+        execute_distributed_partition,
+        execute_distributed_partition_async,
+        find_distributed_partition,
+        make_distributed_recv,
+        make_distributed_send,
+        make_distributed_send_ref_holder,
+        number_distributed_tags,
+        staple_distributed_send,
+        verify_distributed_partition,
+    )
+    from pytato_like.function import trace_call
+    from pytato_like.loopy import call_loopy
+    from pytato_like.partition import generate_code_for_partition
+    from pytato_like.runtime import (
+        Bufferizer,
+        DeviceGroup,
+        DeviceSpec,
+        HaloDataTransformer,
+        HaloExchangeSpec,
+        Handle,
+        QuantityHaloSpec,
+        ReceiveBufferRegistry,
+        ToDevice,
+        TraceRecorder,
+        Transfer,
+        execute_partition_on_devices,
+        find_device_partition,
+        to_device,
+    )
+    from pytato_like.sparse import (
+        CSRMatmul,
+        CSRMatrix,
+        SparseMatmul,
+        SparseMatrix,
+        make_csr_matrix,
+        sparse_matmul,
+    )
+    from pytato_like.target import BoundProgram, Target
+    from pytato_like.target.loopy import LoopyPyOpenCLTarget, generate_loopy
+    from pytato_like.target.numpy import (
+        NumpyTarget,
+        generate_numpy,
+        generate_numpy_like,
+    )
+    from pytato_like.target.python.jax import generate_jax
+    from pytato_like.transform import einsum_distributive_law  # noqa: F401
+    from pytato_like.transform.calls import (
+        inline_calls,
+        tag_all_calls_to_be_inlined,
+    )
+    from pytato_like.transform.dead_code_elimination import eliminate_dead_code
+    from pytato_like.transform.lower_to_index_lambda import to_index_lambda
+    from pytato_like.transform.materialize import materialize_with_mpms
+    from pytato_like.transform.metadata import unify_axes_tags
+    from pytato_like.transform.remove_broadcasts_einsum import (
+        rewrite_einsums_with_no_broadcasts,
+    )
+    from pytato_like.visualization import (
+        get_ascii_graph,
+        get_dot_graph,
+        get_dot_graph_from_partition,
+        show_ascii_graph,
+        show_dot_graph,
+        show_fancy_placeholder_data_flow,
+    )
+
+# {{{ lazy names
+
+# Everything past the front end (targets, transforms, analyses, partitioning,
+# the runtime, visualisation) is imported on first use (PEP 562), so that
+# ``import pytato_like`` stays cheap and loads none of loopy, pyopencl,
+# islpy, mpi4py or graphviz. The TYPE_CHECKING imports above list the same
+# names (tests/test_lazy_import.py checks that the two agree).
+
+#: module -> the public names it defines that the package re-exports lazily
+_LAZY_NAMES: dict[str, tuple[str, ...]] = {
+    "pytato_like.target": ("BoundProgram", "Target"),
+    "pytato_like.target.numpy": (
+        "NumpyTarget", "generate_numpy", "generate_numpy_like"),
+    "pytato_like.target.loopy": ("LoopyPyOpenCLTarget", "generate_loopy"),
+    "pytato_like.target.python.jax": ("generate_jax",),
+    "pytato_like.visualization": (
+        "get_ascii_graph", "get_dot_graph", "get_dot_graph_from_partition",
+        "show_ascii_graph", "show_dot_graph",
+        "show_fancy_placeholder_data_flow"),
+    "pytato_like.runtime": (
+        "Bufferizer", "DeviceGroup", "DeviceSpec", "HaloDataTransformer",
+        "HaloExchangeSpec", "Handle", "QuantityHaloSpec",
+        "ReceiveBufferRegistry", "ToDevice", "TraceRecorder", "Transfer",
+        "execute_partition_on_devices", "find_device_partition", "to_device"),
+    "pytato_like.distributed": (
+        "DistributedExecution", "DistributedGraphPart",
+        "DistributedGraphPartition", "DistributedRecv", "DistributedSend",
+        "DistributedSendRefHolder", "execute_distributed_partition",
+        "execute_distributed_partition_async", "find_distributed_partition",
+        "make_distributed_recv", "make_distributed_send",
+        "make_distributed_send_ref_holder", "number_distributed_tags",
+        "staple_distributed_send", "verify_distributed_partition"),
+    "pytato_like.partition": ("generate_code_for_partition",),
+    "pytato_like.transform": ("einsum_distributive_law",),
+    "pytato_like.transform.dead_code_elimination": ("eliminate_dead_code",),
+    "pytato_like.transform.lower_to_index_lambda": ("to_index_lambda",),
+    "pytato_like.transform.materialize": ("materialize_with_mpms",),
+    "pytato_like.transform.metadata": ("unify_axes_tags",),
+    "pytato_like.transform.remove_broadcasts_einsum": (
+        "rewrite_einsums_with_no_broadcasts",),
+    "pytato_like.function": ("trace_call",),
+    "pytato_like.transform.calls": (
+        "inline_calls", "tag_all_calls_to_be_inlined"),
+    "pytato_like.sparse": (
+        "CSRMatmul", "CSRMatrix", "SparseMatmul", "SparseMatrix",
+        "make_csr_matrix", "sparse_matmul"),
+    "pytato_like.loopy": ("call_loopy",),
+}
+
+#: subpackages reachable as attributes of the package (``pt.transform``),
+#: with the submodules pytato's users reach through them without importing
+#: them (``pt.target.loopy``), which are loaded together with them
+_LAZY_SUBMODULES: dict[str, tuple[str, ...]] = {
+    "analysis": (),
+    "codegen": (),
+    "distributed": (),
+    "dtype": (),
+    "equality": (),
+    "function": (),
+    "loopy": (),
+    "partition": (),
+    "raising": (),
+    "runtime": (),
+    "sparse": (),
+    "target": ("numpy", "loopy", "python", "python.jax"),
+    "transform": (
+        "calls", "dead_code_elimination", "einsum_distributive_law",
+        "lower_to_index_lambda", "materialize", "metadata",
+        "remove_broadcasts_einsum"),
+    "visualization": (),
+}
+
+_NAME_TO_MODULE = {name: module for module, names in _LAZY_NAMES.items()
+                   for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    module_name = _NAME_TO_MODULE.get(name)
+    if module_name is not None:
+        value = getattr(importlib.import_module(module_name), name)
+    elif name in _LAZY_SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+        for submodule in _LAZY_SUBMODULES[name]:
+            importlib.import_module(f"{__name__}.{name}.{submodule}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # the next access is a plain attribute lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_NAME_TO_MODULE) | set(_LAZY_SUBMODULES))
+
+# }}}
+
 
 __all__ = [
     "AbstractResultWithNamedArrays", "AdvancedIndexInContiguousAxes",

@@ -1,0 +1,130 @@
+"""``import pytato_like`` is cheap: heavy dependencies load on first use.
+
+Each behaviour is checked in a fresh interpreter (a subprocess), since the
+test session itself has long imported everything. The import's duration is
+measured by ``bench/bench_import.py``, not here.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytato_like
+
+HEAVY = ("loopy", "pyopencl", "islpy", "mpi4py", "graphviz")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _run(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_loads_no_heavy_dependency():
+    result = _run(
+        "import json, sys\n"
+        "import pytato_like\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    assert result == []
+
+
+def test_building_and_running_on_numpy_loads_no_heavy_dependency():
+    # the NumPy target is the reference: it must not need OpenCL or loopy
+    result = _run(
+        "import json, sys\n"
+        "import numpy as np\n"
+        "import pytato_like as pt\n"
+        "x = pt.make_placeholder('x', (4,), np.float64)\n"
+        "y = pt.sum(pt.sin(x) * 2 + pt.roll(x, 1))\n"
+        "a = np.arange(4.0)\n"
+        "out = pt.generate_numpy(y)(x=a)\n"
+        "ref = float(np.sum(np.sin(a) * 2 + np.roll(a, 1)))\n"
+        "print(json.dumps({'heavy': [m for m in "
+        f"{HEAVY!r} if m in sys.modules], 'out': float(out), 'ref': ref}}))")
+    assert result["heavy"] == []
+    assert abs(result["out"] - result["ref"]) < 1e-12
+
+
+def test_loopy_names_resolve_on_first_use():
+    result = _run(
+        "import json, sys\n"
+        "import pytato_like as pt\n"
+        "before = 'loopy' in sys.modules\n"
+        "from pytato_like import LoopyPyOpenCLTarget, generate_loopy\n"
+        "from pytato_like.analysis import PytatoKeyBuilder\n"
+        "import loopy.tools\n"
+        "print(json.dumps({'before': before,"
+        " 'same': generate_loopy is pt.target.loopy.generate_loopy,"
+        " 'keys': issubclass(PytatoKeyBuilder, loopy.tools.LoopyKeyBuilder),"
+        " 'target': LoopyPyOpenCLTarget.__name__}))")
+    assert result == {"before": False, "same": True, "keys": True,
+                      "target": "LoopyPyOpenCLTarget"}
+
+
+def test_every_public_name_imports_by_name():
+    names = list(pytato_like.__all__)
+    result = _run(
+        "import json\n"
+        "import pytato_like\n"
+        f"names = {names!r}\n"
+        "missing = []\n"
+        "for name in names:\n"
+        "    try:\n"
+        "        exec(f'from pytato_like import {name}')\n"
+        "    except ImportError:\n"
+        "        missing.append(name)\n"
+        "print(json.dumps(missing))")
+    assert result == []
+
+
+def test_subpackages_bring_the_submodules_users_reach_through_them():
+    result = _run(
+        "import json\n"
+        "import pytato_like as pt\n"
+        "paths = [pt.target.loopy.BoundPyOpenCLProgram, pt.target.python,"
+        " pt.transform.materialize_cost, pt.transform.deduplicate,"
+        " pt.analysis.get_num_nodes, pt.partition.find_partition,"
+        " pt.visualization.show_fancy_placeholder_data_flow]\n"
+        "print(json.dumps(len(paths)))")
+    assert result == 7
+
+
+def test_unknown_attribute_raises_attribute_error_naming_it():
+    result = _run(
+        "import json\n"
+        "import pytato_like as pt\n"
+        "try:\n"
+        "    pt.no_such_name\n"
+        "except AttributeError as err:\n"
+        "    print(json.dumps(str(err)))")
+    assert "no_such_name" in result
+
+
+def test_dir_lists_lazy_names():
+    assert set(pytato_like.__all__) <= set(dir(pytato_like))
+
+
+def test_lazy_table_matches_type_checking_imports():
+    # the TYPE_CHECKING block is what mypy sees; the lazy table is what
+    # runs: they must name the same things
+    tree = ast.parse((REPO / "pytato_like" / "__init__.py").read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If)
+                 and getattr(node.test, "id", None) == "TYPE_CHECKING")
+    declared: dict[str, str] = {}
+    submodules: set[str] = set()
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        for alias in node.names:
+            if node.module == "pytato_like":
+                submodules.add(alias.name)
+            else:
+                declared[alias.name] = node.module
+    lazy = dict(pytato_like._NAME_TO_MODULE)
+    assert declared == lazy
+    assert submodules == set(pytato_like._LAZY_SUBMODULES)
