@@ -281,3 +281,63 @@ def test_deep_chain_generates_and_runs(deep_chain):
     value = np.array([0.0, 1.0, 4.0])
     np.testing.assert_allclose(np.asarray(prg(x=value)),
                                pt.generate_numpy(y)(x=value))
+
+
+# {{{ JAX's 64-bit mode
+
+_X64_OFF_SCRIPT = r"""
+import json, sys
+import numpy as np
+import jax
+import pytato_like as pt
+
+assert not jax.config.jax_enable_x64, "JAX's default is 32 bits"
+x = pt.make_placeholder("x", (5,), np.float64)
+n = pt.make_placeholder("n", (3,), np.int64)
+wrapped = pt.make_data_wrapper(np.linspace(0.0, 1.0, 5) + 1e-12)
+report = {}
+for jit in (False, True):
+    xv = np.arange(5.0) + 1e-10
+    out = pt.generate_jax(2 * x + wrapped, jit=jit)(x=xv)
+    ref = pt.generate_numpy(2 * x + wrapped)(x=xv)
+    big = pt.generate_jax(n * 2**40, jit=jit)(n=np.arange(3))
+    report[str(jit)] = {
+        "dtype": str(out.dtype), "exact": bool(np.array_equal(np.asarray(out), ref)),
+        "int_dtype": str(big.dtype), "ints": np.asarray(big).tolist()}
+report["x64_after"] = bool(jax.config.jax_enable_x64)
+print(json.dumps(report))
+"""
+
+
+def test_float64_program_runs_in_64_bits_with_jax_default_x64_off():
+    """JAX's default (64-bit mode off) would turn a float64 input into
+    float32; the program runs in 64 bits anyway (for its call only) and
+    the user's global setting stays off. A fresh process, since this
+    module turns the mode on globally."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    proc = subprocess.run([sys.executable, "-c", _X64_OFF_SCRIPT], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    for jit in ("False", "True"):
+        assert report[jit]["dtype"] == "float64"
+        assert report[jit]["exact"], report
+        assert report[jit]["int_dtype"] == "int64"
+        assert report[jit]["ints"] == [0, 2**40, 2**41]
+    assert report["x64_after"] is False
+
+
+def test_float64_program_with_x64_on_globally_keeps_it_on():
+    assert jax.config.jax_enable_x64  # set by this module, as users do
+    x = pt.make_placeholder("x", (4,), np.float64)
+    value = np.arange(4.0) / 3
+    out = pt.generate_jax(x * x)(x=value)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(out), value * value, rtol=1e-15)
+    assert jax.config.jax_enable_x64
+
+# }}}

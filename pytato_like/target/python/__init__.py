@@ -29,6 +29,7 @@ output name to array.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import linecache
 from collections.abc import Callable, Mapping
@@ -37,7 +38,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from pytato_like.diagnostic import UnexpectedInputError
+from pytato_like.diagnostic import ConfigurationError, UnexpectedInputError
 from pytato_like.target import (
     ProgramInputs,
     Target,
@@ -181,8 +182,34 @@ class BoundPythonProgram(HostBoundProgram):
 
 # {{{ JAX
 
+def _numpy_dtypes_in_jax() -> contextlib.AbstractContextManager[Any]:
+    """A scope in which JAX keeps NumPy's 64-bit dtypes: JAX's 64-bit mode
+    (``jax_enable_x64``) turned on for the current thread only, when it is
+    off; the user's global setting is left as it is."""
+    import jax
+    if jax.config.jax_enable_x64:
+        return contextlib.nullcontext()
+    scope = getattr(jax, "enable_x64", None)  # a context manager since 0.7
+    if scope is not None:
+        return scope(True)
+    try:
+        from jax.experimental import enable_x64
+    except ImportError as err:
+        raise ConfigurationError(
+            "the JAX target computes NumPy's dtypes (float64, int64) and "
+            "needs JAX's 64-bit mode, which this JAX cannot enable for one "
+            "call: turn it on with jax.config.update('jax_enable_x64', True) "
+            "or the environment variable JAX_ENABLE_X64=1") from err
+    return enable_x64()
+
+
 class BoundJAXPythonProgram(BoundPythonProgram):
-    """A program generated on :mod:`jax.numpy`; returns JAX arrays."""
+    """A program generated on :mod:`jax.numpy`; returns JAX arrays.
+
+    A call runs with JAX's 64-bit mode on, also when it is off globally
+    (JAX's default): the program computes in the dtypes the NumPy target
+    computes in, and float64 inputs stay float64. The results are JAX
+    arrays of those dtypes."""
 
     def _convert_input(self, value: Any, ph) -> Any:
         import jax
@@ -191,14 +218,17 @@ class BoundJAXPythonProgram(BoundPythonProgram):
         return jax.device_put(
             scalar_input_as_placeholder_dtype(as_host_array(value), ph))
 
-
+    def evaluate(self, /, **kwargs: Any) -> Any:
+        with _numpy_dtypes_in_jax():
+            return super().evaluate(**kwargs)
 
 
 def _jax_bound_argument(value: Any) -> Any:
     import jax
     if isinstance(value, jax.Array):
         return value
-    return jax.device_put(as_host_array(value))
+    with _numpy_dtypes_in_jax():
+        return jax.device_put(as_host_array(value))
 
 
 class JAXPythonTarget(NumpyLikePythonTarget):

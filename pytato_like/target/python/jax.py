@@ -3,9 +3,10 @@
 The generated function calls :mod:`jax.numpy` (imported as ``_pt_jnp``);
 with ``jit=True`` it is decorated with :func:`jax.jit` (size parameters as
 static arguments, so shapes stay concrete). JAX is an optional dependency
-(``pip install 'pytato_like[jax]'``). For NumPy's dtypes (float64, int64)
-enable JAX's 64-bit mode before running a program:
-``jax.config.update("jax_enable_x64", True)``.
+(``pip install 'pytato_like[jax]'``). A program computes in NumPy's
+dtypes (float64, int64) also when JAX's 64-bit mode is off, JAX's
+default: each call turns ``jax_enable_x64`` on for its own duration and
+thread only, leaving the user's setting as it is.
 
 .. autofunction:: generate_jax
 """
