@@ -187,13 +187,15 @@ def _numpy_dtypes_in_jax() -> contextlib.AbstractContextManager[Any]:
     (``jax_enable_x64``) turned on for the current thread only, when it is
     off; the user's global setting is left as it is."""
     import jax
-    if jax.config.jax_enable_x64:
+    if jax.config.read("jax_enable_x64"):
         return contextlib.nullcontext()
     scope = getattr(jax, "enable_x64", None)  # a context manager since 0.7
     if scope is not None:
         return scope(True)
     try:
-        from jax.experimental import enable_x64
+        from jax.experimental import (  # type: ignore[attr-defined]
+            enable_x64,
+        )
     except ImportError as err:
         raise ConfigurationError(
             "the JAX target computes NumPy's dtypes (float64, int64) and "
