@@ -2,8 +2,11 @@
 
 ``python -m pytato_like.cache info`` shows where the cache is, its size
 bound, and the entries and bytes per version directory (the one this
-installation uses is marked); ``python -m pytato_like.cache clear`` deletes
-every entry. The cache itself (keys, verification, eviction) is
+installation uses is marked), and the folder given to PoCL;
+``python -m pytato_like.cache clear`` deletes every entry of every
+installation and nothing else: other files in the folder, and PoCL's
+folder, stay (:mod:`~pytato_like.target.loopy.cache_files`). The cache
+itself (keys, verification, eviction) is
 :mod:`pytato_like.target.loopy.cache`.
 
 .. autofunction:: main
@@ -12,6 +15,7 @@ every entry. The cache itself (keys, verification, eviction) is
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -50,6 +54,11 @@ def _command(command: str) -> int:
     print(f"disk cache {'on' if info['enabled'] else 'off (PYTATO_LIKE_CACHE=0)'}")
     print(f"size       {_size(info['bytes'])} of {_size(info['limit'])} "
           "(PYTATO_LIKE_CACHE_SIZE)")
+    from pytato_like.target.loopy import pocl_cache
+    pocl = os.environ.get("POCL_CACHE_DIR")
+    print(f"PoCL cache {pocl or 'PoCL default'}"
+          + ("  (ours, checked)" if pocl == pocl_cache.pocl_cache_dir()
+             else "  (not ours)"))
     if not info["versions"]:
         print("entries    none")
     for version, kinds in sorted(info["versions"].items()):

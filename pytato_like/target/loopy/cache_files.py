@@ -390,7 +390,7 @@ def store(versions: str, kind: str, key: str, payload: bytes) -> bool:
 def _package_dirs(base: str) -> list[str]:
     """The package's ``<version>/<kind>`` folders in *base* (real folders
     with the package's names only)."""
-    result = []
+    result: list[str] = []
     try:
         names = os.listdir(base)
     except OSError:
@@ -419,7 +419,7 @@ def entries(base: str | None = None) -> list[tuple[float, int, str]]:
     cache folder: entries and left-over temporary files, regular files
     only."""
     base = cache_base_dir() if base is None else base
-    result = []
+    result: list[tuple[float, int, str]] = []
     for folder in _package_dirs(base):
         try:
             names = os.listdir(folder)
