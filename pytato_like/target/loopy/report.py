@@ -27,6 +27,16 @@ unset                       nothing on stderr: a library leaves output to
 ==========================  ==============================================
 
 Any other value raises :class:`~pytato_like.diagnostic.ConfigurationError`.
+
+**Under MPI** only rank 0 writes to stderr through our handler, so that
+``mpiexec -n 64`` prints one copy of each line, not 64.
+``PYTATO_LIKE_REPORT_RANKS`` asks for more: ``all``, or a comma-separated
+list of ranks (``0,3``). The rank comes from mpi4py when the application
+has already imported it and initialised MPI, otherwise from the launcher's
+environment (``PMI_RANK`` for MPICH and Intel MPI, ``OMPI_COMM_WORLD_RANK``
+for Open MPI, ``PMIX_RANK``, ``MV2_COMM_WORLD_RANK``): the package never
+imports mpi4py to find it. Handlers the application attached itself see
+every rank's records; that is its configuration to make.
 ``generate_loopy(..., options={"report": True})`` turns the full report on
 for one program. Every bound program keeps its figures in ``prg.stats``
 (a :class:`ProgramStats`), reported or not.
@@ -39,6 +49,8 @@ prints it). Under MPI, lines carry the rank (and the part, inside
 
 .. autoclass:: ProgramStats
 .. autofunction:: report_enabled
+.. autofunction:: mpi_rank
+.. autofunction:: reporting_ranks
 .. autofunction:: configure_logging
 .. autofunction:: compile_context
 .. autodata:: PROGRESS_AFTER
@@ -100,6 +112,70 @@ class _ProgressOnly(logging.Filter):
         return getattr(record, "progress", False)
 
 
+# {{{ which MPI rank reports
+
+# what MPI launchers put in each process's environment: (rank, size)
+_LAUNCHER_VARIABLES = (
+    ("PMI_RANK", "PMI_SIZE"),                               # MPICH, Intel MPI
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),       # Open MPI
+    ("PMIX_RANK", "PMIX_SIZE"),                             # PMIx launchers
+    ("MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE"),         # MVAPICH
+)
+
+
+def mpi_rank() -> tuple[int, int] | None:
+    """``(rank, size)`` of this process in ``MPI.COMM_WORLD``, or ``None``
+    outside MPI. Asks mpi4py only if the application imported it and
+    initialised MPI; otherwise reads the launcher's environment, so that
+    importing or compiling never imports mpi4py."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None:
+        try:
+            if mpi.Is_initialized() and not mpi.Is_finalized():
+                return mpi.COMM_WORLD.rank, mpi.COMM_WORLD.size
+        except Exception:  # noqa: BLE001 - a broken MPI: try the environment
+            pass
+    for rank_variable, size_variable in _LAUNCHER_VARIABLES:
+        rank = os.environ.get(rank_variable, "")
+        if rank.isdigit():
+            size = os.environ.get(size_variable, "")
+            return int(rank), int(size) if size.isdigit() else int(rank) + 1
+    return None
+
+
+def reporting_ranks() -> frozenset[int] | None:
+    """The ranks whose records our stderr handler writes, from
+    ``PYTATO_LIKE_REPORT_RANKS`` (default ``0``); ``None`` for all."""
+    raw = os.environ.get("PYTATO_LIKE_REPORT_RANKS", "0")
+    value = raw.strip().lower()
+    if value == "all":
+        return None
+    parts = [part.strip() for part in value.split(",")]
+    if not parts or not all(part.isdigit() for part in parts):
+        from pytato_like.diagnostic import ConfigurationError
+        raise ConfigurationError(
+            f"PYTATO_LIKE_REPORT_RANKS={raw!r} is neither 'all' nor a "
+            "comma-separated list of ranks such as '0' or '0,3'")
+    return frozenset(int(part) for part in parts)
+
+
+class _ReportingRanksOnly(logging.Filter):
+    """Passes records only on the ranks chosen to report (every record
+    outside MPI)."""
+
+    def __init__(self, ranks: frozenset[int] | None) -> None:
+        super().__init__()
+        self.ranks = ranks
+
+    def filter(self, record):
+        if self.ranks is None:
+            return True
+        where = mpi_rank()
+        return where is None or where[0] in self.ranks
+
+# }}}
+
+
 _HANDLER: list[logging.Handler] = []
 # the level configure_logging last gave the pytato_like logger
 _LEVEL_SET = [None]
@@ -123,6 +199,7 @@ def configure_logging(level=None) -> None:
         _HANDLER.append(handler)
     for f in list(handler.filters):
         handler.removeFilter(f)
+    handler.addFilter(_ReportingRanksOnly(reporting_ranks()))
     # the logger's level is ours to set unless the application set it
     ours = root.level == logging.NOTSET or root.level == _LEVEL_SET[0]
     if level is None or level == "quiet":
@@ -183,13 +260,9 @@ def compile_context(**labels):
 
 def _where() -> str:
     labels = {}
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None:
-        try:
-            if mpi.Is_initialized() and mpi.COMM_WORLD.size > 1:
-                labels["rank"] = mpi.COMM_WORLD.rank
-        except Exception:  # noqa: BLE001 - no MPI: no rank label
-            pass
+    rank_and_size = mpi_rank()
+    if rank_and_size is not None and rank_and_size[1] > 1:
+        labels["rank"] = rank_and_size[0]
     for d in _PART:
         labels.update(d)
     if not labels:
