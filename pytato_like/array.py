@@ -657,10 +657,17 @@ class Array(_TaggableMixin):
         return pickle_dag(self)
 
     def __repr__(self) -> str:
-        from pytato_like.stringifier import stringify_dag
-        return stringify_dag(self)
+        # the full text of a small DAG, a summary of a large one;
+        # pytato_like.stringify(x) gives the full text of any
+        from pytato_like.stringifier import dag_repr
+        return dag_repr(self)
 
     __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        # Jupyter: the summary, and a drawing of a small DAG
+        from pytato_like.visualization.notebook import dag_html
+        return dag_html(self)
 
     def __bool__(self) -> bool:
         raise DTypeError(
@@ -1694,8 +1701,12 @@ class DictOfNamedArrays(AbstractResultWithNamedArrays):
                 (records, dict(zip(names, positions, strict=True)), self.tags))
 
     def __repr__(self) -> str:
-        from pytato_like.stringifier import stringify_dag
-        return stringify_dag(self)
+        from pytato_like.stringifier import dag_repr
+        return dag_repr(self)
+
+    def _repr_html_(self) -> str:
+        from pytato_like.visualization.notebook import dag_html
+        return dag_html(self)
 
     def _with_new_tags(self, tags: frozenset[Tag]) -> DictOfNamedArrays:
         # (tagged and without_tags: pytools' Taggable)

@@ -1,16 +1,35 @@
-"""Readable text for array DAGs (used by ``repr`` and ``str``).
+"""Readable text for array DAGs: the full text and the ``repr``.
 
-A node with one user is printed inline inside that user; a node with
+:func:`stringify_dag` (also ``pytato_like.stringify``) writes the whole
+DAG. A node with one user is printed inline inside that user; a node with
 several users, or one nested too deeply, is printed once as a numbered
 definition ``%k = ...`` and referred to by ``%k`` elsewhere. The text is
 therefore linear in the size of the DAG, and it is produced bottom-up over a
 topological order, without recursion.
 
+``repr`` and ``str`` of an array (:func:`dag_repr`) give that full text for
+DAGs of at most :data:`REPR_MAX_NODES` nodes whose text fits in
+:data:`REPR_MAX_CHARS` characters, which is where it reads well (pytato
+prints its arrays' structure a few levels deep). A larger DAG prints as a
+summary (:func:`summarize_dag`): the root's kind, shape and dtype, the node
+count by kind, and the inputs. The README's 100-step stencil, 58 KB as
+full text, prints in five lines::
+
+    IndexLambda(shape=(1000,), dtype=float64): a DAG of 701 nodes
+      300 IndexLambda, 200 Roll, ...
+
 .. autofunction:: stringify_dag
+.. autofunction:: stringify
+.. autofunction:: dag_repr
+.. autofunction:: summarize_dag
+.. autoclass:: DagSummary
+.. autodata:: REPR_MAX_NODES
+.. autodata:: REPR_MAX_CHARS
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +47,13 @@ from pytato_like.array import (
 
 #: Inline nesting deeper than this starts a new numbered definition.
 MAX_INLINE_DEPTH = 6
+
+#: ``repr`` prints DAGs up to this many nodes in full, larger ones summarised
+REPR_MAX_NODES = 40
+#: ... and summarises a small DAG whose full text is longer than this
+REPR_MAX_CHARS = 3000
+#: kinds and inputs a summary lists before "..."
+_SUMMARY_MAX_ENTRIES = 6
 
 
 def _format_value(name: str, value: Any) -> str:
@@ -137,3 +163,94 @@ def stringify_dag(result: Array | AbstractResultWithNamedArrays) -> str:
     if len(definitions) == 1 and body == "%0":
         return definitions[0].split(" = ", 1)[1]
     return "\n".join([*definitions, body])
+
+
+def stringify(result: Array | AbstractResultWithNamedArrays) -> str:
+    """The full text of *result* (:func:`stringify_dag`), whatever its
+    size; ``repr`` summarises large DAGs."""
+    return stringify_dag(result)
+
+
+# {{{ summaries
+
+@dataclasses.dataclass(frozen=True)
+class DagSummary:
+    """What ``repr`` says about a DAG too large to print whole."""
+
+    #: the root's kind, shape and dtype (``IndexLambda(shape=(1000,),
+    #: dtype=float64)``), or the outputs of a :class:`DictOfNamedArrays`
+    #: (``DictOfNamedArrays('a': IndexLambda (1000,) float64, ...)``)
+    head: str
+    #: distinct nodes (structurally equal nodes counted once)
+    n_nodes: int
+    #: ``(kind, count)``, most frequent first
+    kind_counts: tuple[tuple[str, int], ...]
+    #: the text of each input node (placeholders, data wrappers, size
+    #: parameters), in topological order
+    inputs: tuple[str, ...]
+
+    def text(self) -> str:
+        kinds = self.kind_counts[:_SUMMARY_MAX_ENTRIES]
+        kinds_text = ", ".join(f"{n} {kind}" for kind, n in kinds)
+        if len(self.kind_counts) > len(kinds):
+            kinds_text += ", ..."
+        inputs = self.inputs[:_SUMMARY_MAX_ENTRIES]
+        inputs_text = ", ".join(inputs) or "none"
+        if len(self.inputs) > len(inputs):
+            inputs_text += f", ... ({len(self.inputs)} inputs)"
+        return "\n".join([
+            f"{self.head}: a DAG of {self.n_nodes} nodes",
+            f"  {kinds_text}",
+            f"  inputs: {inputs_text}",
+            "  (full text: pytato_like.stringify(...); drawing: "
+            "pytato_like.show_dot_graph(...))"])
+
+
+def _short_head(ary: Array) -> str:
+    return f"{type(ary).__name__} {ary.shape} {ary.dtype}"
+
+
+def summarize_dag(result: Array | AbstractResultWithNamedArrays,
+                  order: list[Array] | None = None) -> DagSummary:
+    """The :class:`DagSummary` of *result*, in one walk over the DAG
+    (*order*, its topological order, if the caller has it)."""
+    from pytato_like._traversal import topological_order
+    from pytato_like.array import InputArgumentBase
+
+    if order is None:
+        order = topological_order(output_arrays(result, "summarize"))
+    counts: dict[str, int] = {}
+    inputs: list[str] = []
+    for node in order:
+        kind = type(node).__name__
+        counts[kind] = counts.get(kind, 0) + 1
+        if isinstance(node, InputArgumentBase):
+            inputs.append(_format_node(node, lambda child: type(child).__name__))
+    if isinstance(result, DictOfNamedArrays):
+        entries = [f"{name!r}: {_short_head(ary)}"
+                   for name, ary in list(result._data.items())[
+                       :_SUMMARY_MAX_ENTRIES]]
+        if len(result._data) > len(entries):
+            entries.append(f"... ({len(result._data)} outputs)")
+        head = f"DictOfNamedArrays({', '.join(entries)})"
+    else:
+        head = (f"{type(result).__name__}(shape={result.shape}, "
+                f"dtype={result.dtype})")
+    kind_counts = tuple(sorted(counts.items(), key=lambda kc: (-kc[1], kc[0])))
+    return DagSummary(head=head, n_nodes=len(order), kind_counts=kind_counts,
+                      inputs=tuple(inputs))
+
+
+def dag_repr(result: Array | AbstractResultWithNamedArrays) -> str:
+    """``repr`` of an array or a :class:`DictOfNamedArrays`: the full text
+    of a small DAG, the summary of a large one (see the module docs)."""
+    from pytato_like._traversal import topological_order
+
+    order = topological_order(output_arrays(result, "print"))
+    if len(order) <= REPR_MAX_NODES:
+        text = stringify_dag(result)
+        if len(text) <= REPR_MAX_CHARS:
+            return text
+    return summarize_dag(result, order).text()
+
+# }}}
