@@ -491,6 +491,10 @@ class MessagePlan:
         if self.packed:
             for msg in self.incoming:
                 self._prepare_incoming(msg)
+        if is_mpi(comm):
+            # a rank that leaves early drops what was still sent to it
+            notice_board(comm).expect_messages(
+                (msg.src, msg.tag) for msg in self.incoming)
 
     # {{{ construction
 

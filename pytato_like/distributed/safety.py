@@ -20,7 +20,18 @@ Three mechanisms, from the gentlest:
   Every wait of the executor polls the :class:`NoticeBoard` of its
   communicator: a rank waiting for data from (or a send to) a rank that
   left raises :class:`~pytato_like.diagnostic.RankDepartedError` naming it
-  (after :data:`DEPARTURE_GRACE_S` for data already in flight). The same
+  (after :data:`DEPARTURE_GRACE_S` for data already in flight). Having
+  sent its departure notice, a rank receives the notice of every other
+  rank before it lets MPI finalize (:meth:`NoticeBoard.await_departures`):
+  a notice that arrived after the receive for it was cancelled would be an
+  unmatched message, which makes ``MPI_Finalize`` fail; MPICH's process
+  manager then kills every rank of the job with SIGKILL (on 4 or more
+  ranks this happened in most runs). The wait costs nothing extra: MPI
+  finalization waits for every rank anyway. For the same reason a rank
+  that leaves early receives and drops what the executor's peers still
+  sent it (message headers, data of partitions it no longer executes:
+  :meth:`NoticeBoard.drop_unreceived`), so the job ends with the error the
+  other ranks report, not with a kill. The same
   hook first lets executions whose
   :class:`~pytato_like.distributed.execute.DistributedExecution` handle
   was dropped finish (or end them with an error, see
@@ -53,7 +64,8 @@ the communicator: it stands for a one-rank world
 
 .. autofunction:: abort_on_error
 .. autoclass:: NoticeBoard
-    :members: poll, raise_if_failed
+    :members: poll, raise_if_failed, await_departures, expect_messages,
+        drop_unreceived
 .. autofunction:: notice_board
 .. autofunction:: poll_until
 .. autofunction:: track_execution
@@ -104,6 +116,10 @@ NOTICE_POLL_EVERY = 4
 WAIT_TIMER_SLACK_NS = 1000
 #: seconds the exit hook waits for an execution whose handle was dropped
 DROPPED_EXECUTION_TIMEOUT_S = 20.0
+#: seconds a rank that left waits for the others' departure notices before
+#: it says on stderr which ranks it waits for (it keeps waiting, as MPI
+#: finalization would)
+DEPARTURE_NOTE_S = 30.0
 _NOTICE_BYTES = 4096
 
 
@@ -191,6 +207,8 @@ class NoticeBoard:
         self._status = MPI.Status()
         self._request = comm.Irecv([self._buf, MPI.BYTE],
                                    source=MPI.ANY_SOURCE, tag=self.tag)
+        # (source rank, tag) of the executor's messages to this rank
+        self._expected: set[tuple[int, int]] = set()
 
     def poll(self) -> None:
         """Pick up every notice that has arrived (never blocks)."""
@@ -237,6 +255,60 @@ class NoticeBoard:
                 # small enough to go eagerly: never waits for the receiver
                 self.comm.Isend([data, MPI.BYTE], dest=dest,
                                 tag=self.tag).Free()
+
+    def await_departures(self, note_after_s: float = 0.0) -> None:
+        """Poll until every other rank's departure notice has arrived (call
+        after this rank sent its own): each rank sends its notice last, so
+        afterwards nothing more arrives on the notice tag and :meth:`close`
+        leaves no message unmatched. A peer that never leaves keeps this
+        rank waiting, as ``MPI_Finalize`` would; after *note_after_s*
+        seconds (if positive) stderr says which ranks it waits for."""
+        peers = set(range(self.comm.Get_size())) - {self.rank}
+        start = time.monotonic()
+        noted = note_after_s <= 0
+        delay = 0.0
+        while True:
+            self.poll()
+            missing = peers - self.departed.keys()
+            if not missing:
+                return
+            if not noted and time.monotonic() - start > note_after_s:
+                noted = True
+                sys.stderr.write(
+                    f"[rank {self.rank}] has left its program and waits for "
+                    f"rank(s) {sorted(missing)} to leave theirs (MPI "
+                    "finalization waits for every rank)\n")
+                sys.stderr.flush()
+            delay = min(1e-3, max(delay * 2, 10e-6))
+            time.sleep(delay)
+
+    def expect_messages(self, keys: Iterable[tuple[int, int]]) -> None:
+        """Note ``(source rank, tag)`` of messages the executor receives on
+        this communicator (what :meth:`drop_unreceived` looks for)."""
+        with self._lock:
+            self._expected.update(keys)
+
+    def drop_unreceived(self) -> int:
+        """Receive and drop the executor's messages (headers, and those
+        noted by :meth:`expect_messages`) that arrived for this rank and
+        that nothing will receive; call after :meth:`await_departures`.
+        MPI keeps each sender's messages in order, so what a peer sent
+        before its departure notice is here by now. Returns how many."""
+        from mpi4py import MPI
+        header = self.tag - 1
+        peers = [p for p in range(self.comm.Get_size()) if p != self.rank]
+        keys = {(p, header) for p in peers} | self._expected
+        status = MPI.Status()
+        dropped = 0
+        for src, tag in sorted(keys):
+            while self.comm.Iprobe(source=src, tag=tag, status=status):
+                scratch = bytearray(max(status.Get_count(MPI.BYTE), 1))
+                self.comm.Recv([scratch, MPI.BYTE], source=src, tag=tag)
+                dropped += 1
+                logger.debug("rank %d leaves: dropped a message of %d bytes "
+                             "from rank %d (tag %d)", self.rank,
+                             status.Get_count(MPI.BYTE), src, tag)
+        return dropped
 
     def close(self) -> None:
         with self._lock:
@@ -413,12 +485,22 @@ def _at_exit() -> None:
         except Exception as exc:  # noqa: BLE001 -- exiting; best effort
             logger.debug("exit cleanup %r failed: %s", fn, exc)
     why = _why_leaving()
-    for board in list(_BOARDS.values()):
+    boards = list(_BOARDS.values())
+    for board in boards:
         try:
             board.notify("L", why)
-            board.close()
         except Exception as exc:  # noqa: BLE001 -- exiting; best effort
             logger.debug("departure notice on rank %d failed: %s",
+                         board.rank, exc)
+    # every notice sent to this rank received before MPI is finalized (see
+    # the module docs: an unmatched one gets the whole job killed)
+    for board in boards:
+        try:
+            board.await_departures(DEPARTURE_NOTE_S)
+            board.drop_unreceived()
+            board.close()
+        except Exception as exc:  # noqa: BLE001 -- exiting; best effort
+            logger.debug("departure notices on rank %d failed: %s",
                          board.rank, exc)
 
 # }}}
