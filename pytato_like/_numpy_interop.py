@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from pytato_like._frontend import binary_op
+from pytato_like.array import Array
 from pytato_like.diagnostic import LazyArrayConversionError
 
 #: ufuncs of Python's binary operators -> the front end's operation name
@@ -74,7 +76,6 @@ def _describe(x: Any) -> str:
 def _first_lazy(values: Any) -> Any:
     """The first lazy array among *values* (looking one level into lists
     and tuples, where array functions take their arrays)."""
-    from pytato_like.array import Array
     for v in values:
         if isinstance(v, Array):
             return v
@@ -109,36 +110,28 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> Any:
     """``ufunc`` applied (by *method*) to *inputs*, at least one of them
     lazy: rules 2 and 3."""
+    if method == "__call__" and len(inputs) == 2 and not kwargs:
+        op_name = _OPERATOR_UFUNCS.get(ufunc)
+        if op_name is not None:
+            # the hot path: a NumPy scalar on the left of an operator.
+            # A scalar compared with an array arrives as a 0-d array.
+            a, b = inputs
+            if type(a) is np.ndarray and a.ndim == 0:
+                a = a[()]
+            if type(b) is np.ndarray and b.ndim == 0:
+                b = b[()]
+            return binary_op(op_name, a, b)
+        if ufunc in _OTHER_OPERATOR_UFUNCS:
+            return _other_operator(ufunc, *inputs)
     lazy = _first_lazy(inputs)
     what = (f"np.{ufunc.__name__}" if method == "__call__"
             else f"np.{ufunc.__name__}.{method}")
-    op_name = _OPERATOR_UFUNCS.get(ufunc)
     if method == "__call__" and len(inputs) == 2 and (
-            op_name is not None or ufunc in _OTHER_OPERATOR_UFUNCS):
-        if kwargs:
-            raise LazyArrayConversionError(
-                f"{what} with {sorted(kwargs)} and a lazy operand "
-                f"({_describe(lazy)}): NumPy cannot store a lazy result "
-                "(for 'arr += x' write 'arr = arr + x')")
-        # a NumPy scalar compared with an array arrives as a 0-d array
-        a, b = (v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
-                for v in inputs)
-        if ufunc is np.equal or ufunc is np.not_equal:
-            # '==' of lazy arrays is structural equality (pytato's rule),
-            # so 'np.float64(2) == x' answers as '2.0 == x' does
-            from pytato_like.array import Array
-            left, right = (a, b) if isinstance(a, Array) else (b, a)
-            same = left.__eq__(right)
-            return same if ufunc is np.equal else not same
-        if ufunc is np.matmul:
-            from pytato_like._einsum import matmul
-            return matmul(a, b)
-        if ufunc is np.divmod:
-            from pytato_like._frontend import binary_op
-            return binary_op("floordiv", a, b), binary_op("mod", a, b)
-        from pytato_like._frontend import binary_op
-        assert op_name is not None
-        return binary_op(op_name, a, b)
+            ufunc in _OPERATOR_UFUNCS or ufunc in _OTHER_OPERATOR_UFUNCS):
+        raise LazyArrayConversionError(
+            f"{what} with {sorted(kwargs)} and a lazy operand "
+            f"({_describe(lazy)}): NumPy cannot store a lazy result "
+            "(for 'arr += x' write 'arr = arr + x')")
     if method == "reduce" and ufunc.__name__ in _REDUCTIONS:
         hint = f"use pt.{_REDUCTIONS[ufunc.__name__]} to build it lazily"
     elif method == "__call__":
@@ -147,6 +140,24 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
         hint = _EVALUATE
     raise LazyArrayConversionError(
         f"{what} cannot compute a lazy array ({_describe(lazy)}); {hint}")
+
+
+def _other_operator(ufunc: np.ufunc, a: Any, b: Any) -> Any:
+    """``@``, ``divmod()``, ``==`` and ``!=`` with a NumPy left operand."""
+    if isinstance(a, np.ndarray) and a.ndim == 0:
+        a = a[()]
+    if isinstance(b, np.ndarray) and b.ndim == 0:
+        b = b[()]
+    if ufunc is np.matmul:
+        from pytato_like._einsum import matmul
+        return matmul(a, b)
+    if ufunc is np.divmod:
+        return binary_op("floordiv", a, b), binary_op("mod", a, b)
+    # '==' of lazy arrays is structural equality (pytato's rule), so
+    # 'np.float64(2) == x' answers as '2.0 == x' does
+    left, right = (a, b) if isinstance(a, Array) else (b, a)
+    same = left.__eq__(right)
+    return same if ufunc is np.equal else not same
 
 
 def array_function(func: Any, args: tuple[Any, ...],

@@ -546,8 +546,9 @@ class Array(_TaggableMixin):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any,
                         **kwargs: Any) -> Any:
-        from pytato_like._numpy_interop import array_ufunc
-        return array_ufunc(ufunc, method, inputs, kwargs)
+        # (bound at the end of this module: a NumPy scalar on the left of
+        # an operator comes here, a hot path of graph construction)
+        return _array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple[Any, ...],
                            kwargs: dict[str, Any]) -> Any:
@@ -1832,6 +1833,7 @@ def output_arrays(result: Any, what: str = "generate code",
 
 # Bound last: _frontend imports the classes above.
 from pytato_like._frontend import binary_op  # noqa: E402
+from pytato_like._numpy_interop import array_ufunc as _array_ufunc  # noqa: E402
 
 # pytato declares node classes as dataclasses: ours answer dataclasses.fields()
 # from _fields, so that users can declare theirs that way too.
