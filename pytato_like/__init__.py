@@ -175,6 +175,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
         make_csr_matrix,
         sparse_matmul,
     )
+    from pytato_like.stringifier import stringify
     from pytato_like.target import BoundProgram, Target
     from pytato_like.target.loopy import LoopyPyOpenCLTarget, generate_loopy
     from pytato_like.target.numpy import (
@@ -251,6 +252,7 @@ _LAZY_NAMES: dict[str, tuple[str, ...]] = {
         "CSRMatmul", "CSRMatrix", "SparseMatmul", "SparseMatrix",
         "make_csr_matrix", "sparse_matmul"),
     "pytato_like.loopy": ("call_loopy",),
+    "pytato_like.stringifier": ("stringify",),
 }
 
 #: subpackages reachable as attributes of the package (``pt.transform``),
@@ -343,4 +345,5 @@ __all__ = [
     "codegen", "function", "inline_calls", "tag_all_calls_to_be_inlined",
     "trace_call", "sparse", "CSRMatmul", "CSRMatrix", "SparseMatmul",
     "SparseMatrix", "make_csr_matrix", "sparse_matmul", "loopy", "call_loopy",
+    "stringify",
 ]
