@@ -193,6 +193,21 @@ def expression_children(expr: Any) -> tuple:
     return ()
 
 
+
+def expression_size(expr: Any, limit: int | None = None) -> int:
+    """The number of nodes of scalar expression *expr* counted as a tree
+    (a subexpression used twice counts twice, as code generators see
+    it), by an explicit stack; stops counting above *limit*."""
+    count = 0
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if limit is not None and count > limit:
+            break
+        stack.extend(expression_children(node))
+    return count
+
 # {{{ mappers extended to Reduce / TypeCast (pytato's mapper families)
 
 #: Matches the name of an index variable of an index lambda (``_0``, ``_1``,

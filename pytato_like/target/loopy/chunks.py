@@ -61,6 +61,23 @@ SMALL_CHUNK_ELEMENTS = env_int("PYTATO_LIKE_SMALL_CHUNK_ELEMENTS", 1024,
                                minimum=0)
 
 
+#: most expression nodes (summed over its instructions; variables,
+#: constants and index tuples count) of one kernel: loopy's code
+#: generation costs about 1 ms per node (every pass walks every
+#: expression), so a long elementwise chain cut into kernels of
+#: this size is a few distinct kernels launched many times, not one
+#: kernel as large as the chain; an elementwise kernel of that many
+#: operations per element is bound by its arithmetic, not by the
+#: intermediate it writes (see :doc:`/codegen`, "Compiling at scale")
+MAX_KERNEL_OPERATIONS = env_int("PYTATO_LIKE_MAX_KERNEL_OPERATIONS", 4096,
+                                minimum=1)
+#: most distinct arrays one kernel reads: PoCL's compile of a kernel
+#: grows faster than linearly with its arguments (1 000 pointers: a
+#: minute), and a sum of many inputs in kernels of this many is one
+#: compiled kernel launched several times
+MAX_KERNEL_READS = env_int("PYTATO_LIKE_MAX_KERNEL_READS", 32, minimum=1)
+
+
 def dim_key(d: Any) -> Any:
     """A hashable key of the shape component *d* (ints by value, symbolic
     components by equality)."""
@@ -78,6 +95,54 @@ def _is_identity(insn: Instruction, ref_node: Array, idx: tuple) -> bool:
     """Whether *insn* reads *ref_node* at its own index and shape."""
     return (idx == tuple(prim.Variable(v) for v in insn.canon)
             and _same_shape(ref_node.shape, insn.shape))
+
+
+class KernelBudget:
+    """What one kernel may still take: instructions, expression nodes
+    and distinct arrays read (see :data:`MAX_KERNEL_OPERATIONS`,
+    :data:`MAX_KERNEL_READS`). :meth:`fits` says whether instructions
+    fit, :meth:`add` takes them, :meth:`reset` starts a new kernel."""
+
+    def __init__(self, max_insns: int, max_ops: int | None = None,
+                 max_args: int | None = None) -> None:
+        self.max_insns = max_insns
+        self.max_ops = MAX_KERNEL_OPERATIONS if max_ops is None else max_ops
+        self.max_args = MAX_KERNEL_READS if max_args is None else max_args
+        self._sizes: dict[int, int] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        self.count = 0
+        self.ops = 0
+        self.reads: set[int] = set()
+        #: arrays computed in the kernel: reading them takes no argument
+        self.written: set[int] = set()
+
+    def _size(self, insn: Instruction) -> int:
+        from pytato_like.scalar_expr import expression_size
+        size = self._sizes.get(id(insn))
+        if size is None:
+            size = self._sizes[id(insn)] = expression_size(insn.expr,
+                                                           self.max_ops)
+        return size
+
+    def fits(self, insns: list[Instruction]) -> bool:
+        """Whether *insns* fit (always, into an empty kernel)."""
+        if not self.count:
+            return True
+        if self.count + len(insns) > self.max_insns:
+            return False
+        if self.ops + sum(self._size(i) for i in insns) > self.max_ops:
+            return False
+        written = self.written | {id(i.node) for i in insns}
+        reads = self.reads.union(*({nid for nid, _ in i.refs} for i in insns))
+        return len(reads - written) <= self.max_args
+
+    def add(self, insns: list[Instruction]) -> None:
+        self.count += len(insns)
+        self.ops += sum(self._size(i) for i in insns)
+        self.reads.update(nid for i in insns for nid, _ in i.refs)
+        self.written.update(id(i.node) for i in insns)
 
 
 def assign_levels(insns: list[Instruction], insn_of: dict[int, Instruction],
@@ -102,12 +167,17 @@ def assign_levels(insns: list[Instruction], insn_of: dict[int, Instruction],
 
 
 def assign_chunks(insns: list[Instruction], insn_of: dict[int, Instruction],
-                  max_insns: int) -> None:
+                  max_insns: int, max_ops: int | None = None,
+                  max_args: int | None = None) -> None:
     """Order *insns* by level and loop group and cut them into chunks:
     a chunk is one loop group of one level (one device kernel, no
-    global barrier inside) of at most *max_insns* instructions. The
+    global barrier inside) of at most *max_insns* instructions, and
+    (see :data:`MAX_KERNEL_OPERATIONS`, :data:`MAX_KERNEL_READS`) of
+    at most *max_ops* expression nodes and *max_args* arrays read. The
     body of a time step is then one chunk whatever the number of
-    steps, and every step launches the same compiled kernel."""
+    steps, and every step launches the same compiled kernel; a long
+    elementwise chain or a sum of many inputs is a run of chunks of one
+    structure, so also one compiled kernel launched several times."""
     first_seen: dict[tuple, int] = {}
 
     def phase(insn: Instruction) -> tuple:
@@ -123,13 +193,15 @@ def assign_chunks(insns: list[Instruction], insn_of: dict[int, Instruction],
            for insn in ordered for nid, _ in insn.refs if nid in insn_of
            for writer in insn_of[nid].writers()):
         insns[:] = ordered
-    chunk, count, previous = -1, 0, None
+    budget = KernelBudget(max_insns, max_ops, max_args)
+    chunk, previous = -1, None
     for insn in insns:
         key = phase(insn)
-        if key != previous or count == max_insns:
-            chunk, count, previous = chunk + 1, 0, key
+        if key != previous or not budget.fits([insn]):
+            chunk, previous = chunk + 1, key
+            budget.reset()
         insn.chunk = chunk
-        count += 1
+        budget.add([insn])
 
 
 def assign_storage(insns: list[Instruction], insn_of: dict[int, Instruction],
@@ -224,10 +296,14 @@ def _small_size(chunk: list[Instruction]) -> int | None:
 
 
 def merge_small_chunks(insns: list[Instruction], max_insns: int,
-                       max_elements: int | None = None) -> int:
+                       max_elements: int | None = None,
+                       max_ops: int | None = None,
+                       max_args: int | None = None) -> int:
     """Merge runs of consecutive small chunks of *insns* (see the module
     documentation: at most *max_elements* elements, default
-    :data:`SMALL_CHUNK_ELEMENTS`, and *max_insns* instructions in all)
+    :data:`SMALL_CHUNK_ELEMENTS`, and *max_insns* instructions, *max_ops*
+    expression nodes and *max_args* arrays read in all, see
+    :class:`KernelBudget`)
     into one chunk each, marked :attr:`Instruction.sequential`, and
     renumber the chunks. Returns the number of chunks merged away."""
     if max_elements is None:
@@ -242,19 +318,21 @@ def merge_small_chunks(insns: list[Instruction], max_insns: int,
         return 0
     chunks = split_chunks(insns)
     runs: list[list[list[Instruction]]] = []
-    #: elements and instructions of the last run, if it may grow
-    open_run: tuple[int, int] | None = None
+    budget = KernelBudget(max_insns, max_ops, max_args)
+    #: elements of the last run, if it may grow
+    open_run: int | None = None
     for chunk in chunks:
         size = _small_size(chunk)
         if size is not None and open_run is not None \
-                and open_run[0] + size <= max_elements \
-                and open_run[1] + len(chunk) <= max_insns:
+                and open_run + size <= max_elements and budget.fits(chunk):
             runs[-1].append(chunk)
-            open_run = (open_run[0] + size, open_run[1] + len(chunk))
+            open_run += size
+            budget.add(chunk)
             continue
         runs.append([chunk])
-        open_run = (None if size is None or size > max_elements
-                    else (size, len(chunk)))
+        open_run = None if size is None or size > max_elements else size
+        budget.reset()
+        budget.add(chunk)
     merged = []
     for run in runs:
         chunk = [insn for part in run for insn in part]

@@ -259,6 +259,14 @@ class _RunFinder:
                     pieces.extend(group)
         return pieces
 
+    def _shifted_inside(self, first: int, last: int) -> bool:
+        """Whether some chunk of ``first..last`` reads an array of an
+        earlier one at a nonzero shift (a stencil step)."""
+        return any(first <= k <= last and c
+                   for chunk in self.chunks[first:last]
+                   for insn in chunk if insn.node is not None
+                   for k, c in self.readers.get(id(insn.node), ()))
+
     def _internal(self, insn: Instruction, first: int, last: int) -> bool:
         """Whether the array of *insn* is a temporary read only in chunks
         ``first..last``."""
@@ -288,6 +296,10 @@ class _RunFinder:
                 return None
         if not all(self.fusable[k] for k in range(first, last)):
             return None  # (a piece-writing chunk ends its run)
+        if not pieces and not self._shifted_inside(first, last):
+            # elementwise chunks: cut by the kernel size bound
+            # (assign_chunks), and a tile would only join them again
+            return None
         # (a pieces stage: its arrays' whole length, each piece bounded by
         # its own range; a stage writing pieces: the pieces' length)
         extents = [max(_node(i).shape[0] for i in st) if s < base
@@ -427,7 +439,8 @@ def _chains_contiguous(insns: list[Instruction]) -> list[list[Instruction]]:
 
 
 def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
-                    tile: int | None = None, max_insns: int = 128
+                    tile: int | None = None, max_insns: int = 128,
+                    max_args: int | None = None
                     ) -> list[TiledRun]:
     """Fuse the runs of chunks of *insns* described in the module (chunks
     and storage already assigned) into one chunk each: puts the chunks in
@@ -436,9 +449,11 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
     renumbers the chunks, sets :attr:`Instruction.tiled` and
     :attr:`Instruction.stage`, and removes the buffers (and targets) of the
     arrays that now live in scratch arrays only. A run holds at most
-    *max_insns* instructions (the bound on a kernel's size of
+    *max_insns* instructions and reads at most *max_args* arrays from
+    memory (bounds on a kernel's size of
     :func:`~pytato_like.target.loopy.chunks.assign_chunks`). Returns the
     runs."""
+    from pytato_like.target.loopy.chunks import KernelBudget
     if tile is None:
         tile = TIME_TILE
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 0:
@@ -455,13 +470,17 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
         if not finder.fusable[first]:
             first += 1
             continue
-        last, size = first, len(chunks[first])
+        last = first
+        # (the steps' size is bounded by TIME_TILE_STAGES; their
+        # arguments still are the kernel's)
+        budget = KernelBudget(max_insns, max_ops=1 << 62, max_args=max_args)
+        budget.add(chunks[first])
         while (last + 1 < len(chunks) and last + 1 - first < TIME_TILE_STAGES
-               and size + len(chunks[last + 1]) <= max_insns
+               and budget.fits(chunks[last + 1])
                and finder.fusable_last[last + 1]
                and finder.reads_shifted(last + 1, first)):
             last += 1
-            size += len(chunks[last])
+            budget.add(chunks[last])
             if not finder.fusable[last]:
                 break   # (it writes pieces: it can only end the run)
         found = None
