@@ -103,6 +103,96 @@ def _to_device(queue, value):
     return cla.to_device(queue, value)
 
 
+#: fewest NumPy inputs of one call uploaded together (see
+#: :class:`PackedUpload`)
+PACKED_UPLOAD_MIN_INPUTS = 4
+
+
+class PackedUpload:
+    """Device copies of many NumPy arrays made by one copy: the arrays are
+    packed into one host buffer (each at an offset aligned as the device
+    requires of a sub-buffer), copied into one device buffer, and each is
+    a sub-buffer of it. A copy per input costs about 0.3 ms each in PoCL
+    (a buffer allocation and a blocking copy): 300 ms for a call of a
+    program of 1 000 inputs, against about 10 ms so.
+
+    With *reuse* (a caller whose results never include the inputs: a
+    replayed call without inputs passed through), a later call with
+    arrays of the same shapes and dtypes on the same queue copies into
+    the same buffers: the copy is blocking and the queue in order, so
+    kernels of the previous call have read them; making the sub-buffers
+    again (11 µs each) is then saved too."""
+
+    def __init__(self, reuse: bool = False) -> None:
+        self.reuse = reuse
+        self._key: tuple | None = None
+        self._staging: np.ndarray | None = None
+        self._packed: Any = None
+        self._arrays: list = []
+        self._offsets: list[int] = []
+
+    def __call__(self, queue, values: list[np.ndarray]) -> list:
+        import pyopencl as cl
+        arrays = []
+        for value in values:
+            value = np.ascontiguousarray(value)
+            arrays.append(value.view(np.int8) if value.dtype == np.bool_
+                          else value)
+        key = (queue, tuple((a.shape, a.dtype) for a in arrays))
+        fresh = not (self.reuse and key == self._key)
+        if fresh:
+            self._layout(queue, arrays)
+        staging = self._staging
+        assert staging is not None
+        for value, offset in zip(arrays, self._offsets, strict=True):
+            staging[offset:offset + value.nbytes] = value.reshape(-1).view(
+                np.uint8)
+        cl.enqueue_copy(queue, self._packed, staging, is_blocking=True)
+        if fresh:
+            self._arrays = self._sub_arrays(queue, arrays)
+            self._key = key if self.reuse else None
+        return self._arrays
+
+    def _layout(self, queue, arrays: list[np.ndarray]) -> None:
+        import pyopencl as cl
+        align = max(queue.device.mem_base_addr_align // 8, 8)
+        self._offsets = []
+        total = 0
+        for value in arrays:
+            self._offsets.append(total)
+            total += -(-max(value.nbytes, 1) // align) * align
+        self._staging = np.empty(total, np.uint8)
+        self._packed = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, total)
+
+    def _sub_arrays(self, queue, arrays: list[np.ndarray]) -> list:
+        import pyopencl.array as cla
+        packed = self._packed
+        # (pyopencl's checked constructor costs 60 µs an array; these
+        # shapes, strides and buffers are known to fit)
+        return [cla.Array(queue, value.shape, value.dtype,
+                          data=packed.get_sub_region(offset, value.nbytes),
+                          strides=value.strides, _fast=True, _size=value.size,
+                          _context=queue.context, _queue=queue)
+                for value, offset in zip(arrays, self._offsets, strict=True)]
+
+
+def _to_device_all(queue, values: list, upload: PackedUpload | None = None
+                   ) -> list:
+    """:func:`_to_device` of each of *values*, the NumPy arrays among them
+    uploaded together (by *upload*, or a new :class:`PackedUpload`) when
+    there are at least :data:`PACKED_UPLOAD_MIN_INPUTS` (empty arrays
+    apart)."""
+    host = [k for k, v in enumerate(values)
+            if isinstance(v, np.ndarray) and v.size]
+    if len(host) < PACKED_UPLOAD_MIN_INPUTS:
+        return [_to_device(queue, v) for v in values]
+    upload = upload if upload is not None else PackedUpload()
+    uploaded = dict(zip(host, upload(queue, [values[k] for k in host]),
+                        strict=True))
+    return [uploaded[k] if k in uploaded else _to_device(queue, v)
+            for k, v in enumerate(values)]
+
+
 def _strided_to_host(queue, value) -> np.ndarray:
     """The non-contiguous device array *value* as a NumPy array (pyopencl
     copies only contiguous arrays): the bytes its elements span, read at
@@ -583,10 +673,12 @@ class BoundPyOpenCLProgram(BoundProgram):
 
         buffers: dict[str, Any] = {}
         for name, ph in self.inputs.placeholders.items():
-            value = values[name]
             buf = plan.placeholder_buffers[name]
-            check_input_value(value, ph, concrete(plan.buffers[buf].shape))
-            buffers[buf] = _to_device(queue, value)
+            check_input_value(values[name], ph, concrete(plan.buffers[buf].shape))
+        names = list(self.inputs.placeholders)
+        for name, ary in zip(names, _to_device_all(
+                queue, [values[name] for name in names]), strict=True):
+            buffers[plan.placeholder_buffers[name]] = ary
         buffers.update(self._data_buffers(queue))
         results = {}
         for out_name, buf_name in plan.outputs.items():

@@ -140,6 +140,9 @@ class LaunchReplay:
         self.output_bytes = 0
         #: how many calls replayed it
         self.n_runs = 0
+        #: the upload of host inputs (see
+        #: :class:`~pytato_like.target.loopy.bound.PackedUpload`)
+        self.upload: Any = None
 
     @classmethod
     def record(cls, program: Any, queue: Any, kwargs: dict[str, Any],
@@ -259,6 +262,9 @@ class LaunchReplay:
         array_slots = [s for s in self.input_slots if s is not None]
         self.passed_through = [(i, s) for i, s in enumerate(array_slots)
                                if s in output_slots]
+        from pytato_like.target.loopy.bound import PackedUpload
+        # (the uploaded inputs stay inside the call unless passed through)
+        self.upload = PackedUpload(reuse=not self.passed_through)
         self.constants = [None] * len(slots)
         for buf, ary in data.items():
             self.constants[slots[buf]] = ary.base_data
@@ -279,14 +285,16 @@ class LaunchReplay:
         bufs = self.constants[:]
         values = []
         if self.any_host:
-            from pytato_like.target.loopy.bound import _to_device
-            for value, s, host in zip(kwargs.values(), self.input_slots,
-                                      self.host_inputs, strict=True):
-                if s is not None:
-                    if host:
-                        value = _to_device(queue, value)
-                    values.append(value)
-                    bufs[s] = value.base_data
+            from pytato_like.target.loopy.bound import _to_device_all
+            passed = [(value, s) for value, s in zip(
+                kwargs.values(), self.input_slots, strict=True)
+                if s is not None]
+            # (device arrays come back as they are)
+            for value, (_, slot) in zip(_to_device_all(
+                    queue, [v for v, _ in passed], self.upload), passed,
+                    strict=True):
+                values.append(value)
+                bufs[slot] = value.base_data
         else:
             for value, s in zip(kwargs.values(), self.input_slots,
                                 strict=True):

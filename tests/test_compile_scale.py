@@ -1,0 +1,167 @@
+"""Compiling at application scale (issue 39): many inputs, long chains,
+many pieces.
+
+- kernels are bounded in size (expression nodes, arrays read;
+  :class:`~pytato_like.target.loopy.chunks.KernelBudget`): a sum of many
+  inputs and a long elementwise chain are a few distinct kernels launched
+  several times, equal to NumPy;
+- many host inputs are uploaded by one copy
+  (:class:`~pytato_like.target.loopy.bound.PackedUpload`), also on
+  replayed calls with new values, booleans and inputs passed through;
+- the passes are iterative: expression sizes of 100 000-deep scalar
+  expressions, the budget over 100 000 instructions.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+import pymbolic.primitives as prim
+import pytest
+
+import pytato_like as pt
+from pytato_like.scalar_expr import expression_size
+from pytato_like.target.loopy import chunks as chunks_module
+
+pytestmark = pytest.mark.usefixtures("loopy_cache_dir")
+
+
+def _sum_of_inputs(count, n=50, dtype=np.float64):
+    xs = [pt.make_placeholder(f"x{k}", (n,), dtype) for k in range(count)]
+    total = xs[0]
+    for x in xs[1:]:
+        total = total + x
+    return total
+
+
+def _host_inputs(count, n=50, seed=0):
+    rng = np.random.default_rng(seed)
+    return {f"x{k}": rng.standard_normal(n) for k in range(count)}
+
+
+def _kernel_arguments(source: str) -> list[int]:
+    """The number of arguments of each kernel of an OpenCL text."""
+    return [match.group(1).count(",") + 1
+            for match in re.finditer(r"__kernel [^{]*?\w+\s*\(([^()]*)\)\s*\{",
+                                     source)]
+
+
+def test_sum_of_many_inputs_is_few_kernels_of_bounded_arguments(queue):
+    count = 300
+    prg = pt.generate_loopy(_sum_of_inputs(count))
+    # one kernel per chunk structure, not one kernel with 300 arguments
+    assert prg.stats.n_kernels <= 3
+    assert prg.stats.n_launches >= count // chunks_module.MAX_KERNEL_READS
+    assert max(_kernel_arguments(prg.source)) <= chunks_module.MAX_KERNEL_READS + 4
+    data = _host_inputs(count)
+    _, (out,) = prg(queue, **data)
+    np.testing.assert_allclose(out, sum(data[f"x{k}"] for k in range(count)),
+                               rtol=1e-12)
+
+
+def test_long_elementwise_chain_is_one_kernel_launched_many_times(queue):
+    depth = 3000
+    x = pt.make_placeholder("x", (64,), np.float64)
+    y = x
+    for _ in range(depth):
+        y = 0.5 * y + 1.0
+    prg = pt.generate_loopy(y, options={"time_tile": 0})
+    # kernels of at most MAX_KERNEL_OPERATIONS nodes: several launches,
+    # but only the first, the middle and the last chunk differ
+    assert prg.stats.n_launches > 1
+    assert prg.stats.n_kernels <= 3
+    xv = np.random.default_rng(1).random(64)
+    ref = xv.copy()
+    for _ in range(depth):
+        ref = 0.5 * ref + 1.0
+    _, (out,) = prg(queue, x=xv)
+    np.testing.assert_allclose(out, ref, rtol=1e-13)
+
+
+def test_packed_upload_of_many_inputs_replayed_with_new_values(queue):
+    count = 40
+    prg = pt.generate_loopy(_sum_of_inputs(count))
+    for seed in range(3):   # the first call records, the next replay
+        data = _host_inputs(count, seed=seed)
+        _, (out,) = prg(queue, **data)
+        np.testing.assert_allclose(out, sum(data[f"x{k}"] for k in range(count)),
+                                   rtol=1e-12)
+
+
+def test_packed_upload_mixes_host_device_and_boolean_inputs(queue):
+    import pyopencl.array as cla
+    xs = [pt.make_placeholder(f"x{k}", (7,), np.float32) for k in range(5)]
+    mask = pt.make_placeholder("m", (7,), np.bool_)
+    total = xs[0]
+    for x in xs[1:]:
+        total = total + x
+    y = pt.where(mask, total, -total)
+    rng = np.random.default_rng(2)
+    data = {f"x{k}": rng.random(7).astype(np.float32) for k in range(5)}
+    data["m"] = rng.random(7) > 0.5
+    ref = sum(data[f"x{k}"] for k in range(5))
+    ref = np.where(data["m"], ref, -ref)
+    prg = pt.generate_loopy(y)
+    for _ in range(2):
+        _, (out,) = prg(queue, **data)
+        np.testing.assert_allclose(out, ref, rtol=1e-6)
+    mixed = dict(data, x3=cla.to_device(queue, data["x3"]))
+    _, (out,) = prg(queue, **mixed)
+    np.testing.assert_allclose(out.get(), ref, rtol=1e-6)
+
+
+def test_inputs_passed_through_keep_their_values(queue):
+    xs = [pt.make_placeholder(f"x{k}", (9,), np.float64) for k in range(6)]
+    total = xs[0]
+    for x in xs[1:]:
+        total = total + x
+    prg = pt.generate_loopy({"sum": total, "x2": xs[2]})
+    results = []
+    for seed in range(3):
+        data = {f"x{k}": np.random.default_rng(seed).random(9) + k
+                for k in range(6)}
+        _, out = prg(queue, out_host=False, **data)
+        results.append((data, out))
+    # every call's results are its own (no buffer shared between calls)
+    for data, out in results:
+        np.testing.assert_array_equal(out["x2"].get(), data["x2"])
+        np.testing.assert_allclose(out["sum"].get(),
+                                   sum(data[f"x{k}"] for k in range(6)),
+                                   rtol=1e-12)
+
+
+def test_expression_size_of_a_deep_expression_needs_no_recursion():
+    assert sys.getrecursionlimit() <= 10_000
+    depth = 100_000
+    expr: object = prim.Variable("x")
+    for _ in range(depth):
+        expr = prim.Sum((expr, 1))
+    # per level: the sum, its tuple of children and the constant; the
+    # variable and its name at the bottom
+    assert expression_size(expr) == 3 * depth + 2
+    assert expression_size(expr, limit=50) == 51
+
+
+def test_budget_over_100_000_instructions_needs_no_recursion():
+    from pytato_like.target.loopy.instructions import Instruction
+    assert sys.getrecursionlimit() <= 10_000
+    depth = 100_000
+    insns = []
+    previous = None
+    for k in range(depth):
+        node = pt.make_placeholder(f"s{k}", (3,), np.float64)
+        refs = [] if previous is None else [(id(previous), (prim.Variable("_pt_c0"),))]
+        insn = Instruction(node, [f"t{k}"], prim.Sum((prim.Variable("x"), 1)),
+                           ("_pt_c0",), (3,), refs, [], set())
+        insns.append(insn)
+        previous = node
+    insn_of = {id(i.node): i for i in insns}
+    chunks_module.assign_chunks(insns, insn_of, max_insns=10**9, max_ops=40,
+                                max_args=10**9)
+    # each expression has 5 nodes (the sum, its tuple, the variable, its
+    # name and 1): eight instructions per kernel of at most 40 nodes
+    assert expression_size(insns[0].expr) == 5
+    per_chunk = 8
+    assert insns[-1].chunk == -(-depth // per_chunk) - 1
