@@ -67,6 +67,8 @@ _EVALUATE = ("evaluate it first: pt.generate_numpy(result)(**inputs) on the "
 
 
 def _describe(x: Any) -> str:
+    if x is None:  # nested deeper than _first_lazy looks
+        return "a lazy array"
     name = getattr(x, "name", None)
     named = f" '{name}'" if isinstance(name, str) else ""
     return (f"{type(x).__name__}{named} of shape {x.shape}, dtype "
@@ -93,7 +95,7 @@ def _pt_hint(numpy_name: str) -> str:
         return f"use {name}"
     head = name.split(".")[0]
     if hasattr(pt, head):
-        return f"use pt.{name} to build the result lazily"
+        return f"use pt.{name} instead, which builds the result lazily"
     return _EVALUATE
 
 
