@@ -142,14 +142,16 @@ def show_dot_graph(result: Any, output_to: str | os.PathLike | None = None,
         ``filename=`` is accepted as an alias for a path.
 
         For a partition, ``trace=`` (and ``rank=``) draw it as the profile
-        of that trace (see
+        of that trace, and ``view=`` chooses between every part's DAG and
+        one box per part (see
         :func:`~pytato_like.visualization.dot.get_dot_graph_from_partition`).
     :returns: the path of the file written, or ``None`` when shown inline.
         The path is also printed outside notebooks.
     """
     filename = kwargs.pop("filename", None)
     # a partition drawn as the profile of a trace (see get_dot_graph_from_partition)
-    partition_options = {k: kwargs.pop(k) for k in ("trace", "rank") if k in kwargs}
+    partition_options = {k: kwargs.pop(k) for k in ("trace", "rank", "view")
+                         if k in kwargs}
     if kwargs:
         raise TypeError(
             f"show_dot_graph got unexpected keyword arguments {sorted(kwargs)}")

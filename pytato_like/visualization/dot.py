@@ -3,6 +3,9 @@
 .. autofunction:: get_dot_graph
 .. autofunction:: get_dot_graph_from_partition
 
+Large partitions are drawn one box per part, repeated steps collapsed
+(:mod:`pytato_like.visualization.partition_summary`).
+
 The drawing has one node per DAG node (shared nodes drawn once), labelled
 with its type, shape, dtype, input name, scalar expression or einsum
 subscripts, and tags. Edges run from an operand to the node that reads it
@@ -162,10 +165,26 @@ def _output_box(writer: _DotWriter, box_id: str, name: str,
                 fillcolor=quote(_OUTPUT_COLOR))
 
 
-def get_dot_graph(result: Any) -> str:
+def _is_partition(value: Any) -> bool:
+    return all(hasattr(value, name) for name in
+               ("parts", "toposorted_part_ids", "var_name_to_result"))
+
+
+def get_dot_graph(result: Any, trace: Any = None, rank: int | None = None,
+                  view: str = "auto") -> str:
     """Dot source drawing the computation of *result* (an
     :class:`~pytato_like.Array`, a :class:`~pytato_like.DictOfNamedArrays` or a
-    dict of arrays)."""
+    dict of arrays), or of a partition: then as
+    :func:`get_dot_graph_from_partition` with *trace*, *rank* and *view*
+    (which only a partition takes)."""
+    if _is_partition(result):
+        return get_dot_graph_from_partition(result, trace=trace, rank=rank,
+                                            view=view)
+    if trace is not None or rank is not None:
+        raise VisualizationError(
+            "trace= and rank= draw the profile of a partition; got a "
+            f"{type(result).__name__} (draw its partition, e.g. from "
+            "find_distributed_partition)")
     roots, output_names = normalize_result(result)
     writer = _DotWriter()
     order, ids = _emit_dag(writer, roots)
@@ -294,7 +313,8 @@ def _message_rows(profile: Any, key: tuple) -> tuple[list[tuple[str, str]], str]
 
 
 def get_dot_graph_from_partition(partition: Any, trace: Any = None,
-                                 rank: int | None = None) -> str:
+                                 rank: int | None = None,
+                                 view: str = "auto") -> str:
     """Dot source drawing *partition* (a ``GraphPartition`` or
     ``DistributedGraphPartition``, e.g. from
     :func:`pytato_like.partition.find_partition`): one cluster per part,
@@ -311,6 +331,13 @@ def get_dot_graph_from_partition(partition: Any, trace: Any = None,
         anything :func:`~pytato_like.runtime.trace.load_trace` accepts.
     :arg rank: the rank *partition* belongs to (for its messages in the
         trace); by default the one rank all its messages involve.
+    :arg view: ``"full"`` draws every part's DAG as described above;
+        ``"parts"`` one box per part with consecutive alike parts (the steps
+        of a time loop) collapsed into one
+        (:mod:`~pytato_like.visualization.partition_summary`); ``"auto"``
+        (the default) the full view up to
+        :data:`~pytato_like.visualization.partition_summary.PARTITION_FULL_MAX_NODES`
+        nodes in all, the parts view beyond.
     """
     try:
         parts = partition.parts
@@ -321,12 +348,20 @@ def get_dot_graph_from_partition(partition: Any, trace: Any = None,
             f"a {type(partition).__name__} is not a graph partition (needs "
             "parts, toposorted_part_ids, var_name_to_result)") from err
 
+    if view not in ("auto", "full", "parts"):
+        raise VisualizationError(
+            f"view={view!r}: expected 'auto', 'full' or 'parts'")
     profile = None
     if trace is not None:
         from pytato_like.runtime.trace import profile_partition
         profile = profile_partition(trace)
         if rank is None:
             rank = _partition_rank(partition, profile)
+    if view != "full":
+        from pytato_like.visualization import partition_summary as summary
+        if (view == "parts" or summary.partition_node_count(partition)
+                > summary.PARTITION_FULL_MAX_NODES):
+            return summary.get_partition_summary_dot(partition, profile, rank)
     trace_ranks = sorted({r for r, _ in profile.parts}) if profile else []
 
     result_names = getattr(partition, "overall_output_names", None) or None
