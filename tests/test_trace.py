@@ -331,7 +331,7 @@ def test_profile_drawing_of_a_deep_partition(deep_chain):
     records = [_rec("part", 0, t0, t0 + dur, part_id=pid,
                     args={"execution": ex})
                for ex, (t0, dur) in enumerate([(0, 1000), (5000, 3000)])]
-    src = get_dot_graph_from_partition(parts, trace=records)
+    src = get_dot_graph_from_partition(parts, trace=records, view="full")
     label = re.search(rf"label=<part {pid}<br/>rank 0: ([\d.]+) ms mean, "
                       r"([\d.]+) ms max, (\d+)% of execution>", src)
     assert label, src[:500]
