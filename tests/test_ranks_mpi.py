@@ -77,6 +77,13 @@ def test_sends_to_several_neighbours_of_different_sizes(n, target):
     assert_every_rank_ok(proc, "neighbours", n)
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_partitions_with_the_same_tags_run_in_opposite_orders_stay_apart(n):
+    # before issue 38 each rank received the other partition's data
+    proc = launch(n, "same_tags")
+    assert_every_rank_ok(proc, "same_tags", n)
+
+
 # {{{ faults on 4 ranks: every rank ends with a clear error, in bounded time
 
 def run_fault(case: str) -> subprocess.CompletedProcess:

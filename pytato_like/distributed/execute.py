@@ -80,6 +80,7 @@ from pytato_like.diagnostic import (
     DistributedPartitionError,
     RemoteRankError,
 )
+from pytato_like.distributed.channels import communicator_for
 from pytato_like.distributed.comm import Exchange, MessagePlan
 from pytato_like.distributed.partition import DistributedGraphPartition
 from pytato_like.distributed.safety import (
@@ -583,7 +584,8 @@ def execute_distributed_partition(
         value and every data wrapper's data is a NumPy array or a scalar,
         device arrays as soon as one of them is a device array.
     """
-    comm = as_communicator(mpi_communicator)
+    # (the partition's own channel if its tags overlap another's)
+    comm = communicator_for(partition, as_communicator(mpi_communicator))
     on_device = _on_device(prg_per_partition, queue)
     if on_device and allocator is None:
         from pytato_like.runtime.pool import get_buffer_pool

@@ -21,6 +21,13 @@ raises :class:`~pytato_like.diagnostic.CommunicationTagError`. The other
 ranks raise :class:`~pytato_like.diagnostic.RemoteRankError` naming the
 rank at fault (both from the one collective numbering needs anyway).
 
+The same collective shares the tag ranges of the partitions numbered
+earlier on the communicator and still alive on any rank: a partition whose
+range overlaps one of them gets its own channel (a duplicate of the
+communicator, see :mod:`~pytato_like.distributed.channels`), so that
+executions of the two in any order on any rank never receive each other's
+messages.
+
 .. autofunction:: number_distributed_tags
 """
 
@@ -36,11 +43,13 @@ from pytato_like.diagnostic import (
     DuplicateRecvError,
     DuplicateSendError,
 )
+from pytato_like.distributed import channels
 from pytato_like.distributed.messages import local_send_groups, messages_of_rank
 from pytato_like.distributed.partition import DistributedGraphPartition
 from pytato_like.distributed.safety import (
     allgather_or_raise,
     as_communicator,
+    is_mpi,
     max_user_tag,
 )
 
@@ -88,11 +97,13 @@ def _check_base_tag(base_tag: Any, rank: int) -> None:
             ">= 0")
 
 
-def _local_summary(partition: DistributedGraphPartition, rank: int,
-                   base_tag: Any) -> tuple[list[Any], list]:
+def _local_summary(partition: DistributedGraphPartition, comm: Any,
+                   base_tag: Any) -> tuple[list[Any], list, list]:
+    rank = comm.Get_rank()
     _check_base_tag(base_tag, rank)
     _check_duplicates(partition, rank)
-    return _local_tags(partition), local_send_groups(partition, rank)
+    return (_local_tags(partition), local_send_groups(partition, rank),
+            channels.live_ranges(comm))
 
 
 def _sort_key(tag: Any) -> tuple[str, bytes]:
@@ -111,12 +122,12 @@ def number_distributed_tags(mpi_communicator: Any,
 
     gathered = allgather_or_raise(
         comm, "tag numbering",
-        lambda: _local_summary(partition, rank, base_tag))
+        lambda: _local_summary(partition, comm, base_tag))
     payload: tuple[bool, Any] | None = None
     if rank == 0:
         try:
             union: dict[Any, None] = {}
-            for local_tags, _ in gathered:
+            for local_tags, _, _ in gathered:
                 union.update(dict.fromkeys(local_tags))
             payload = (True, sorted(union, key=_sort_key))
         except Exception as exc:
@@ -148,8 +159,17 @@ def number_distributed_tags(mpi_communicator: Any,
                 for name, recv in part.input_name_to_recv_node.items()},
             output_name_to_send_node=sends,
             distributed_sends=list(sends.values()))
-    messages = messages_of_rank(rank, [groups for _, groups in gathered],
+    messages = messages_of_rank(rank, [groups for _, groups, _ in gathered],
                                 tag_to_int)
-    return (dataclasses.replace(partition, parts=parts, messages=messages),
-            next_tag)
+    numbered = dataclasses.replace(partition, parts=parts, messages=messages)
+    if is_mpi(comm):
+        # every rank sees the same ranges, so it picks the same channel
+        channel = channels.choose_channel(
+            (rng for _, _, ranges in gathered for rng in ranges),
+            base_tag, next_tag)
+        # (a new channel: duplicated on every rank at this point, with its
+        # notice board, as every communicator of the executor has one)
+        as_communicator(channels.channel_communicator(comm, channel))
+        channels.remember(numbered, comm, (base_tag, next_tag, channel))
+    return numbered, next_tag
 

@@ -27,6 +27,11 @@ Cases:
     each rank sends to up to three other ranks arrays of different sizes
     gathered with index arrays (``x[idx]``), and scatters what it receives
     into a ghost array.
+``same_tags``
+    two partitions of the same shape (one sends ``2 x``, the other ``3 x``)
+    numbered with the same ``base_tag`` and executed asynchronously, rank 0
+    starting the first and then the second, the other ranks the other way
+    round; each result must be its own partition's.
 ``fault_raise`` / ``fault_raise_no_abort``
     the ring, in which a part on rank ``--victim`` raises in the second
     execution: with :func:`abort_on_error` the job is aborted; without it
@@ -214,6 +219,39 @@ def case_neighbours(args) -> None:
     expected = local_values(rank) * 2 + expected_ghost
     np.testing.assert_allclose(result["y"], expected, rtol=1e-14, atol=0)
     say(f"OK neighbours rank {rank}")
+
+# }}}
+
+
+# {{{ two partitions with the same tags
+
+def _exchange_dag(factor: float):
+    x = pt.make_placeholder("x", (5,))
+    right, left = (rank + 1) % size, (rank - 1) % size
+    held = pt.staple_distributed_send(x * factor, right, "halo", x)
+    return {"y": held + pt.make_distributed_recv(left, "halo", (5,))}
+
+
+def case_same_tags(args) -> None:
+    values = [np.random.default_rng(r).standard_normal(5)
+              for r in range(size)]
+    inputs = {"x": values[rank]}
+    prepared = {factor: prepare(_exchange_dag(factor), args.target,
+                                base_tag=100)
+                for factor in (2.0, 3.0)}
+    order = [2.0, 3.0] if rank == 0 else [3.0, 2.0]
+    queue = queue_for(args.target)
+    handles = {factor: pt.execute_distributed_partition_async(
+                   *prepared[factor], queue, comm, input_args=inputs)
+               for factor in order}
+    for factor, handle in handles.items():
+        got = host(handle.wait())["y"]
+        expected = values[rank] + factor * values[(rank - 1) % size]
+        if not np.array_equal(got, expected):
+            raise AssertionError(
+                f"rank {rank}: the partition sending {factor} x received "
+                f"{got - values[rank]}, not {expected - values[rank]}")
+    say(f"OK same_tags rank {rank}")
 
 # }}}
 
