@@ -761,3 +761,194 @@ def test_show_dot_graph_accepts_a_partition(tmp_path):
 # }}}
 
 # vim: foldmethod=marker
+
+
+# {{{ repr, _repr_html_ and large partitions (issue 35)
+
+def node_kind_counts(roots):
+    counts = {}
+    for node in all_nodes(roots).values():
+        counts[type(node).__name__] = counts.get(type(node).__name__, 0) + 1
+    return counts
+
+
+def stencil(steps, n=1000):
+    u = pt.make_placeholder("u", (n,), np.float64)
+    for _ in range(steps):
+        u = u + 0.1 * (pt.roll(u, 1) - 2 * u + pt.roll(u, -1))
+    return u
+
+
+def test_small_dag_repr_is_its_full_text():
+    from pytato_like.stringifier import stringify_dag
+    x = pt.make_placeholder("x", (3,), np.float64)
+    y = pt.sum(pt.sin(x) * 2 + pt.roll(x, 1))
+    assert repr(y) == str(y) == stringify_dag(y) == pt.stringify(y)
+    assert "Placeholder(name='x', shape=(3,), dtype=float64)" in repr(y)
+    assert "Roll(" in repr(y) and "sin(" in repr(y)
+
+
+def test_large_dag_repr_is_a_summary_of_counted_nodes():
+    u = stencil(100)
+    text = repr(u)
+    counts = node_kind_counts([u])
+    assert len(text) < 500 < len(pt.stringify(u))
+    assert text.splitlines()[0] == (
+        f"IndexLambda(shape=(1000,), dtype=float64): a DAG of "
+        f"{sum(counts.values())} nodes")
+    for kind, n in counts.items():
+        assert f"{n} {kind}" in text
+    assert "inputs: Placeholder(name='u', shape=(1000,), dtype=float64)" in text
+    assert "pytato_like.stringify" in text
+
+
+def test_dict_of_named_arrays_repr_summary_names_outputs():
+    u = stencil(60)
+    d = pt.make_dict_of_named_arrays({"a": u, "b": 2 * u})
+    text = repr(d)
+    assert text.startswith("DictOfNamedArrays('a': IndexLambda (1000,) float64, "
+                           "'b': IndexLambda (1000,) float64)")
+    assert f"a DAG of {len(all_nodes([u, d['b'].expr]))} nodes" in text
+
+
+def test_repr_of_deep_dag_counts_its_nodes(deep_dag, default_recursion_limit):
+    text = repr(deep_dag)
+    assert "a DAG of 200001 nodes" in text
+    assert "200000 IndexLambda, 1 Placeholder" in text  # 0.5*y, +1.0
+    html_text = deep_dag._repr_html_()
+    assert "a DAG of 200001 nodes" in html_text and "<svg" not in html_text
+
+
+@needs_dot
+def test_repr_html_of_small_dag_draws_it():
+    x = pt.make_placeholder("x", (3,), np.float64)
+    y = pt.sin(x) + 1
+    html_text = y._repr_html_()
+    assert f"a DAG of {len(all_nodes([y]))} nodes" in html_text
+    assert "<svg" in html_text and "<?xml" not in html_text
+    assert "Placeholder" in html_text and "IndexLambda" in html_text
+
+
+def test_repr_html_without_graphviz_shows_the_summary(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    x = pt.make_placeholder("x", (3,), np.float64)
+    y = pt.sin(x) + 1
+    html_text = y._repr_html_()
+    assert "<svg" not in html_text and "install graphviz" in html_text
+    assert f"a DAG of {len(all_nodes([y]))} nodes" in html_text
+
+
+def test_repr_html_escapes_names():
+    result = pt.make_dict_of_named_arrays({"a<b>": stencil(20)})
+    html_text = result._repr_html_()
+    assert "a<b>" not in html_text and "a&lt;b&gt;" in html_text
+
+
+def test_get_dot_graph_takes_a_partition_and_a_trace():
+    from pytato_like.runtime.trace import TraceRecord
+    partition = make_partition()
+    records = [TraceRecord(kind="part", name="part", rank=0, posted_ns=0,
+                           started_ns=0, completed_ns=2_000_000, part_id=pid,
+                           args={"execution": 0}) for pid in "AB"]
+    assert (get_dot_graph(partition, trace=records)
+            == get_dot_graph_from_partition(partition, trace=records))
+    assert "rank 0: 2.000 ms mean" in get_dot_graph(partition, trace=records)
+    assert get_dot_graph(partition) == get_dot_graph_from_partition(partition)
+
+
+def test_get_dot_graph_trace_of_an_array_is_a_typed_error():
+    x = pt.make_placeholder("x", (3,))
+    with pytest.raises(VisualizationError, match="Placeholder"):
+        get_dot_graph(x, trace=[])
+
+
+def test_partition_view_must_be_known():
+    with pytest.raises(VisualizationError, match="'tiny'"):
+        get_dot_graph_from_partition(make_partition(), view="tiny")
+
+
+def stepped_partition(steps, n=400):
+    """A stencil of *steps* steps, each step's nodes one part."""
+    u = pt.make_placeholder("u", (n,), np.float64)
+    step_of = {}
+    for k in range(steps):
+        new = u + 0.1 * (pt.roll(u, 1) - 2 * u + pt.roll(u, -1))
+        for node in all_nodes([new]).values():
+            step_of.setdefault(node, k)
+        u = new
+    return find_partition({"u": u}, lambda node: step_of[node])
+
+
+def test_parts_view_collapses_alike_steps():
+    partition = stepped_partition(32)
+    assert len(partition.parts) == 32
+    source = get_dot_graph_from_partition(partition)  # auto: > 150 nodes
+    titles = re.findall(r"<b>(parts? [^<]*)</b>", source)
+    assert titles == ["parts 0 ... 31 (32 alike)"]
+    # the node count of one step's part, counted here
+    first = partition.parts[partition.toposorted_part_ids[1]]
+    roots = [partition.var_name_to_result[n] for n in first.output_names]
+    assert f"<td align=\"left\">{len(all_nodes(roots))} per part</td>" in source
+    assert "subgraph cluster" not in source
+    full = get_dot_graph_from_partition(partition, view="full")
+    assert full.count("subgraph cluster") == 32
+
+
+def test_parts_view_keeps_different_parts_apart_and_joined():
+    partition = make_partition()
+    source = get_dot_graph_from_partition(partition, view="parts")
+    titles = re.findall(r"<b>(part [^<]*)</b>", source)
+    assert titles == ["part A", "part B"]
+    assert "run0 -> run1;" in source
+
+
+def test_parts_view_of_distributed_partition_with_trace():
+    from pytato_like.runtime.trace import TraceRecord
+    x = pt.make_placeholder("x", (4,))
+    halo = make_distributed_recv(1, ("halo", 3), (4,), np.float64)
+    y = staple_distributed_send(2 * x, dest_rank=1, comm_tag=("halo", 3),
+                                stapled_to=x + halo)
+    partition = find_distributed_partition(None, {"y": y})
+    records = []
+    for ex in range(2):
+        t0 = ex * 10_000_000
+        records.append(TraceRecord(kind="send", name="send", rank=0,
+                                   posted_ns=t0, started_ns=t0,
+                                   completed_ns=t0 + 1_000_000, peer=1,
+                                   tag=("halo", 3), nbytes=32,
+                                   args={"execution": ex}))
+        records.append(TraceRecord(kind="recv", name="recv", rank=1,
+                                   posted_ns=t0, started_ns=t0,
+                                   completed_ns=t0 + 3_000_000, peer=0,
+                                   tag=("halo", 3), nbytes=32,
+                                   args={"execution": ex}))
+        for pid in partition.toposorted_part_ids:
+            records.append(TraceRecord(kind="part", name="part", rank=0,
+                                       posted_ns=t0, started_ns=t0,
+                                       completed_ns=t0 + 4_000_000,
+                                       part_id=pid, args={"execution": ex}))
+    source = get_dot_graph_from_partition(partition, trace=records,
+                                          rank=0, view="parts")
+    assert "sends to rank 1" in source and "receives from rank 1" in source
+    # sent at t0, received 3 ms later, in both executions
+    assert "32 bytes, in flight 3.000 ms mean" in source
+    assert "rank 0: 4.000 ms mean, 4.000 ms max" in source
+    if shutil.which("dot"):
+        assert run_dot(source).returncode == 0
+
+
+@needs_dot
+def test_parts_view_of_32_steps_fits_a_screen():
+    proc = run_dot(get_dot_graph_from_partition(stepped_partition(32)))
+    assert proc.returncode == 0
+    width, height = map(float, re.search(
+        r'width="([\d.]+)pt" height="([\d.]+)pt"', proc.stdout).groups())
+    assert width < 1400 and height < 900
+
+
+def test_parts_view_of_deep_partition(deep_dag, default_recursion_limit):
+    partition = find_partition({"y": deep_dag}, lambda node: 0)
+    source = get_dot_graph_from_partition(partition)
+    assert "200001" in source and "subgraph cluster" not in source
+
+# }}}

@@ -1,7 +1,9 @@
 """Drawing array DAGs: graphviz dot, SVG in notebooks or files, and text.
 
 .. automodule:: pytato_like.visualization.dot
+.. automodule:: pytato_like.visualization.partition_summary
 .. automodule:: pytato_like.visualization.display
+.. automodule:: pytato_like.visualization.notebook
 .. automodule:: pytato_like.visualization.ascii
 .. automodule:: pytato_like.visualization.fancy_placeholder_data_flow
 """
