@@ -54,7 +54,7 @@ def _command(command: str) -> int:
     print(f"disk cache {'on' if info['enabled'] else 'off (PYTATO_LIKE_CACHE=0)'}")
     print(f"size       {_size(info['bytes'])} of {_size(info['limit'])} "
           "(PYTATO_LIKE_CACHE_SIZE)")
-    from pytato_like.target.loopy import pocl_cache
+    from pytato_like import _pocl_cache as pocl_cache
     pocl = os.environ.get("POCL_CACHE_DIR")
     print(f"PoCL cache {pocl or 'PoCL default'}"
           + ("  (ours, checked)" if pocl == pocl_cache.pocl_cache_dir()

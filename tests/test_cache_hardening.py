@@ -381,7 +381,7 @@ def test_truncated_pocl_cache_is_rebuilt_not_aborted(tmp_path, damage):
             _truncate(path, 100)
     _pocl_run(folder)
     # and PoCL's cache is whole again
-    from pytato_like.target.loopy.pocl_cache import is_valid_bitcode
+    from pytato_like._pocl_cache import is_valid_bitcode
     bitcodes = glob.glob(str(folder / "pocl" / "*" / "*" / "program.bc"))
     assert bitcodes and all(is_valid_bitcode(open(p, "rb").read())
                             for p in bitcodes)
@@ -399,7 +399,7 @@ def test_emptied_pocl_entry_older_than_the_check_is_retried(tmp_path):
 
 
 def test_bitcode_and_elf_checks_against_files_pocl_wrote(tmp_path):
-    from pytato_like.target.loopy.pocl_cache import is_valid_bitcode, is_valid_elf
+    from pytato_like._pocl_cache import is_valid_bitcode, is_valid_elf
     folder = _private_tmp(tmp_path)
     _pocl_run(folder)
     bitcode = open(glob.glob(str(folder / "pocl" / "*" / "*" / "program.bc"))[0],
@@ -414,3 +414,18 @@ def test_bitcode_and_elf_checks_against_files_pocl_wrote(tmp_path):
     assert not is_valid_bitcode(library) and not is_valid_elf(bitcode)
 
 # }}}
+
+
+@pytest.mark.parametrize("xdg", [None, "/some/where", "relative/ignored"])
+def test_pocl_folder_is_in_the_cache_folder_platformdirs_gives(monkeypatch,
+                                                               xdg):
+    # pocl_cache computes the folder without importing platformdirs (it
+    # runs at import pytato_like); it must agree with cache_files
+    from pytato_like._pocl_cache import pocl_cache_dir
+    from pytato_like.target.loopy.cache_files import cache_base_dir
+    monkeypatch.delenv("PYTATO_LIKE_CACHE_DIR", raising=False)
+    if xdg is None:
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    assert pocl_cache_dir() == os.path.join(cache_base_dir(), "pocl")

@@ -24,7 +24,7 @@ is refused, and why not :mod:`pytools.persistent_dict`). An entry that is
 not a regular file, or whose signature does not match the request, is a
 miss: the program is recompiled, never anything else loaded. OpenCL
 binaries are not stored here: PoCL caches builds itself, in a folder of
-ours (:mod:`~pytato_like.target.loopy.pocl_cache`), and pyopencl caches
+ours (:mod:`~pytato_like._pocl_cache`), and pyopencl caches
 binaries for other drivers.
 
 **Size.** The disk cache (all versions) is kept under
@@ -353,13 +353,13 @@ def build_program(ctx, code: str):
     pyopencl's binary cache does. PoCL's folder is checked before the
     first build, and a build that fails or lacks a kernel of *code* is
     retried once past PoCL's cache
-    (:mod:`~pytato_like.target.loopy.pocl_cache`)."""
+    (:mod:`~pytato_like._pocl_cache`)."""
     key = (ctx, hashlib.sha256(code.encode()).digest())
     prg = _PROGRAMS.get(key)
     if prg is None:
         global OPENCL_BUILDS
         OPENCL_BUILDS += 1
-        from pytato_like.target.loopy import pocl_cache
+        from pytato_like import _pocl_cache as pocl_cache
         pocl_cache.check_pocl_cache()
         # NumPy rounds every product and sum: no fused multiply-add
         # (OpenCL C allows contraction by default, which changes the last

@@ -8,8 +8,7 @@ those files: a truncated ``program.bc`` fails an assertion inside
 first launch; both abort the process (SIGABRT), which Python can neither
 catch nor retry. So the files are checked before PoCL sees them:
 
-1. :func:`use_private_pocl_cache` (run when the OpenCL target is
-   imported) points ``POCL_CACHE_DIR`` at ``<cache folder>/pocl``
+1. :func:`use_private_pocl_cache` (run by ``import pytato_like``) points ``POCL_CACHE_DIR`` at ``<cache folder>/pocl``
    (:func:`~pytato_like.target.loopy.cache_files.cache_base_dir`) unless
    the user set ``POCL_CACHE_DIR`` or turned the disk cache off
    (``PYTATO_LIKE_CACHE=0``). PoCL reads the variable when the first
@@ -45,10 +44,9 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
-import shutil
 import stat
 import struct
+import sys
 import time
 
 logger = logging.getLogger("pytato_like.cache")
@@ -62,8 +60,17 @@ _CHECKED = False
 
 def pocl_cache_dir() -> str:
     """The folder this package gives PoCL: ``<cache folder>/pocl``."""
-    from pytato_like.target.loopy.cache_files import cache_base_dir
-    return os.path.join(cache_base_dir(), "pocl")
+    base = os.environ.get("PYTATO_LIKE_CACHE_DIR")
+    if not base and sys.platform.startswith("linux"):
+        # platformdirs' answer on Linux (tests check they agree), without
+        # importing it (~12 ms) at ``import pytato_like``
+        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+        base = os.path.join(xdg if os.path.isabs(xdg)
+                            else os.path.expanduser("~/.cache"), "pytato_like")
+    if not base:
+        from pytato_like.target.loopy.cache_files import cache_base_dir
+        base = cache_base_dir()
+    return os.path.join(base, "pocl")
 
 
 def use_private_pocl_cache() -> str | None:
@@ -217,6 +224,7 @@ def check_pocl_cache(force: bool = False) -> int:
                 logger.warning("cache: PoCL cache entry %s holds a truncated "
                                "or foreign binary; removed (PoCL rebuilds "
                                "it)", entry.path)
+                import shutil
                 shutil.rmtree(entry.path, ignore_errors=True)
                 removed += 1
     try:
@@ -248,5 +256,6 @@ def _entry_is_valid(entry: str, since: float) -> bool:
 def uncached_source(code: str) -> str:
     """*code* with a comment PoCL has not seen: its build skips PoCL's
     cache entry of *code* (PoCL keys entries by the source text)."""
+    import secrets
     return (f"/* pytato_like: rebuilt past PoCL's cache entry "
             f"{secrets.token_hex(8)} */\n{code}")
