@@ -114,6 +114,11 @@ from pytato_like.reductions import all, amax, amin, any, mean, prod, sum  # noqa
 from pytato_like._argreduce import argmax, argmin
 from pytato_like.version import __version__  # noqa: E402
 
+# PoCL reads POCL_CACHE_DIR when the first OpenCL context is made: before
+# the user makes one (the OpenCL target itself is imported lazily)
+from pytato_like._pocl_cache import use_private_pocl_cache as _pocl
+_pocl()
+
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from pytato_like import (
         analysis,

@@ -50,10 +50,6 @@ from pytato_like.target.loopy.bound import (
 from pytato_like.tags import ImplementationStrategy, ImplInlined, ImplStored
 from pytato_like.target.loopy.report import ProgramStats, compiling, report_enabled
 from pytato_like.target.loopy.report import logger as report_logger
-from pytato_like.target.loopy.pocl_cache import use_private_pocl_cache
-
-# PoCL reads POCL_CACHE_DIR when the first OpenCL context is made
-use_private_pocl_cache()
 
 __all__ = ["BoundProgram", "BoundPyOpenCLExecutable", "BoundPyOpenCLProgram",
            "ImplInlined", "ImplStored", "ImplSubstitution",
