@@ -2,14 +2,19 @@
 (:mod:`pytato_like.distributed.channels`): partitions with overlapping tag
 ranges get different channels, others share the communicator itself. The
 MPI side (two partitions with the same tags executed in opposite orders)
-is in tests/test_ranks_mpi.py."""
+is in tests/test_ranks_mpi.py. Also: the check that sends and receives
+name ranks of the communicator."""
 
 from __future__ import annotations
 
 import gc
 
+import pytest
+
 import pytato_like as pt
+from pytato_like.diagnostic import DistributedPartitionError
 from pytato_like.distributed import channels
+from pytato_like.distributed.partition import check_peer_ranks
 
 
 def test_first_partition_stays_on_the_communicator():
@@ -69,3 +74,21 @@ def test_live_partitions_are_remembered_until_collected_and_channels_reused():
     assert channels.choose_channel(channels.live_ranges(comm), 100, 104) == 0
     assert channels.channel_communicator(comm, 1) is dup
     assert len(comm.duplicates) == 1
+
+
+@pytest.mark.parametrize(("sends", "recvs", "text"), [
+    ([(5, "t")], [], "rank 0 sends to rank 5 (tag 't'), which is not a rank "
+     "of the communicator: it has 2 rank(s), 0 to 1"),
+    ([(1, "t")], [(-1, 3)], "rank 0 receives from rank -1 (tag 3), which "
+     "is not a rank of the communicator: it has 2 rank(s), 0 to 1"),
+    ([("1", "t")], [], "rank 0 sends to rank '1' (tag 't')"),
+])
+def test_peer_outside_the_communicator_is_named_with_the_size(sends, recvs,
+                                                             text):
+    with pytest.raises(DistributedPartitionError) as info:
+        check_peer_ranks(0, 2, sends, recvs)
+    assert text in str(info.value)
+
+
+def test_peers_inside_the_communicator_pass():
+    check_peer_ranks(1, 2, [(0, "a"), (1, "b")], [(0, "a")])

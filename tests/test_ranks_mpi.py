@@ -84,6 +84,25 @@ def test_partitions_with_the_same_tags_run_in_opposite_orders_stay_apart(n):
     assert_every_rank_ok(proc, "same_tags", n)
 
 
+@pytest.mark.parametrize("target", ["numpy", "loopy"])
+def test_zero_size_messages(target):
+    # 3 ranks: one message holds a (3, 0) input alone (before issue 38 the
+    # loopy target raised TypeError from enqueue_copy on it)
+    proc = launch(3, "zero_size", "--target", target)
+    assert_every_rank_ok(proc, "zero_size", 3)
+
+
+def test_send_to_a_rank_outside_the_communicator_names_rank_and_size():
+    proc = launch(2, "bad_rank")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    text = ("rank 0 sends to rank 5 (tag 't'), which is not a rank of the "
+            "communicator: it has 2 rank(s), 0 to 1")
+    assert reported(proc, 0) == f"rank 0 DistributedPartitionError: {text}"
+    assert reported(proc, 1) == (
+        "rank 1 RemoteRankError: rank 0 failed during partitioning: "
+        f"DistributedPartitionError: {text}")
+
+
 # {{{ faults on 4 ranks: every rank ends with a clear error, in bounded time
 
 def run_fault(case: str) -> subprocess.CompletedProcess:

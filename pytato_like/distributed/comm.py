@@ -38,7 +38,9 @@ sending part program computes its outputs straight into them (from the
 second execution on, see
 :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`),
 the receiving parts read them, and one rectangular copy moves the message
--- no pack or unpack kernel. Other messages are packed and unpacked by the
+-- no pack or unpack kernel. A message of zero bytes (empty arrays only)
+is sent and received as such, with no copy and no packer: its receiver's
+values are empty arrays made once. Other messages are packed and unpacked by the
 OpenCL transformer on the queue. ``pack_on="host"`` copies each array to
 the host and packs there. All give the same bytes on the wire.
 
@@ -95,6 +97,7 @@ from pytato_like.diagnostic import (
     UnmatchedSendError,
 )
 from pytato_like.distributed.nodes import DistributedRecv
+from pytato_like.distributed.partition import check_peer_ranks
 from pytato_like.distributed.safety import (
     header_tag,
     is_mpi,
@@ -151,6 +154,13 @@ def _payload_bytes(shape: tuple[int | None, ...], dtype: np.dtype
         return None
     return (int(np.prod(cast("tuple[int, ...]", shape), dtype=np.int64))
             * np.dtype(dtype).itemsize)
+
+
+def _total_entry(entries: list[tuple[tuple[int, ...], np.dtype]]
+                 ) -> tuple[tuple[int, ...], np.dtype]:
+    """*entries* (shape, dtype) as one entry of their total byte count."""
+    return ((sum(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+                 for shape, dtype in entries),), np.dtype(np.uint8))
 
 
 def _describe(entry: tuple[Any, ...]) -> str:
@@ -419,6 +429,14 @@ class MessagePlan:
         rank = self.rank
         limit = max_user_tag(comm) if self.use_mpi else None
         recvs = partition.recv_name_to_node()
+        if self.use_mpi:
+            # (partitioning checked it too, perhaps on another communicator)
+            check_peer_ranks(
+                rank, comm.Get_size(),
+                [(send.dest_rank, send.comm_tag)
+                 for part in partition.parts.values()
+                 for send in part.output_name_to_send_node.values()],
+                [(recv.src_rank, recv.comm_tag) for recv in recvs.values()])
         self.local_recv: dict[Any, str] = {}
         remote: dict[tuple[int, int], tuple[str, DistributedRecv]] = {}
         recv_names: dict[Any, str] = {}
@@ -544,7 +562,10 @@ class MessagePlan:
         """Buffers (and the persistent request) of a packed incoming
         message, allocated once."""
         specs = _whole_array_specs(msg.entries)
-        if self.pack_on_device and _PaddedMessage.fits(self.queue, msg.entries):
+        if _payload_bytes(*_total_entry(msg.entries)) == 0:
+            self._prepare_empty_incoming(msg)
+        elif self.pack_on_device and _PaddedMessage.fits(self.queue,
+                                                         msg.entries):
             msg.padded = _PaddedMessage(self.queue, msg.entries)
             msg.device_values = msg.padded.arrays
             self._keep_message_arrays(msg.device_values)
@@ -569,13 +590,29 @@ class MessagePlan:
             msg.request = self.comm.Recv_init([msg.buffer, MPI.BYTE],
                                               source=msg.src, tag=msg.tag)
 
+    def _prepare_empty_incoming(self, msg: _Incoming) -> None:
+        """An incoming message of zero bytes: nothing to unpack; its values
+        are empty arrays where the parts compute, made once."""
+        msg.buffer = np.empty(0, np.uint8)
+        msg.nbytes = 0
+        if self.queue is not None:
+            import pyopencl.array as cla
+            msg.device_values = [cla.empty(self.queue, shape, dtype)
+                                 for shape, dtype in msg.entries]
+            self._keep_message_arrays(msg.device_values)
+        else:
+            msg.views = [np.empty(shape, dtype) for shape, dtype in msg.entries]
+
     def _prepare_outgoing(self, msg: _Outgoing, values: list[Any]) -> None:
         """Packer, buffers and persistent request of a packed outgoing
         message, from the first values sent (their shapes may be symbolic
         in the DAG)."""
         entries = [(tuple(v.shape), np.dtype(v.dtype)) for v in values]
         specs = _whole_array_specs(entries)
-        if self.pack_on_device and _PaddedMessage.fits(self.queue, entries):
+        if _payload_bytes(*_total_entry(entries)) == 0:
+            # nothing to pack or copy: the message is sent as it is
+            msg.buffer = np.empty(0, np.uint8)
+        elif self.pack_on_device and _PaddedMessage.fits(self.queue, entries):
             msg.padded = _PaddedMessage(self.queue, entries)
             self._keep_message_arrays(msg.padded.arrays)
             msg.buffer = get_buffer_pool(np).get(
@@ -1063,7 +1100,11 @@ class Exchange:
         with self.recorder.record("unpack", f"unpack {msg.src}", peer=msg.src,
                                   tag=msg.tag, nbytes=msg.nbytes) as _:
             # (messages in padded buffers: take_in_padded)
-            if plan.pack_on_device:
+            if msg.nbytes == 0:
+                # empty arrays only, made once (_prepare_empty_incoming)
+                values = (msg.device_values if msg.device_values is not None
+                          else cast("list[np.ndarray]", msg.views))
+            elif plan.pack_on_device:
                 import pyopencl as cl
                 import pyopencl.array as cla
                 queue, dev = plan.queue, msg.device_buffer
@@ -1179,12 +1220,17 @@ class Exchange:
                       for v in values]
         else:
             values = [to_host(v) for v in values]
-        if msg.packer is None and msg.padded is None:
+        if msg.buffer is None:
             plan._prepare_outgoing(msg, values)
         buffer = cast(np.ndarray, msg.buffer)  # prepared above at the latest
         rec = self.recorder.record("pack", f"pack {msg.dest}", peer=msg.dest,
                                    tag=msg.tag, nbytes=buffer.nbytes,
                                    part_id=msg.pid).start()
+        if buffer.nbytes == 0:
+            # (empty arrays only: nothing to pack)
+            rec.complete()
+            self._start_send(msg, msg.request, buffer)
+            return
         if msg.padded is not None:
             padded = msg.padded
             for i, (value, array) in enumerate(zip(values, padded.arrays,

@@ -57,9 +57,11 @@ Everything is iterative (explicit passes over a topological order).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple, cast
+
+import numpy as np
 
 from pytato_like.array import Array
 from pytato_like.diagnostic import (
@@ -568,7 +570,12 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
                     f"{name} must be True or False, not {value!r} (on "
                     f"rank {rank})")
         analysis.append(_LocalAnalysis(outputs, rank))
-        return analysis[0].summary()
+        summary = analysis[0].summary()
+        sends, recvs = summary
+        check_peer_ranks(rank, comm.Get_size(),
+                         [(dest, tag) for dest, tag, _ in sends],
+                         list(recvs))
+        return summary
 
     summaries = allgather_or_raise(comm, "partitioning", analyse)
     batches = _comm_batches(summaries)
@@ -576,6 +583,23 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
     if split_interior:
         local = _split_interior(local, batches, deep_interiors)
     return local.make_partition(batches)
+
+
+def check_peer_ranks(rank: int, size: int,
+                     sends: Iterable[tuple[Any, Any]],
+                     recvs: Iterable[tuple[Any, Any]]) -> None:
+    """Raise :class:`~pytato_like.diagnostic.DistributedPartitionError`
+    naming the rank, the tag and the communicator's size if one of *sends*
+    ``(destination, tag)`` or *recvs* ``(source, tag)`` of rank *rank*
+    names a rank that is not one of the communicator's *size* ranks."""
+    for what, peers in (("sends to", sends), ("receives from", recvs)):
+        for peer, tag in peers:
+            if not isinstance(peer, (int, np.integer)) or isinstance(
+                    peer, bool) or not 0 <= peer < size:
+                raise DistributedPartitionError(
+                    f"rank {rank} {what} rank {peer!r} (tag {tag!r}), which "
+                    f"is not a rank of the communicator: it has {size} "
+                    f"rank(s), 0 to {size - 1}")
 
 
 def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int],

@@ -32,6 +32,12 @@ Cases:
     numbered with the same ``base_tag`` and executed asynchronously, rank 0
     starting the first and then the second, the other ranks the other way
     round; each result must be its own partition's.
+``zero_size``
+    each rank sends its right neighbour an empty slice (and a one-cell
+    one) and receives its left neighbour's.
+``bad_rank``
+    rank 0 sends to rank ``size + 3`` (which does not exist); every rank
+    reports the error naming that rank and the communicator's size.
 ``fault_raise`` / ``fault_raise_no_abort``
     the ring, in which a part on rank ``--victim`` raises in the second
     execution: with :func:`abort_on_error` the job is aborted; without it
@@ -256,6 +262,57 @@ def case_same_tags(args) -> None:
 # }}}
 
 
+# {{{ zero-size messages, ranks that do not exist
+
+def case_zero_size(args) -> None:
+    x = pt.make_placeholder("x", (4,))
+    right, left = (rank + 1) % size, (rank - 1) % size
+    held = pt.staple_distributed_send(x[:0], right, "empty", x)
+    empty = pt.make_distributed_recv(left, "empty", (0,))
+    # a message of its own (to the left) holds one empty input only
+    z = pt.make_placeholder("z", (3, 0))
+    held = pt.staple_distributed_send(z, left, "alone", held)
+    alone = pt.make_distributed_recv(right, "alone", (3, 0))
+    held = pt.staple_distributed_send(x[:1] * 2, right, "one", held)
+    one = pt.make_distributed_recv(left, "one", (1,))
+    outputs = {"y": pt.concatenate([empty, held, one]),
+               "e": empty * 3, "a": alone + 1}
+    partition, prgs = prepare(outputs, args.target)
+    values = [np.arange(4.0) + 10 * r for r in range(size)]
+    queue = queue_for(args.target)
+    host_inputs = {"x": values[rank], "z": np.zeros((3, 0))}
+    input_sets = [host_inputs]
+    if queue is not None:
+        import pyopencl.array as cla
+        input_sets.append({name: cla.to_device(queue, value)
+                           for name, value in host_inputs.items()})
+    modes = [{"messages": "packed", "pack_on": "device"},
+             {"messages": "packed", "pack_on": "host"},
+             {"messages": "per_array"}]
+    for inputs, mode in [(i, m) for i in input_sets for m in modes
+                         for _ in range(2)]:
+        result = host(pt.execute_distributed_partition(
+            partition, prgs, queue, comm, input_args=inputs, **mode))
+        check_equal("zero_size", result, {
+            "y": np.concatenate([values[rank], 2 * values[left][:1]]),
+            "e": np.zeros(0), "a": np.zeros((3, 0))})
+    say(f"OK zero_size rank {rank}")
+
+
+def case_bad_rank(args) -> None:
+    x = pt.make_placeholder("x", (4,))
+    dest = size + 3
+    outputs = {"y": x * 2}
+    if rank == 0:
+        outputs = {"y": pt.staple_distributed_send(x, dest, "t", x) * 2}
+    try:
+        prepare(outputs, args.target)
+    except diagnostic.PytatoLikeError as exc:
+        report(exc)
+
+# }}}
+
+
 # {{{ faults
 
 def _raising_on(victim: int, runs: list[int]):
@@ -349,7 +406,8 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    if "no_abort" in " ".join(sys.argv) or "fault_exit" in sys.argv:
+    if "no_abort" in " ".join(sys.argv) or "fault_exit" in sys.argv \
+            or "bad_rank" in sys.argv:
         main()
     else:
         with abort_on_error(comm):
