@@ -1,0 +1,357 @@
+"""Distributed benchmark: a DG-style solver on a partitioned unstructured mesh.
+
+Unlike the 1-D stencil of ``bench_distributed`` (halos that are slices),
+each rank owns a block of elements (4 nodes each, one per face) of a
+random unstructured mesh and, every step:
+
+1. gathers the face values its neighbours need with an index array
+   (``u_flat[send_idx]``) and sends them, one message per neighbour rank;
+   each rank has up to 5 neighbours (offsets +1, -1, +2, -2, +3 in rank
+   order), with different face counts (about 2.5 E^(2/3) boundary faces
+   for E elements per rank, split 35/25/20/12/8 %);
+2. receives its neighbours' face values into a ghost array (their
+   concatenation, after its own nodes);
+3. reads every face's neighbour value from the extended array with a
+   2-D index array (``ext[nb_idx]``: mostly its own nodes, some ghosts);
+4. applies small per-element operators (``einsum("ij,ej->ei", ...)``:
+   a 4x4 "derivative" on the nodes, a 4x4 "lift" on the face jumps) and
+   takes an explicit step.
+
+All steps are one DAG, partitioned and executed with loopy part programs
+on each rank's OpenCL device (the fields already on the device). The
+figures, for 1, 2 and 4 ranks at 10^4 and 10^5 elements per rank (the
+machine's cores are shared: 4 ranks on 2 cores are oversubscribed):
+
+* time per step of one steady distributed execution (the slower rank's,
+  median of repeated runs after warm-up runs; the first compiles);
+* against serial NumPy on the whole mesh (the same operations on global
+  arrays, measured in this process) and against pytato_like in one
+  process on the whole mesh (one loopy program, all cores, inputs on the
+  device);
+* the weak-scaling efficiency: time per step on 1 rank over time per
+  step on R ranks at the same elements per rank;
+* the executor's host time per part (enqueue, pack, post, poll, unpack,
+  as in ``bench_distributed``) and the share of time spent waiting;
+* the largest relative difference from NumPy (must be below 1e-12).
+
+``python -m bench.bench_distributed_mesh`` launches ``mpiexec`` itself
+(``--worker`` is the per-rank entry point); ``--quick`` runs only 10^5
+elements per rank on 1 and 2 ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+NODES = 4                      # nodes (= faces) per element
+STEPS = 4
+DT = 1e-3
+#: rank offsets of the neighbours and the share of boundary faces of each
+NEIGHBOUR_SHARES = ((1, 0.35), (-1, 0.25), (2, 0.2), (-2, 0.12), (3, 0.08))
+RANKS = (1, 2, 4)
+ELEMENTS = (10_000, 100_000)
+WARMUP = 3
+REPEATS = 7
+OVERHEAD_KINDS = ("enqueue", "pack", "post", "poll", "unpack")
+
+
+# {{{ the mesh (every rank builds the same global connectivity)
+
+def operators() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(5)
+    return rng.standard_normal((NODES, NODES)), rng.standard_normal(
+        (NODES, NODES))
+
+
+def global_mesh(elements_per_rank: int, size: int) -> np.ndarray:
+    """``nb[e, f]``: the global node whose value face *f* of element *e*
+    reads (a node of a random element of the same rank, or for about
+    2.5 E^(2/3) faces per rank of a neighbour rank's element)."""
+    e_local = elements_per_rank
+    n = e_local * size
+    rng = np.random.default_rng(38)
+    owner = np.repeat(np.arange(size), e_local)[:, None]
+    boundary_share = min(2.5 * e_local ** (2 / 3) / (e_local * NODES), 0.5)
+    pick = rng.random((n, NODES))
+    offset = np.zeros((n, NODES), dtype=np.int64)
+    if size > 1:
+        edge = 0.0
+        for d, share in NEIGHBOUR_SHARES:
+            lo, edge = edge, edge + share * boundary_share
+            offset[(pick >= lo) & (pick < edge)] = d
+    target_rank = (owner + offset) % size
+    target_element = target_rank * e_local + rng.integers(
+        0, e_local, (n, NODES))
+    target_node = (np.arange(NODES)[None, :] + 2) % NODES
+    return target_element * NODES + target_node
+
+
+def rank_mesh(nb: np.ndarray, rank: int, size: int, e_local: int) -> dict:
+    """What rank *rank* needs: per peer the local nodes it sends
+    (``send``) and the count it receives (``recv``), and its face
+    connectivity into [own nodes, ghosts by peer] (``nb_local``)."""
+    n_own = e_local * NODES
+    first = rank * n_own
+    mine = nb[rank * e_local:(rank + 1) * e_local]
+    owner = mine // n_own
+
+    def needed(receiver: int, sender: int) -> np.ndarray:
+        rows = nb[receiver * e_local:(receiver + 1) * e_local]
+        return np.unique(rows[rows // n_own == sender])
+
+    peers = sorted({int(q) for q in np.unique(owner) if q != rank}
+                   | {q for q in range(size) if q != rank
+                      and needed(q, rank).size})
+    send = {q: needed(q, rank) - first for q in peers}
+    recv = {q: needed(rank, q) for q in peers}
+    nb_local = mine - first
+    ghost_start = n_own
+    for q in peers:
+        at = owner == q
+        nb_local[at] = ghost_start + np.searchsorted(recv[q], mine[at])
+        ghost_start += recv[q].size
+    return {"peers": peers, "send": send,
+            "recv": {q: int(v.size) for q, v in recv.items()},
+            "nb_local": nb_local}
+
+# }}}
+
+
+# {{{ the program
+
+def mesh_dag(mesh: dict, e_local: int, n_steps: int):
+    """This rank's steps as one DAG (``u`` -> ``u``)."""
+    import pytato_like as pt
+    d_op, lift = operators()
+    u = pt.make_placeholder("u", (e_local, NODES))
+    nb_local = mesh["nb_local"]
+    for step in range(n_steps):
+        flat = u.reshape(e_local * NODES)
+        ghosts = []
+        for q in mesh["peers"]:
+            u = pt.staple_distributed_send(flat[mesh["send"][q]], q,
+                                           ("faces", step), u)
+            ghosts.append(pt.make_distributed_recv(q, ("faces", step),
+                                                   (mesh["recv"][q],)))
+        flat = u.reshape(e_local * NODES)
+        extended = pt.concatenate([flat, *ghosts]) if ghosts else flat
+        jump = u - extended[nb_local]
+        u = u + DT * (pt.einsum("ij,ej->ei", d_op, u)
+                      + pt.einsum("ij,ej->ei", lift, jump))
+    return pt.make_dict_of_named_arrays({"u": u})
+
+
+def numpy_steps(u: np.ndarray, nb: np.ndarray, n_steps: int) -> np.ndarray:
+    """The same steps with NumPy on the whole mesh."""
+    d_op, lift = operators()
+    for _ in range(n_steps):
+        jump = u - u.reshape(-1)[nb]
+        u = u + DT * (np.einsum("ij,ej->ei", d_op, u)
+                      + np.einsum("ij,ej->ei", lift, jump))
+    return u
+
+
+def initial_state(n_elements: int) -> np.ndarray:
+    return np.random.default_rng(3).standard_normal((n_elements, NODES))
+
+
+def serial_numpy_s(e_local: int, size: int) -> float:
+    nb = global_mesh(e_local, size)
+    u = initial_state(e_local * size)
+    numpy_steps(u, nb, STEPS)
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        numpy_steps(u, nb, STEPS)
+        times.append(time.perf_counter() - start)
+    return min(times) / STEPS
+
+
+def one_process_s(e_local: int, size: int) -> float:
+    """pytato_like in one process on the whole mesh (no MPI)."""
+    import pyopencl as cl
+    import pyopencl.array as cla
+
+    import pytato_like as pt
+    n = e_local * size
+    whole = {"peers": [], "send": {}, "recv": {},
+             "nb_local": global_mesh(e_local, size)}
+    prg = pt.generate_loopy(mesh_dag(whole, n, STEPS))
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    u = cla.to_device(queue, initial_state(n))
+
+    def run() -> float:
+        start = time.perf_counter()
+        prg(queue, u=u)
+        queue.finish()
+        return time.perf_counter() - start
+
+    for _ in range(WARMUP):
+        run()
+    return statistics.median(run() for _ in range(REPEATS)) / STEPS
+
+# }}}
+
+
+# {{{ the ranks
+
+def _measure(comm, e_local: int) -> dict:
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from mpi4py import MPI
+
+    import pytato_like as pt
+    rank, size = comm.Get_rank(), comm.Get_size()
+    nb = global_mesh(e_local, size)
+    mesh = rank_mesh(nb, rank, size, e_local)
+    partition = pt.find_distributed_partition(comm, mesh_dag(mesh, e_local,
+                                                             STEPS))
+    partition, _ = pt.number_distributed_tags(comm, partition, base_tag=100)
+    prgs = pt.generate_code_for_partition(partition, target="loopy")
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    whole = initial_state(e_local * size)
+    u = cla.to_device(queue, whole[rank * e_local:(rank + 1) * e_local])
+
+    def run():
+        comm.Barrier()
+        start = time.perf_counter()
+        handle = pt.execute_distributed_partition_async(
+            partition, prgs, queue, comm, input_args={"u": u})
+        out = handle.wait()
+        queue.finish()
+        return comm.allreduce(time.perf_counter() - start, op=MPI.MAX), \
+            handle, out
+
+    for _ in range(WARMUP):
+        run()
+    times = []
+    for _ in range(REPEATS):
+        seconds, handle, out = run()
+        times.append(seconds)
+    n_parts = len(partition.parts)
+    ns = handle.stats["overhead_ns"]
+    per_part = {k: comm.allreduce(ns.get(k, 0) / n_parts / 1e3, op=MPI.MAX)
+                for k in OVERHEAD_KINDS}
+    records = handle.fetch_trace()
+    span = (max(r.completed_ns for r in records)
+            - min(r.posted_ns for r in records))
+    waiting = sum(r.duration_ns for r in records if r.kind == "wait") / span
+    got = comm.gather(out["u"].get(), root=0)
+    error = None
+    if rank == 0:
+        expected = numpy_steps(whole, nb, STEPS)
+        error = float(np.max(np.abs(np.concatenate(got) - expected))
+                      / np.max(np.abs(expected)))
+    faces = [mesh["send"][q].size for q in mesh["peers"]]
+    return {"ranks": size, "elements_per_rank": e_local, "parts": n_parts,
+            "neighbours": comm.allreduce(len(faces), op=MPI.MAX),
+            "faces_sent_rank0": comm.bcast(faces, root=0),
+            "step_s": statistics.median(times) / STEPS,
+            "overhead_us_per_part": per_part,
+            "wait_share": comm.allreduce(waiting, op=MPI.MAX),
+            "max_rel_error": error}
+
+
+def worker(elements: list[int]) -> None:
+    from mpi4py import MPI
+
+    from pytato_like.distributed import abort_on_error
+    comm = MPI.COMM_WORLD
+    with abort_on_error(comm):
+        rows = [_measure(comm, e) for e in elements]
+        if comm.Get_rank() == 0:
+            print("BENCH_JSON " + json.dumps(rows), flush=True)
+
+# }}}
+
+
+def run_ranks(n: int, elements: list[int]) -> list[dict]:
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    cmd = [str(mpiexec) if mpiexec.exists() else "mpiexec", "-n", str(n),
+           sys.executable, "-m", "bench.bench_distributed_mesh", "--worker",
+           "--elements", json.dumps(elements)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=3600, stdin=subprocess.DEVNULL)
+    line = next((ln for ln in proc.stdout.splitlines()
+                 if ln.startswith("BENCH_JSON ")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"mesh benchmark on {n} ranks failed:\n"
+                           f"{proc.stdout}\n{proc.stderr}")
+    return json.loads(line[len("BENCH_JSON "):])
+
+
+def format_table(rows: list[dict]) -> str:
+    header = ("ranks", "elem/rank", "nbrs", "parts", "step ms", "NumPy ms",
+              "1 proc ms", "vs NumPy", "vs 1 proc", "weak eff", "wait %",
+              *(f"{k} us" for k in OVERHEAD_KINDS), "rel err")
+    lines = ["  ".join(f"{h:>9}" for h in header)]
+    for r in rows:
+        over = r["overhead_us_per_part"]
+        cells = (r["ranks"], r["elements_per_rank"], r["neighbours"],
+                 r["parts"], f"{1e3 * r['step_s']:.2f}",
+                 f"{1e3 * r['serial_numpy_s']:.2f}",
+                 f"{1e3 * r['one_process_s']:.2f}",
+                 f"{r['serial_numpy_s'] / r['step_s']:.2f}x",
+                 f"{r['one_process_s'] / r['step_s']:.2f}x",
+                 f"{100 * r['weak_efficiency']:.0f}%",
+                 f"{100 * r['wait_share']:.0f}",
+                 *(f"{over[k]:.0f}" for k in OVERHEAD_KINDS),
+                 f"{r['max_rel_error']:.1e}")
+        lines.append("  ".join(f"{c:>9}" for c in cells))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--elements", default=None,
+                        help="JSON list of elements per rank")
+    parser.add_argument("--ranks", default=None,
+                        help="JSON list of rank counts")
+    parser.add_argument("--quick", action="store_true",
+                        help="10^5 elements per rank on 1 and 2 ranks")
+    args = parser.parse_args(argv)
+    elements = json.loads(args.elements) if args.elements else \
+        ([100_000] if args.quick else list(ELEMENTS))
+    if args.worker:
+        worker(elements)
+        return []
+    ranks = json.loads(args.ranks) if args.ranks else \
+        ([1, 2] if args.quick else list(RANKS))
+    rows = []
+    for n in ranks:
+        for row in run_ranks(n, elements):
+            e = row["elements_per_rank"]
+            row["serial_numpy_s"] = serial_numpy_s(e, n)
+            row["one_process_s"] = one_process_s(e, n)
+            rows.append(row)
+    single = {r["elements_per_rank"]: r["step_s"] for r in rows
+              if r["ranks"] == 1}
+    for row in rows:
+        base = single.get(row["elements_per_rank"])
+        row["weak_efficiency"] = (base / row["step_s"]) if base else float("nan")
+    print(f"DG-style mesh, {NODES} nodes per element, {STEPS} steps per "
+          f"execution; time per step (median of {REPEATS} after {WARMUP} "
+          f"warm-up runs); {os.cpu_count()} cores (more ranks than cores are "
+          "oversubscribed); executor overhead per part in us")
+    print(format_table(rows))
+    bad = [r for r in rows if not r["max_rel_error"] < 1e-12]
+    if bad:
+        raise AssertionError(f"results differ from NumPy: {bad}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
