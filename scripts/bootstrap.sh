@@ -4,8 +4,8 @@
 #   * Debian packages (as root only, when missing): PoCL OpenCL ICD, the ICD
 #     loader, graphviz (dot)
 #   * a virtualenv at .venv (override with VENV=...), with the package installed
-#     editable with all extras: test, docs, notebook, mpi (mpich + mpi4py from
-#     PyPI), jax (CPU jaxlib, for the JAX target)
+#     editable with the extras test, docs, notebook, mpich (MPICH + mpi4py from
+#     PyPI: the tests launch the venv's mpiexec), jax (CPU jaxlib)
 #   * a Jupyter kernel spec "python3" inside the venv (for nbclient)
 # A stamp file (.venv/.bootstrap-stamp) holding the hash of pyproject.toml and
 # of this script makes a second run take well under a second.
@@ -111,8 +111,8 @@ pip_q install --upgrade pip "setuptools>=77" wheel
 log "pip: installing mpich"
 pip_q install mpich
 
-log "pip: installing pytato_like editable with extras [test,docs,notebook,mpi,jax] (slow the first time)"
-pip_q install -e ".[test,docs,notebook,mpi,jax]"
+log "pip: installing pytato_like editable with extras [test,docs,notebook,mpich,jax] (slow the first time)"
+pip_q install -e ".[test,docs,notebook,mpich,jax]"
 
 # pyopencl[pocl] would pull this in; it does not work on this CPU and would
 # shadow Debian's PoCL.
