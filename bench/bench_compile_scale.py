@@ -6,8 +6,8 @@ Cases (issue 39), each checked against NumPy:
     ``x_0 + x_1 + ... + x_{N-1}`` of *N* placeholders of ``--n`` elements
     (2 N nodes): many inputs, one output.
 ``concat``
-    ``concatenate`` of *N* slices of one placeholder, in reverse order and
-    each scaled by its position (a gather written piece by piece).
+    ``concatenate`` of *N* slices of one placeholder (of ``max(2, n // N)``
+    elements each), in reverse order.
 ``stencil``
     *N* steps of the 1-D heat stencil ``u + c (roll(u, 1) - 2 u +
     roll(u, -1))`` on ``--n`` cells: a long explicit time loop.
@@ -145,14 +145,13 @@ def build_case(case: str, count: int, n: int):
         return stencil(total, pt, steps), data, reference
 
     if case == "concat":
-        width = max(1, n // count)
+        width = max(2, n // count)
         x = pt.make_placeholder("x", (count * width,), np.float64)
         data = {"x": rng.standard_normal(count * width)}
-        pieces = [(k + 1) * x[k * width:(k + 1) * width]
-                  for k in reversed(range(count))]
+        pieces = [x[k * width:(k + 1) * width] for k in reversed(range(count))]
 
         def reference():
-            return np.concatenate([(k + 1) * data["x"][k * width:(k + 1) * width]
+            return np.concatenate([data["x"][k * width:(k + 1) * width]
                                    for k in reversed(range(count))])
         return pt.concatenate(pieces), data, reference
 

@@ -9,7 +9,10 @@ many pieces.
   (:class:`~pytato_like.target.loopy.bound.PackedUpload`), also on
   replayed calls with new values, booleans and inputs passed through;
 - the passes are iterative: expression sizes of 100 000-deep scalar
-  expressions, the budget over 100 000 instructions.
+  expressions, the budget over 100 000 instructions;
+- a concatenation of many pieces lowers to a balanced tree of selects
+  (no recursion as deep as the pieces), whose pieces the cost model does
+  not take for broadcasts.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import pymbolic.primitives as prim
 import pytest
 
 import pytato_like as pt
-from pytato_like.scalar_expr import expression_size
+from pytato_like.scalar_expr import expression_children, expression_size
 from pytato_like.target.loopy import chunks as chunks_module
 
 pytestmark = pytest.mark.usefixtures("loopy_cache_dir")
@@ -165,3 +168,55 @@ def test_budget_over_100_000_instructions_needs_no_recursion():
     assert expression_size(insns[0].expr) == 5
     per_chunk = 8
     assert insns[-1].chunk == -(-depth // per_chunk) - 1
+
+
+def _select_depth(expr) -> int:
+    """The nesting depth of selects in *expr* (an explicit stack)."""
+    deepest = 0
+    stack = [(expr, 0)]
+    while stack:
+        e, depth = stack.pop()
+        if isinstance(e, prim.If):
+            depth += 1
+            deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in expression_children(e))
+    return deepest
+
+
+def test_many_piece_concatenation_lowers_to_a_balanced_select():
+    from pytato_like.transform.lower_to_index_lambda import to_index_lambda
+    count = 5000
+    x = pt.make_placeholder("x", (2 * count,), np.float64)
+    pieces = [x[2 * k:2 * k + 2] for k in reversed(range(count))]
+    lam = to_index_lambda(pt.concatenate(pieces))
+    hash(lam)   # no recursion as deep as the pieces
+    assert _select_depth(lam.expr) == 13    # ceil(log2(5000))
+    xv = np.arange(2 * count, dtype=np.float64)
+    out = pt.generate_numpy(lam)(x=xv)
+    np.testing.assert_array_equal(
+        out, np.concatenate([xv[2 * k:2 * k + 2] for k in reversed(range(count))]))
+
+
+def test_many_piece_concatenation_and_stack_on_the_device(queue):
+    count = 60
+    x = pt.make_placeholder("x", (3 * count,), np.float64)
+    pieces = [(k + 1) * x[3 * k:3 * k + 3] for k in reversed(range(count))]
+    cat = pt.concatenate(pieces)
+    stacked = pt.stack(pieces)
+    prg = pt.generate_loopy({"cat": cat, "stacked": stacked})
+    xv = np.random.default_rng(3).random(3 * count)
+    ref = [(k + 1) * xv[3 * k:3 * k + 3] for k in reversed(range(count))]
+    _, out = prg(queue, x=xv)
+    np.testing.assert_allclose(out["cat"], np.concatenate(ref), rtol=1e-15)
+    np.testing.assert_allclose(out["stacked"], np.stack(ref), rtol=1e-15)
+
+
+def test_concatenation_pieces_are_not_counted_as_broadcast_reuse():
+    from pytato_like.transform.materialize_cost import decide_storage
+    x = pt.make_placeholder("x", (120,), np.float64)
+    pieces = [2.0 * x[10 * k:10 * k + 10] for k in range(12)]
+    cat = pt.concatenate(pieces)
+    costs = decide_storage([cat])
+    # each piece is read once per element of its own range: inlined
+    assert not any(costs[id(p)].stored for p in pieces)
+    assert all(costs[id(p)].uses == 1 for p in pieces)

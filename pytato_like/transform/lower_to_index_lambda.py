@@ -29,7 +29,10 @@ AdvancedIndexIn...Axes          the index arrays read at the broadcast
                                 NumPy; out-of-range ones are clamped)
 Concatenate                     an ``If`` chain on the position along the
                                 axis, the operand shifted by its offset
+                                (a balanced tree of them beyond
+                                :data:`SELECT_CHAIN_MAX` operands)
 Stack                           an ``If`` chain on the stacking index
+                                (the same)
 NamedArray, ToDevice            the array it names or moves
 ==============================  ==========================================
 
@@ -358,10 +361,8 @@ def _lower_concatenate(expr) -> IndexLambda:
         index[axis] = _add(var, _neg(offsets[k]))
         return b.read(expr.arrays[k], index, expr.dtype)
 
-    result = piece(len(expr.arrays) - 1)
-    for k in reversed(range(len(expr.arrays) - 1)):
-        result = prim.If(prim.Comparison(var, "<", offsets[k + 1]), piece(k), result)
-    return b.build(expr, result)
+    pieces = [piece(k) for k in range(len(expr.arrays))]
+    return b.build(expr, _select_by_position(var, offsets, pieces))
 
 
 def _lower_stack(expr) -> IndexLambda:
@@ -370,10 +371,47 @@ def _lower_stack(expr) -> IndexLambda:
     out_vars = index_vars(expr.ndim)
     index = [*out_vars[:axis], *out_vars[axis + 1:]]
     pieces = [b.read(ary, index, expr.dtype) for ary in expr.arrays]
-    result = pieces[-1]
-    for k in reversed(range(len(pieces) - 1)):
-        result = prim.If(prim.Comparison(out_vars[axis], "==", k), pieces[k], result)
-    return b.build(expr, result)
+    if len(pieces) <= SELECT_CHAIN_MAX:
+        result = pieces[-1]
+        for k in reversed(range(len(pieces) - 1)):
+            result = prim.If(prim.Comparison(out_vars[axis], "==", k),
+                             pieces[k], result)
+        return b.build(expr, result)
+    return b.build(expr, _select_by_position(out_vars[axis],
+                                             list(range(len(pieces))), pieces))
+
+
+#: most pieces of a concatenation or stack selected by a chain of
+#: conditions (``i < o1 ? p0 : (i < o2 ? p1 : ...)``); more are selected
+#: by a balanced tree of them, whose depth grows as the logarithm of the
+#: number of pieces: a chain of 5 000 is too deep for the recursive
+#: hashing and walks of pymbolic and loopy
+SELECT_CHAIN_MAX = 8
+
+
+def _select_by_position(var: Any, starts: list[Any], pieces: list[Any]) -> Any:
+    """The piece ``k`` of *pieces* where ``starts[k] <= var <
+    starts[k + 1]`` (*starts* increasing, ``starts[0]`` the lowest
+    position): a chain of selects for a few pieces, a balanced tree of
+    them for more (built level by level, without recursion)."""
+    if len(pieces) <= SELECT_CHAIN_MAX:
+        result = pieces[-1]
+        for k in reversed(range(len(pieces) - 1)):
+            result = prim.If(prim.Comparison(var, "<", starts[k + 1]),
+                             pieces[k], result)
+        return result
+    # (first piece index, expression) of each subtree, merged in pairs
+    level = list(enumerate(pieces))
+    while len(level) > 1:
+        merged = []
+        for j in range(0, len(level) - 1, 2):
+            (first, left), (middle, right) = level[j], level[j + 1]
+            merged.append((first, prim.If(
+                prim.Comparison(var, "<", starts[middle]), left, right)))
+        if len(level) % 2:
+            merged.append(level[-1])
+        level = merged
+    return level[0][1]
 
 
 def _lower_named_array(expr) -> IndexLambda:

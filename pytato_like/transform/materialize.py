@@ -82,22 +82,26 @@ def mpms_selection(roots: list[Array], output_uses: dict[int, int]
                    ) -> set[int]:
     """The ids of the nodes below *roots* that the MPMS rule materializes;
     *output_uses* counts result entries per node id."""
-    order = toposort(roots, data_operands)
+    from pytato_like._traversal import depth_first
+
+    # (node, its data operands), operands first: the operands are found
+    # once (they cost more than the rest of the rule)
+    order = list(depth_first(roots, data_operands))
     nsuccessors = dict(output_uses)
-    for node in order:
-        for operand in data_operands(node):
+    for _, operands in order:
+        for operand in operands:
             nsuccessors[id(operand)] = nsuccessors.get(id(operand), 0) + 1
 
     # id -> None (no materialized predecessor), a node id (exactly one) or
     # _MANY; for a materialized node: its own id, which is what users see
     frontier: dict[int, Any] = {}
     selected: set[int] = set()
-    for node in order:
+    for node, operands in order:
         if _is_materialized_leaf(node):
             frontier[id(node)] = id(node)
             continue
         preds: Any = None
-        for operand in data_operands(node):
+        for operand in operands:
             f = frontier[id(operand)]
             if f is None or f == preds:
                 continue

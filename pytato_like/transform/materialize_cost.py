@@ -120,6 +120,9 @@ class _ExprFacts:
     uses: dict[str, float]
     #: binding names read only at the identity index outside reductions
     identity_names: frozenset[str]
+    #: binding names read only inside the branches of selects (the pieces
+    #: of a concatenation: each read on its own part of the domain)
+    selected_names: frozenset[str] = frozenset()
 
 
 def _extent(bound: Any, unknown: int) -> int:
@@ -136,26 +139,32 @@ def _expr_facts(expr: Any, ndim: int, unknown: int,
 
     uses: dict[str, float] = {}
     non_identity: set[str] = set()
+    unbranched: set[str] = set()
     identity = tuple(prim.Variable(f"_{i}") for i in range(ndim))
 
-    def walk(e, mult: float, in_reduce: bool) -> tuple[float, int]:
+    def walk(e, mult: float, in_reduce: bool,
+             in_branch: bool = False) -> tuple[float, int]:
         if isinstance(e, prim.Variable):
             if e.name not in names:
                 return 0.0, 0
             uses[e.name] = uses.get(e.name, 0.0) + mult
+            if not in_branch:
+                unbranched.add(e.name)
             if in_reduce or ndim != 0:
                 non_identity.add(e.name)
             return 0.0, 1
         if isinstance(e, prim.Subscript):
             name = cast(prim.Variable, e.aggregate).name
             uses[name] = uses.get(name, 0.0) + mult
+            if not in_branch:
+                unbranched.add(name)
             index = e.index if isinstance(e.index, tuple) else (e.index,)
             if in_reduce or tuple(index) != identity:
                 non_identity.add(name)
             ops = 0.0
             depth = 1
             for i in index:
-                o, d = walk(i, mult, in_reduce)
+                o, d = walk(i, mult, in_reduce, in_branch)
                 ops += o
                 depth = max(depth, d + 1)
             return ops, depth
@@ -166,23 +175,37 @@ def _expr_facts(expr: Any, ndim: int, unknown: int,
                     extent *= max(hi - lo, 1)
                 else:
                     extent *= unknown
-            o, d = walk(e.inner_expr, mult * extent, True)
+            o, d = walk(e.inner_expr, mult * extent, True, in_branch)
             return (o + 1) * extent, d + 1
         if isinstance(e, TypeCast):
-            o, d = walk(e.inner_expr, mult, in_reduce)
+            o, d = walk(e.inner_expr, mult, in_reduce, in_branch)
             return o + 1, d + 1
         if isinstance(e, prim.ExpressionNode):
             ops = 0.0
             depth = 0
+            # (a select on the position, as a concatenation's: each
+            # branch is evaluated on its part of the domain only)
+            branches = ((e.then, e.else_) if isinstance(e, prim.If)
+                        and _is_position_test(e.condition, ndim) else ())
             for child in _expression_children(e):
-                o, d = walk(child, mult, in_reduce)
+                o, d = walk(child, mult, in_reduce,
+                            in_branch or any(child is b for b in branches))
                 ops += o
                 depth = max(depth, d)
             return ops + _OP_WEIGHTS.get(type(e), 1.0), depth + 1
         return 0.0, 0
 
     ops, depth = walk(expr, 1.0, False)
-    return _ExprFacts(ops, depth, uses, frozenset(set(uses) - non_identity))
+    return _ExprFacts(ops, depth, uses, frozenset(set(uses) - non_identity),
+                      frozenset(set(uses) - unbranched))
+
+
+def _is_position_test(cond: Any, ndim: int) -> bool:
+    """Whether *cond* compares an output index (``_0``, ...) with
+    something: the selects of a concatenation or stack."""
+    return (isinstance(cond, prim.Comparison)
+            and isinstance(cond.left, prim.Variable)
+            and cond.left.name in {f"_{i}" for i in range(ndim)})
 
 
 #: rough cost of one scalar operation, in additions
@@ -231,8 +254,11 @@ def _named_expr(node: NamedArray) -> Array | None:
 
 
 def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
-              outlined: set[int] | None = None) -> tuple[float, int, list[tuple[Array, float, bool]]]:
-    """``(ops, depth, [(child, evaluations per element, elementwise)])`` of
+              outlined: set[int] | None = None
+              ) -> tuple[float, int, list[tuple[Array, float, bool, bool]]]:
+    """``(ops, depth, [(child, evaluations per element, elementwise,
+    selected)])`` (*selected*: read only in the branches of selects on the
+    position, as the pieces of a concatenation are) of
     *node*'s own definition, read from its index lambda
     (:func:`~pytato_like.transform.lower_to_index_lambda.to_index_lambda`:
     the model sees every node kind the way code generation inlines it).
@@ -240,7 +266,7 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
     shares expressions between nodes). Nodes without an index lambda
     are added to *outlined* (by ``id``)."""
     if isinstance(node, NamedArray) and _named_expr(node) is not None:
-        return 0.0, 0, [(node.expr, 1.0, True)]
+        return 0.0, 0, [(node.expr, 1.0, True, False)]
     try:
         lam = to_index_lambda(node)
     except CannotBeLoweredToIndexLambda:
@@ -248,7 +274,7 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
         # operand (index arrays, shape expressions) read once per element
         if outlined is not None:
             outlined.add(id(node))
-        return 2.0, 3, [(child, 1.0, False) for child in children_of(node)]
+        return 2.0, 3, [(child, 1.0, False, False) for child in children_of(node)]
     unknown = model.unknown_extent
     bindings = lam.bindings
     key = (id(lam.expr), lam.ndim, tuple(bindings))
@@ -262,7 +288,7 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
         n = facts.uses.get(name, 0.0)
         elementwise = (name in facts.identity_names
                        and child.shape == node.shape)
-        uses.append((child, n, elementwise))
+        uses.append((child, n, elementwise, name in facts.selected_names))
     return facts.ops, facts.depth, uses
 
 
@@ -295,9 +321,10 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
         info = _own_cost(node, model, memo, outlined)
         own[id(node)] = info
         node_size = sizes[id(node)] = _size(node)
-        for child, n, elw in info[2]:
+        for child, n, elw, selected in info[2]:
             child_size = sizes[id(child)]
-            if node_size is not None and child_size and node_size != child_size:
+            if (node_size is not None and child_size and node_size != child_size
+                    and not selected):
                 # broadcasts and reductions evaluate the child more often
                 # than it has elements; slicing less often
                 n = n * node_size / child_size
@@ -322,7 +349,7 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
             continue
         work = ops
         depth = 0
-        for child, n, _ in child_uses:
+        for child, n, _, _ in child_uses:
             c = costs[id(child)]
             if not c.stored:
                 work += n * c.work
