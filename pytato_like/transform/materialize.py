@@ -63,7 +63,6 @@ from pytato_like.transform._graph import (
     data_operands,
     gc_paused,
     stack_headroom,
-    toposort,
 )
 from pytato_like.transform.copy import CopyMapper, rebuild_with
 from pytato_like.transform.mapper import CachedMapper, with_default_map_methods
