@@ -178,13 +178,22 @@ def make_reduce(inner_expr, op, bounds: Mapping[str, tuple[Any, Any]]) -> Reduce
     return Reduce(inner_expr, op, constantdict(bounds))
 
 
+#: expression class -> its dataclass field names (None: not a dataclass)
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
 def expression_children(expr: Any) -> tuple:
     """The direct parts of scalar expression *expr* (operands, and for a
     :class:`Reduce` its inner expression and bounds), for walks with an
     explicit stack; ``()`` for a leaf."""
     if isinstance(expr, prim.ExpressionNode):
-        if dataclasses.is_dataclass(expr):
-            return tuple(getattr(expr, f.name) for f in dataclasses.fields(expr))
+        names = _FIELD_NAMES.get(type(expr))
+        if names is None:
+            names = _FIELD_NAMES[type(expr)] = (
+                tuple(f.name for f in dataclasses.fields(expr))
+                if dataclasses.is_dataclass(expr) else None)
+        if names is not None:
+            return tuple(getattr(expr, name) for name in names)
         return tuple(expr.__getinitargs__())
     if isinstance(expr, (tuple, list)):
         return tuple(expr)

@@ -97,6 +97,10 @@ def _is_identity(insn: Instruction, ref_node: Array, idx: tuple) -> bool:
             and _same_shape(ref_node.shape, insn.shape))
 
 
+#: a bound that is no bound
+UNBOUNDED = 1 << 62
+
+
 class KernelBudget:
     """What one kernel may still take: instructions, expression nodes
     and distinct arrays read (see :data:`MAX_KERNEL_OPERATIONS`,
@@ -120,6 +124,8 @@ class KernelBudget:
 
     def _size(self, insn: Instruction) -> int:
         from pytato_like.scalar_expr import expression_size
+        if self.max_ops >= UNBOUNDED:
+            return 0
         size = self._sizes.get(id(insn))
         if size is None:
             size = self._sizes[id(insn)] = expression_size(insn.expr,

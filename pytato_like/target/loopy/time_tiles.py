@@ -453,7 +453,7 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
     memory (bounds on a kernel's size of
     :func:`~pytato_like.target.loopy.chunks.assign_chunks`). Returns the
     runs."""
-    from pytato_like.target.loopy.chunks import KernelBudget
+    from pytato_like.target.loopy.chunks import UNBOUNDED, KernelBudget
     if tile is None:
         tile = TIME_TILE
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 0:
@@ -473,7 +473,7 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
         last = first
         # (the steps' size is bounded by TIME_TILE_STAGES; their
         # arguments still are the kernel's)
-        budget = KernelBudget(max_insns, max_ops=1 << 62, max_args=max_args)
+        budget = KernelBudget(max_insns, max_ops=UNBOUNDED, max_args=max_args)
         budget.add(chunks[first])
         while (last + 1 < len(chunks) and last + 1 - first < TIME_TILE_STAGES
                and budget.fits(chunks[last + 1])
