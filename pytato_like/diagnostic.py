@@ -6,6 +6,7 @@ derive from :class:`PytatoLikeError`, so ``except PytatoLikeError`` catches
 anything the library raises on purpose.
 
 .. autoexception:: PytatoLikeError
+.. autoexception:: PytatoLikeWarning
 .. autoexception:: ShapeMismatchError
 .. autoexception:: CannotBroadcastError
 .. autoexception:: AxisError
@@ -69,6 +70,11 @@ import pytools.tag as _pytools_tag
 
 class PytatoLikeError(Exception):
     """Base class of every exception pytato_like raises deliberately."""
+
+
+class PytatoLikeWarning(UserWarning):
+    """Base class of every warning pytato_like issues (the test suite turns
+    them into errors: setup.cfg)."""
 
 
 class ShapeMismatchError(PytatoLikeError, ValueError):
