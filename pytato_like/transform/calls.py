@@ -221,7 +221,9 @@ def concatenate_calls(expr: Any,
         if err_if_no_calls:
             raise ValueError("concatenate_calls: no call selected")
         if warn_if_no_calls:
-            warnings.warn("concatenate_calls: no call selected", stacklevel=2)
+            from pytato_like.diagnostic import PytatoLikeWarning
+            warnings.warn("concatenate_calls: no call selected",
+                          PytatoLikeWarning, stacklevel=2)
         return expr
 
     # every selected call's body must work row by row, and the bodies may
