@@ -330,7 +330,9 @@ def test_partition_drawing_shows_the_profile_of_a_two_rank_trace(tmp_path):
         partition = pickle.load(f)
     events = [e for e in json.loads(trace.read_text())["traceEvents"]
               if e["ph"] == "X"]
-    src = get_dot_graph_from_partition(partition, trace=str(trace))
+    # (the full view: one cluster per part, whatever the partition's size)
+    src = get_dot_graph_from_partition(partition, trace=str(trace),
+                                       view="full")
 
     for pid in partition.toposorted_part_ids:
         label = re.search(rf"^ *label=<part {re.escape(str(pid))}\b.*>;$",
