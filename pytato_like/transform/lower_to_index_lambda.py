@@ -56,6 +56,7 @@ bindings with ``self.rec`` (mix it into a
 the lowering rules of this module (one rule per node class).
 
 .. autofunction:: to_index_lambda
+.. autodata:: SELECT_CHAIN_MAX
 .. autoclass:: ToIndexLambdaMixin
 .. autoclass:: ToIndexLambdaMapper
 """

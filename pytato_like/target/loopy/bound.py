@@ -13,8 +13,12 @@ kernels are built once per context, together with those of the other
 programs generated since the last build (one ``clBuildProgram``, see
 :func:`~pytato_like.target.loopy.cache.kernel_program`).
 
+NumPy inputs of one call are uploaded together, by one copy
+(:class:`PackedUpload`).
+
 .. autoclass:: BoundPyOpenCLProgram
 .. autoclass:: BoundPyOpenCLExecutable
+.. autoclass:: PackedUpload
 """
 
 from __future__ import annotations

@@ -32,7 +32,19 @@ by a later one needs no barrier there. (The ``small_chunk_elements``
 option of :func:`~pytato_like.target.loopy.generate_loopy` overrides it;
 0 merges nothing.)
 
+**Kernels of bounded size.** A chunk, a merged run of small chunks and a
+time-tile run take at most :data:`MAX_KERNEL_OPERATIONS` expression
+nodes and :data:`MAX_KERNEL_READS` arrays read (:class:`KernelBudget`):
+loopy's code generation and PoCL's kernel compile grow with the size of
+a kernel, faster than linearly with its arguments, while chunks of one
+structure are one compiled kernel however often they are launched. So a
+long elementwise chain or a sum of thousands of inputs costs a few
+kernels of bounded size, not one kernel as large as the DAG.
+
 .. autodata:: SMALL_CHUNK_ELEMENTS
+.. autodata:: MAX_KERNEL_OPERATIONS
+.. autodata:: MAX_KERNEL_READS
+.. autoclass:: KernelBudget
 .. autofunction:: merge_small_chunks
 .. autofunction:: set_chunks
 
