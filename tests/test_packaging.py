@@ -82,3 +82,30 @@ def test_docs_link_numpy_loopy_pyopencl_mpi4py_offline():
             inv = InventoryFile.load(f, url, lambda base, uri: base + uri)
         if name in expected:
             assert any(expected[name] in objs for objs in inv.values()), name
+
+
+def test_package_warnings_are_errors_in_the_suite():
+    # setup.cfg's filterwarnings: a warning of ours fails the test that
+    # triggers it (concatenate_calls' is one)
+    import warnings
+
+    from pytato_like.diagnostic import PytatoLikeWarning
+    with pytest.raises(PytatoLikeWarning):
+        warnings.warn("a warning of pytato_like", PytatoLikeWarning,
+                      stacklevel=1)
+
+
+def test_extras_install_what_they_name():
+    import tomllib  # noqa: I001  (the suite runs on 3.11+)
+    project = tomllib.loads(
+        (pathlib.Path(__file__).resolve().parent.parent
+         / "pyproject.toml").read_text()
+    )["project"]
+    extras = project["optional-dependencies"]
+    assert extras["mpi"] == ["mpi4py"]                 # never PyPI's MPICH
+    assert set(extras["mpich"]) == {"mpich", "mpi4py"}
+    assert {"jupyterlab", "nbconvert", "ipykernel"} <= set(extras["notebook"])
+    assert "scipy" in extras["docs"]                    # doc/sparse.rst
+    assert extras["all"] == ["pytato_like[mpi,opencl,jax,notebook,docs]"]
+    assert project["scripts"]["pytato-like-check-env"] == \
+        "pytato_like.check_env:main"
