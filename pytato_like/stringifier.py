@@ -233,9 +233,11 @@ def summarize_dag(result: Array | AbstractResultWithNamedArrays,
         if len(result._data) > len(entries):
             entries.append(f"... ({len(result._data)} outputs)")
         head = f"DictOfNamedArrays({', '.join(entries)})"
-    else:
+    elif isinstance(result, Array):
         head = (f"{type(result).__name__}(shape={result.shape}, "
                 f"dtype={result.dtype})")
+    else:  # another result kind: its outputs
+        head = type(result).__name__
     kind_counts = tuple(sorted(counts.items(), key=lambda kc: (-kc[1], kc[0])))
     return DagSummary(head=head, n_nodes=len(order), kind_counts=kind_counts,
                       inputs=tuple(inputs))
