@@ -13,10 +13,12 @@ DAGs of at most :data:`REPR_MAX_NODES` nodes whose text fits in
 prints its arrays' structure a few levels deep). A larger DAG prints as a
 summary (:func:`summarize_dag`): the root's kind, shape and dtype, the node
 count by kind, and the inputs. The README's 100-step stencil, 58 KB as
-full text, prints in five lines::
+full text, prints in four lines::
 
     IndexLambda(shape=(1000,), dtype=float64): a DAG of 701 nodes
-      300 IndexLambda, 200 Roll, ...
+      500 IndexLambda, 200 Roll, 1 Placeholder
+      inputs: Placeholder(name='u', shape=(1000,), dtype=float64)
+      (full text: pytato_like.stringify(...); drawing: pytato_like.show_dot_graph(...))
 
 .. autofunction:: stringify_dag
 .. autofunction:: stringify
