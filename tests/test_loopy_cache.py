@@ -33,6 +33,7 @@ _SCRIPT = textwrap.dedent("""
     _, out = prg(q, x=xv)
     print(json.dumps({"codegen_calls": cache.CODEGEN_CALLS,
                       "cache": prg.stats.cache,
+                      "loopy_imported": "loopy" in sys.modules,
                       "a": out["a"].tolist(),
                       "b_sum": float(out["b"].sum())}))
 """)
@@ -54,6 +55,13 @@ def test_second_process_skips_code_generation(tmp_path):
     assert second["cache"] == "disk"
     assert second["codegen_calls"] == 0
     assert second["a"] == first["a"] and second["b_sum"] == first["b_sum"]
+    xv = np.linspace(0, 1, 2000).reshape(50, 40)
+    np.testing.assert_allclose(
+        second["a"], np.sum(np.roll(xv, 1, axis=0) * np.arange(40.0), axis=1),
+        rtol=1e-13)
+    # a warm start runs the cached plan through pyopencl: loopy (~0.2 s of
+    # imports) is not loaded at all
+    assert first["loopy_imported"] and not second["loopy_imported"]
     # the generated kernels are cached on their own (shared by programs);
     # OpenCL binaries are left to PoCL's and pyopencl's caches
     assert glob.glob(os.path.join(str(tmp_path), "*", "kernels", "*.pkl"))

@@ -107,14 +107,20 @@ def _split_options(options, result_is_dict: bool):
     """``(our options dict, loopy.Options)`` for the *options* argument of
     :func:`generate_loopy`: a :class:`loopy.Options`, None, or a dict of
     our keys and loopy option names. Raises :class:`ValueError` (as pytato
-    does) when ``return_dict`` does not match the kind of result."""
+    does) when ``return_dict`` does not match the kind of result.
+
+    With no loopy option (None, or a dict of our keys only) the second
+    item is None and loopy is not imported: a warm start (a cache hit)
+    never needs it, and its import costs ~0.2 s. The program makes the
+    default ``loopy.Options`` when its translation unit is asked for."""
+    if options is None or (isinstance(options, dict)
+                           and set(options) <= set(_OWN_OPTIONS)):
+        return dict(options or {}), None
     import loopy as lp
 
     from pytato_like.diagnostic import ConfigurationError
     ours: dict[str, Any] = {}
-    if options is None:
-        lp_options = lp.Options(return_dict=result_is_dict)
-    elif isinstance(options, lp.Options):
+    if isinstance(options, lp.Options):
         lp_options = options
     elif isinstance(options, dict):
         loopy_names = _loopy_option_names()
