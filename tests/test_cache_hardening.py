@@ -413,6 +413,77 @@ def test_bitcode_and_elf_checks_against_files_pocl_wrote(tmp_path):
         assert not is_valid_elf(library[:n]), n
     assert not is_valid_bitcode(library) and not is_valid_elf(bitcode)
 
+
+def _pocl_folder_of_copies(tmp_path, n_entries):
+    """A PoCL folder of *n_entries* copies of an entry PoCL wrote, and the
+    copies' paths."""
+    import shutil
+    source = _private_tmp(tmp_path, "source")
+    _pocl_run(source)
+    entry = glob.glob(str(source / "pocl" / "*" / "*" / "program.bc"))[0]
+    folder = tmp_path / "pocl"
+    entries = []
+    for i in range(n_entries):
+        copy = folder / f"{i % 7:02d}" / f"ENTRY{i:05d}"
+        shutil.copytree(os.path.dirname(entry), copy)
+        entries.append(copy)
+    return folder, entries
+
+
+@pytest.mark.parametrize("damage", ["bitcode", "library"])
+def test_background_pocl_check_removes_damaged_entries_before_the_build(
+        tmp_path, monkeypatch, damage):
+    from pytato_like import _pocl_cache
+    folder, entries = _pocl_folder_of_copies(tmp_path, 40)
+    assert all(_pocl_cache._entry_is_valid(str(e), 0.0) for e in entries)
+    bad = entries[:3]
+    for entry in bad:
+        path = (entry / "program.bc" if damage == "bitcode"
+                else next(entry.rglob("*.so")))
+        _truncate(path, 3)
+    monkeypatch.setattr(_pocl_cache, "_OURS", str(folder))
+    monkeypatch.setattr(_pocl_cache, "_CHECKED", False)
+    monkeypatch.setattr(_pocl_cache, "_BACKGROUND", None)
+    _pocl_cache.start_background_check()
+    thread = _pocl_cache._BACKGROUND
+    assert thread is not None and thread.daemon
+    # what build_program calls: it waits for the thread, and reports its count
+    assert _pocl_cache.check_pocl_cache() == len(bad)
+    assert not thread.is_alive()
+    assert sorted(p.name for p in folder.glob("*/*")) == sorted(
+        e.name for e in entries[len(bad):])
+    # once per process: neither a second start nor a second check walks again
+    _pocl_cache.start_background_check()
+    assert _pocl_cache._BACKGROUND is thread
+    _truncate(entries[-1] / "program.bc", 3)
+    assert _pocl_cache.check_pocl_cache() == len(bad)
+    assert _pocl_cache.check_pocl_cache(force=True) == 1
+
+
+def test_pocl_check_in_a_fresh_process_runs_in_the_background(tmp_path):
+    # importing the OpenCL target's cache starts the check; the first build
+    # finds it finished
+    folder = _private_tmp(tmp_path)
+    _pocl_run(folder)
+    code = textwrap.dedent("""
+        import json, threading
+        import pytato_like
+        from pytato_like import _pocl_cache
+        from pytato_like.target.loopy import cache
+        thread = _pocl_cache._BACKGROUND
+        started = thread is not None
+        n = _pocl_cache.check_pocl_cache()
+        print(json.dumps({"started": started, "alive": thread.is_alive(),
+                          "removed": n, "checked": _pocl_cache._CHECKED}))
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "POCL_CACHE_DIR"}
+    env.update(PYTATO_LIKE_CACHE_DIR=str(folder))
+    proc = subprocess.run([sys.executable, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"started": True, "alive": False,
+                                       "removed": 0, "checked": True}
+
 # }}}
 
 

@@ -64,6 +64,7 @@ import re
 import sys
 from typing import Any
 
+from pytato_like import _pocl_cache
 from pytato_like._traversal import ArrayRef
 from pytato_like.array import Array, NamedArray
 from pytato_like.target.loopy import cache_files
@@ -81,6 +82,11 @@ _MEMORY_KERNELS: dict[str, Any] = {}
 _PROGRAMS: dict[tuple, Any] = {}
 
 logger = logging.getLogger("pytato_like.cache")
+
+# PoCL's folder is checked before the first OpenCL build; the walk starts
+# now, beside the key computation and plan loading of the first program
+# (a warm start then does not wait for it)
+_pocl_cache.start_background_check()
 
 
 @functools.lru_cache(maxsize=1)
@@ -359,8 +365,7 @@ def build_program(ctx, code: str):
     if prg is None:
         global OPENCL_BUILDS
         OPENCL_BUILDS += 1
-        from pytato_like import _pocl_cache as pocl_cache
-        pocl_cache.check_pocl_cache()
+        _pocl_cache.check_pocl_cache()  # waits for the background check
         # NumPy rounds every product and sum: no fused multiply-add
         # (OpenCL C allows contraction by default, which changes the last
         # bits, e.g. of arange's start + i * delta)
@@ -373,7 +378,7 @@ def build_program(ctx, code: str):
                            (str(first).splitlines() or [""])[0][:200])
             try:
                 prg = _build_with_kernels(
-                    ctx, pocl_cache.uncached_source(source), code)
+                    ctx, _pocl_cache.uncached_source(source), code)
             except Exception:  # noqa: BLE001
                 raise first from None  # its build log's lines match *code*
         _PROGRAMS[key] = prg
