@@ -12,7 +12,8 @@ many pieces.
   expressions, the budget over 100 000 instructions;
 - a concatenation of many pieces lowers to a balanced tree of selects
   (no recursion as deep as the pieces), whose pieces the cost model does
-  not take for broadcasts.
+  not take for broadcasts; runs of look-alike slices are one expression
+  of the piece number (:mod:`~pytato_like.transform.piece_runs`).
 """
 
 from __future__ import annotations
@@ -186,11 +187,28 @@ def _select_depth(expr) -> int:
 def test_many_piece_concatenation_lowers_to_a_balanced_select():
     from pytato_like.transform.lower_to_index_lambda import to_index_lambda
     count = 5000
+    # pieces of two alternating widths: no run of look-alike pieces
+    widths = [1 + k % 2 for k in range(count)]
+    xs = [pt.make_placeholder(f"x{k}", (w,), np.float64)
+          for k, w in enumerate(widths)]
+    lam = to_index_lambda(pt.concatenate(xs))
+    hash(lam)   # no recursion as deep as the pieces
+    assert _select_depth(lam.expr) == 13    # ceil(log2(5000))
+    rng = np.random.default_rng(5)
+    values = {f"x{k}": rng.random(w) for k, w in enumerate(widths)}
+    out = pt.generate_numpy(lam)(**values)
+    np.testing.assert_array_equal(out, np.concatenate(list(values.values())))
+
+
+def test_many_look_alike_slices_lower_to_one_expression():
+    from pytato_like.transform.lower_to_index_lambda import to_index_lambda
+    count = 5000
     x = pt.make_placeholder("x", (2 * count,), np.float64)
     pieces = [x[2 * k:2 * k + 2] for k in reversed(range(count))]
     lam = to_index_lambda(pt.concatenate(pieces))
-    hash(lam)   # no recursion as deep as the pieces
-    assert _select_depth(lam.expr) == 13    # ceil(log2(5000))
+    # one run (slices 4999 .. 1) and the offset-free slice x[0:2]
+    assert _select_depth(lam.expr) == 1
+    assert expression_size(lam.expr) < 50    # not 5000 pieces
     xv = np.arange(2 * count, dtype=np.float64)
     out = pt.generate_numpy(lam)(x=xv)
     np.testing.assert_array_equal(

@@ -9,6 +9,7 @@ import re
 import sys
 
 import numpy as np
+import pymbolic.primitives as prim
 import pytest
 
 from _kernel_source import has_select, kernels
@@ -310,6 +311,97 @@ def test_pieces_past_2_to_the_31_get_64_bit_indices():
     small, _ = build_plan({"y": pt.concatenate([big[:5000], tail + 1])})
     assert all("long" not in k.device_code for k in small.kernels)
 
+
+# }}}
+
+
+# {{{ many look-alike pieces (piece_runs): one expression per run
+
+def _slices(x, width, order):
+    return [x[k * width:(k + 1) * width] for k in order]
+
+
+@pytest.mark.parametrize("count", [300, 2000])
+def test_many_slices_are_one_expression_of_the_piece_number(queue, rng, count):
+    width = 3
+    x = pt.make_placeholder("x", (count * width,), np.float64)
+    xv = rng.standard_normal(count * width)
+    order = list(reversed(range(count)))
+    y = pt.concatenate(_slices(x, width, order))
+    want = np.concatenate([xv[k * width:(k + 1) * width] for k in order])
+    prg = _run(queue, {"y": y}, {"x": xv}, {"y": want})
+    # the kernel does not grow with the pieces: one read of x per run
+    # (the last piece, k = 0, has no offset to fill in: a run of its own)
+    source = prg.get_source()
+    assert len(re.findall(r"\bx\[", source)) <= 2, source
+    assert len(source) < 4000
+
+
+def test_runs_break_where_the_pattern_changes(queue, rng):
+    x = pt.make_placeholder("x", (60,), np.float64)
+    z = pt.make_placeholder("z", (4,), np.float64)
+    xv, zv = rng.standard_normal(60), rng.standard_normal(4)
+    # two progressions of different steps, a foreign piece between two
+    # runs, a permutation (no progression), pieces of another width
+    order = [0, 1, 2, 3, 4, 5, 11, 9, 7, 5, 3, 1]
+    pieces = [x[2 * k:2 * k + 2] for k in order] + [z]
+    pieces += [x[2 * k:2 * k + 2] for k in [6, 7, 8, 9, 10]]
+    pieces += [x[2 * k:2 * k + 2] for k in [3, 0, 2, 1]]
+    pieces += [x[3 * k:3 * k + 3] for k in range(5)]
+    pieces += [x[k:k + 2] + 1.0 for k in range(20, 30)]
+    y = pt.concatenate(pieces)
+    want = np.concatenate(
+        [xv[2 * k:2 * k + 2] for k in order] + [zv]
+        + [xv[2 * k:2 * k + 2] for k in [6, 7, 8, 9, 10]]
+        + [xv[2 * k:2 * k + 2] for k in [3, 0, 2, 1]]
+        + [xv[3 * k:3 * k + 3] for k in range(5)]
+        + [xv[k:k + 2] + 1.0 for k in range(20, 30)])
+    _run(queue, {"y": y}, {"x": xv, "z": zv}, {"y": want})
+    from pytato_like.transform.piece_runs import piece_runs
+    runs = [(r.first, r.stop) for r in piece_runs(pieces) if r.template]
+    # x[0:2] and x[0:3] have no offset to fill in (k = 0): runs of their
+    # own; so have the sums, each reading a slice node of its own
+    assert runs == [(1, 6), (6, 12), (13, 18), (23, 27)]
+
+
+def test_many_pieces_of_mixed_dtypes_along_an_inner_axis(queue, rng):
+    x = pt.make_placeholder("x", (3, 200), np.float32)
+    xv = rng.standard_normal((3, 200)).astype(np.float32)
+    w = pt.make_placeholder("w", (3, 1), np.float64)
+    wv = rng.standard_normal((3, 1))
+    pieces = [x[:, k:k + 2] for k in range(1, 150, 3)] + [w]
+    want = np.concatenate([xv[:, k:k + 2] for k in range(1, 150, 3)] + [wv],
+                          axis=1)
+    _run(queue, {"y": pt.concatenate(pieces, axis=1)}, {"x": xv, "w": wv},
+         {"y": want})
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_stack_of_many_rows_is_one_expression(queue, rng, axis):
+    x = pt.make_placeholder("x", (400, 3, 4), np.int32)
+    xv = rng.integers(-100, 100, (400, 3, 4)).astype(np.int32)
+    rows = list(range(1, 400, 2))
+    y = pt.stack([x[k] for k in rows], axis=axis).astype(np.float64)
+    want = np.stack([xv[k] for k in rows], axis=axis).astype(np.float64)
+    prg = _run(queue, {"y": y}, {"x": xv}, {"y": want})
+    assert len(re.findall(r"\bx\[", prg.get_source())) <= 2
+
+
+def test_large_piece_expressions_are_not_compared():
+    """A piece of more than TEMPLATE_MAX_SIZE expression nodes is left
+    alone (the template mappers are recursive pymbolic mappers; an
+    IndexLambda's expression is hashed recursively when it is built, so
+    it cannot be 100 000 deep)."""
+    from pytato_like.array import IndexLambda
+    from pytato_like.transform.piece_runs import TEMPLATE_MAX_SIZE, piece_runs
+    x = pt.make_placeholder("x", (4,), np.float64)
+    expr = prim.Subscript(prim.Variable("_in0"), (prim.Variable("_0"),))
+    for k in range(TEMPLATE_MAX_SIZE):
+        expr = prim.Sum((expr, k % 3))
+    deep = IndexLambda(expr, (4,), np.float64, {"_in0": x}, None)
+    runs = piece_runs([deep] * 6 + [x[k:k + 4] for k in range(0, 24, 4)])
+    assert [(r.first, r.stop, r.template is None) for r in runs] == [
+        *[(k, k + 1, True) for k in range(7)], (7, 12, False)]
 
 # }}}
 

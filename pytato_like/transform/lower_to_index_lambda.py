@@ -30,7 +30,10 @@ AdvancedIndexIn...Axes          the index arrays read at the broadcast
 Concatenate                     an ``If`` chain on the position along the
                                 axis, the operand shifted by its offset
                                 (a balanced tree of them beyond
-                                :data:`SELECT_CHAIN_MAX` operands)
+                                :data:`SELECT_CHAIN_MAX` operands, where
+                                runs of look-alike pieces are each one
+                                expression of the piece number:
+                                :mod:`~pytato_like.transform.piece_runs`)
 Stack                           an ``If`` chain on the stacking index
                                 (the same)
 NamedArray, ToDevice            the array it names or moves
@@ -85,6 +88,7 @@ from pytato_like.array import (
 from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
 from pytato_like.transform.copy import rebuild_with
 from pytato_like.transform.mapper import Mapper
+from pytato_like.transform.piece_runs import piece_runs, run_value
 from pytato_like.reductions import AnyReductionOperation, SumReductionOperation
 from pytato_like.scalar_expr import (
     TypeCast,
@@ -149,12 +153,17 @@ class _LambdaBuilder:
         self._name_of: dict[int, str] = {}
         self._vng = UniqueNameGenerator()
 
-    def read(self, ary: Array, index: list | tuple, dtype=None) -> Any:
+    def name_of(self, ary: Array) -> str:
+        """The name *ary* is bound under (bound now if it was not)."""
         name = self._name_of.get(id(ary))
         if name is None:
             name = self._vng(f"_in{len(self.bindings)}")
             self._name_of[id(ary)] = name
             self.bindings[name] = ary
+        return name
+
+    def read(self, ary: Array, index: list | tuple, dtype=None) -> Any:
+        name = self.name_of(ary)
         access: prim.ExpressionNode = (
             prim.Subscript(prim.Variable(name), tuple(index))
             if ary.ndim else prim.Variable(name))
@@ -362,8 +371,28 @@ def _lower_concatenate(expr) -> IndexLambda:
         index[axis] = _add(var, _neg(offsets[k]))
         return b.read(expr.arrays[k], index, expr.dtype)
 
-    pieces = [piece(k) for k in range(len(expr.arrays))]
-    return b.build(expr, _select_by_position(var, offsets, pieces))
+    if len(expr.arrays) <= SELECT_CHAIN_MAX or not all(
+            isinstance(o, int) for o in offsets):
+        pieces = [piece(k) for k in range(len(expr.arrays))]
+        return b.build(expr, _select_by_position(var, offsets, pieces))
+    # many pieces: runs of look-alike ones are read as one expression of
+    # the piece number (its size does not grow with the run)
+    starts: list[Any] = []
+    values: list[Any] = []
+    for run in piece_runs(expr.arrays):
+        starts.append(offsets[run.first])
+        if run.template is None:
+            values.append(piece(run.first))
+            continue
+        width = expr.arrays[run.first].shape[axis]
+        relative = _add(var, -offsets[run.first])
+        value = run_value(run, _floordiv(relative, width),
+                          {var.name: _mod(relative, width) if width != 1 else 0},
+                          b.name_of)
+        if run.template.key[1] != expr.dtype:
+            value = TypeCast(expr.dtype, value)
+        values.append(value)
+    return b.build(expr, _select_by_position(var, starts, values))
 
 
 def _lower_stack(expr) -> IndexLambda:
@@ -371,15 +400,29 @@ def _lower_stack(expr) -> IndexLambda:
     axis = expr.axis
     out_vars = index_vars(expr.ndim)
     index = [*out_vars[:axis], *out_vars[axis + 1:]]
-    pieces = [b.read(ary, index, expr.dtype) for ary in expr.arrays]
-    if len(pieces) <= SELECT_CHAIN_MAX:
+    if len(expr.arrays) <= SELECT_CHAIN_MAX:
+        pieces = [b.read(ary, index, expr.dtype) for ary in expr.arrays]
         result = pieces[-1]
         for k in reversed(range(len(pieces) - 1)):
             result = prim.If(prim.Comparison(out_vars[axis], "==", k),
                              pieces[k], result)
         return b.build(expr, result)
-    return b.build(expr, _select_by_position(out_vars[axis],
-                                             list(range(len(pieces))), pieces))
+    # many arrays: runs of look-alike ones read as one (see the above)
+    starts: list[Any] = []
+    values: list[Any] = []
+    # a stacked array's axis d is the stack's axis d (or d + 1 past *axis*)
+    own_index = {index_var(d).name: index[d] for d in range(expr.ndim - 1)}
+    for run in piece_runs(expr.arrays):
+        starts.append(run.first)
+        if run.template is None:
+            values.append(b.read(expr.arrays[run.first], index, expr.dtype))
+            continue
+        value = run_value(run, _add(out_vars[axis], -run.first), own_index,
+                          b.name_of)
+        if run.template.key[1] != expr.dtype:
+            value = TypeCast(expr.dtype, value)
+        values.append(value)
+    return b.build(expr, _select_by_position(out_vars[axis], starts, values))
 
 
 #: most pieces of a concatenation or stack selected by a chain of
