@@ -388,6 +388,9 @@ class ChunkSpecBuilder:
         self.global_args: set[str] = set()
         # structure -> key, see _key
         self._spec_keys: dict[tuple, str] = {}
+        # what _finish reads of a chunk -> (its spec, the names it added
+        # to the scope, the sizes it noted as used), see spec
+        self._finished: dict[tuple, tuple] = {}
 
     def spec(self, chunk: list[Instruction], k: int, written_in: dict[str, int],
              read_in: dict[str, set[int]], canonical: bool = True) -> dict:
@@ -422,7 +425,89 @@ class ChunkSpecBuilder:
                 self._emit(scope, body, insn, barrier_of, sequential)
         if not sequential:
             body.lp_insns.extend(_barriers(phases, body.phase_insn_ids))
+        helpers: set = set()
+        for insn in chunk:
+            helpers |= insn.helpers
 
+        # the rest depends only on the canonical body and what the scope
+        # holds: chunks equal up to program names (the steps of a time
+        # loop) replay the first one's result instead of redoing it
+        memo_key = self._finish_key(scope, body, k, written_in, read_in,
+                                    helpers, sequential)
+        done = self._finished.get(memo_key)
+        if done is not None:
+            return self._replay(scope, done)
+        before = dict.fromkeys(scope.rename)
+        sizes_before = set(scope.sizes_used)
+        spec = self._finish(scope, body, k, written_in, read_in, helpers,
+                            sequential)
+        added = [(n, scope.rename[n], scope.const_sizes.get(n))
+                 for n in scope.rename if n not in before]
+        # (a copy: the kernel generator names the spec it is given)
+        self._finished[memo_key] = (dict(spec), added,
+                                    scope.sizes_used - sizes_before)
+        return spec
+
+    def _finish_key(self, scope: _ChunkScope, body: _ChunkBody, k: int,
+                    written_in: dict[str, int], read_in: dict[str, set[int]],
+                    helpers: set, sequential: bool) -> tuple:
+        """What :meth:`_finish` reads of a chunk, without program names of
+        arrays (their buffers' kinds, shapes and dtypes, and where they
+        are written and read relative to the chunk, instead)."""
+        buffers = self.buffers
+        arrays = []
+        for name in sorted(scope.arrays_used, key=lambda n: scope.rename[n]):
+            spec = buffers[name]
+            arrays.append((scope.rename[name], spec.kind, spec.dtype, spec.shape,
+                           written_in.get(name) == k,
+                           bool(read_in.get(name, set()) - {k})))
+        rename = tuple(
+            (local, scope.const_sizes.get(name), name if local == name else None)
+            for name, local in scope.rename.items())
+        return (sequential, tuple(arrays), rename,
+                tuple(sorted(scope.rename.get(n, n) for n in scope.sizes_used)),
+                tuple(scope.group_extents.items()),
+                tuple((type(i).__name__, i.id, getattr(i, "assignee", None),
+                       getattr(i, "expression", None), i.depends_on,
+                       i.within_inames, i.no_sync_with) for i in body.lp_insns),
+                tuple(body.domains),
+                tuple((t.name, t.dtype, t.shape, t.address_space)
+                      for t in body.temps.values()),
+                frozenset(body.reduction_groups),
+                tuple((pos, inames, p.axis, p.offset, p.position)
+                      for pos, inames, p in body.placed),
+                body.wide_offsets, tuple(sorted(helpers)))
+
+    def _replay(self, scope: _ChunkScope, done: tuple) -> dict:
+        """The spec of a chunk equal (up to program names) to the one that
+        made *done*: its result with this chunk's bindings, after giving
+        the scope the local names the first one added."""
+        spec, added, sizes_added = done
+        for name, local, value in added:
+            if value is not None:
+                scope.const_size(value)
+            else:
+                scope.local(name, local[len("_pt_")] if
+                            _CANONICAL_RE.fullmatch(local) else "s")
+            # (the same pre-state gives the same numbering)
+            assert scope.rename[name] == local, (name, local)
+        scope.sizes_used |= sizes_added
+        program_name = {local: name for name, local in scope.rename.items()}
+        bindings = {}
+        for arg in spec["args"]:
+            name = program_name[arg.name]
+            bindings[arg.name] = name
+            if isinstance(arg, lp.ArrayArg):
+                self.global_args.add(name)
+        return {**spec, "bindings": bindings,
+                "const_sizes": {scope.local(n, "s"): v
+                                for n, v in scope.const_sizes.items()},
+                "name": None}
+
+    def _finish(self, scope: _ChunkScope, body: _ChunkBody, k: int,
+                written_in: dict[str, int], read_in: dict[str, set[int]],
+                helpers: set, sequential: bool) -> dict:
+        """The spec of a chunk whose loopy instructions are in *body*."""
         # sizes as arguments: a chunk whose schedule does not depend on its
         # sizes gets them as kernel arguments, so that the steps of a
         # shrinking (or growing) loop are one kernel
@@ -452,16 +537,13 @@ class ChunkSpecBuilder:
                                                body.temps, body.wide_offsets,
                                                sequential)
         dom_strs = _domain_strings(scope, args, body.domains)
-        helpers: set = set()
-        for insn in chunk:
-            helpers |= insn.helpers
         key = self._key(wide, dom_strs, body.lp_insns, args, body.temps,
                         helpers, sequential)
         return {"key": key, "domains": dom_strs, "insns": body.lp_insns,
                 "args": args, "temps": list(body.temps.values()),
                 "bindings": bindings, "helpers": helpers,
                 # (a sequential chunk: no loop is parallel)
-                "groups": {} if sequential else scope.group_extents,
+                "groups": {} if sequential else dict(scope.group_extents),
                 "reduction_groups": body.reduction_groups,
                 "wide_offsets": body.wide_offsets,
                 "const_sizes": {scope.local(n, "s"): v

@@ -124,7 +124,6 @@ class KernelBudget:
         self.max_insns = max_insns
         self.max_ops = MAX_KERNEL_OPERATIONS if max_ops is None else max_ops
         self.max_args = MAX_KERNEL_READS if max_args is None else max_args
-        self._sizes: dict[int, int] = {}
         self.reset()
 
     def reset(self) -> None:
@@ -138,10 +137,13 @@ class KernelBudget:
         from pytato_like.scalar_expr import expression_size
         if self.max_ops >= UNBOUNDED:
             return 0
-        size = self._sizes.get(id(insn))
-        if size is None:
-            size = self._sizes[id(insn)] = expression_size(insn.expr,
-                                                           self.max_ops)
+        memo = insn.size_memo
+        # (a size below its limit is exact; one at the limit is at least
+        # the limit, which is as good for any smaller one)
+        if memo is not None and (memo[1] < memo[0] or memo[0] >= self.max_ops):
+            return memo[1]
+        size = expression_size(insn.expr, self.max_ops)
+        insn.size_memo = (self.max_ops, size)
         return size
 
     def fits(self, insns: list[Instruction]) -> bool:

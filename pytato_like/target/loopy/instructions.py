@@ -155,6 +155,9 @@ class Instruction:
     #: the instruction's chunk is small chunks merged into one kernel of
     #: sequential loops (one work-item, no barrier)
     sequential: bool = False
+    #: ``(limit, expression_size(expr, limit))`` once a kernel budget
+    #: sized it (budgets of several passes share it)
+    size_memo: tuple[int, int] | None = None
 
     def writers(self) -> list[Instruction]:
         """The instructions writing :attr:`node`: the pieces, or this one."""
