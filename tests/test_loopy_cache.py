@@ -106,6 +106,35 @@ def test_key_is_structural_and_ignores_data_values():
     assert _key(x * 2.0) != _key(x * 3.0)
 
 
+def test_key_tells_apart_operand_order_names_shapes_and_tags():
+    from pytato_like.tags import ImplStored
+    x = pt.make_placeholder("x", (4,), np.float64)
+    y = pt.make_placeholder("y", (4,), np.float64)
+    keys = [_key(pt.concatenate([x, y])), _key(pt.concatenate([y, x])),
+            _key(x - y), _key(y - x), _key(x - x),
+            _key(pt.reshape(pt.concatenate([x, y]), (2, 4))),
+            _key(pt.reshape(pt.concatenate([x, y]), (4, 2))),
+            _key(pt.roll(x, 1)), _key(pt.roll(x, 2)),
+            _key((x + 1).tagged(ImplStored())), _key(x + 1),
+            _key(pt.make_placeholder("z", (4,), np.float64) + 1)]
+    assert len(set(keys)) == len(keys)
+    # equal structure built twice: equal keys
+    assert _key(pt.concatenate([x, y])) == keys[0]
+    assert _key(x - y) == _key(pt.make_placeholder("x", (4,), np.float64)
+                               - pt.make_placeholder("y", (4,), np.float64))
+
+
+def test_key_of_a_dag_100000_deep():
+    # the key is one loop over the topological order: no recursion
+    assert sys.getrecursionlimit() <= 10_000
+    x = pt.make_placeholder("x", (3,), np.float64)
+    u = x
+    for _ in range(100_000):
+        u = pt.roll(u, 1)  # the cheapest node to build
+    k = _key(u)
+    assert len(k) == 64 and k != _key(pt.roll(u, 1))
+
+
 def test_key_is_equal_across_processes():
     code = ("import numpy as np, pytato_like as pt;"
             "from pytato_like._traversal import topological_order as t;"

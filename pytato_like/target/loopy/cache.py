@@ -160,50 +160,91 @@ def _disk_enabled() -> bool:
 
 # {{{ structural key
 
-def _field_repr(value, kind, index, expr_reprs) -> str:
-    if kind.by_identity:
-        return "<data>"
-    if not kind.holds_arrays:
-        if isinstance(value, Array):  # pragma: no cover - defensive
-            return f"@{index[id(value)]}"
-        r = expr_reprs.get(id(value))
-        if r is None:
-            r = repr(value)
-            expr_reprs[id(value)] = r
-            expr_reprs[-id(value)] = value  # keep alive: ids stay unique
-        return r
-    return repr(kind.canonical(value, lambda a: ArrayRef(index[id(a)])))
+# how each field kind is written: 0 value (repr, once per object), 1 data
+# (identity: not part of the key), 2 one array, 3 a tuple of arrays, 4 a
+# mapping of names to arrays, 5 anything else (repr of its canonical form)
+_VALUE, _DATA, _ONE, _TUPLE, _MAPPING, _OTHER = range(6)
+# class -> ((field name, how it is written, kind), ...)
+_FIELD_PLANS: dict[type, tuple] = {}
+
+
+def _field_plan(cls: type) -> tuple:
+    from pytato_like.array import ARRAY, ARRAY_TUPLE, BINDINGS
+    plan = []
+    for name, kind in cls._fields:  # type: ignore[attr-defined]
+        if kind.by_identity:
+            how = _DATA
+        elif not kind.holds_arrays:
+            how = _VALUE
+        else:
+            how = {id(ARRAY): _ONE, id(ARRAY_TUPLE): _TUPLE,
+                   id(BINDINGS): _MAPPING}.get(id(kind), _OTHER)
+        plan.append((name, how, kind))
+    _FIELD_PLANS[cls] = result = tuple(plan)
+    return result
 
 
 def dag_key(outputs: dict[str, Array], order: list[Array], extra: str = "") -> str:
     """Persistent structural key of the DAG computing *outputs* (*order* is
-    its topological order), plus *extra*."""
+    its topological order), plus *extra*.
+
+    One line per node, children written as their position in *order*:
+    linear in the DAG, ~4 us per node (each class's fields are sorted by
+    kind once; values such as expressions, shared by many nodes, are
+    written once per object)."""
     index: dict[int, int] = {}
     h = hashlib.sha256()
-    expr_reprs: dict[int, Any] = {}
-    # dtypes and axes tuples are shared between nodes: render each once
-    dtype_str: dict[Any, str] = {}
-    axes_repr: dict[int, str] = {}
+    # id -> text of value fields, dtypes and axes tuples (shared between
+    # nodes: written once); the objects are kept alive so ids stay unique
+    reprs: dict[int, str] = {}
+    alive: list[Any] = []
+    plans = _FIELD_PLANS
+    lines: list[str] = []
     for i, node in enumerate(order):
         index[id(node)] = i
         if isinstance(node, NamedArray):
-            line = f"N:{node.name}:@{index[id(node.expr)]}"
-        else:
-            fields = ";".join(_field_repr(getattr(node, name), kind, index,
-                                          expr_reprs)
-                              for name, kind in node._fields)
-            dt = dtype_str.get(node.dtype)
-            if dt is None:
-                dt = dtype_str[node.dtype] = str(node.dtype)
-            axes = node.axes
-            ax = axes_repr.get(id(axes))
-            if ax is None:
-                ax = axes_repr[id(axes)] = repr(axes)
-                expr_reprs[-id(axes) - 1] = axes  # keep alive: ids stay unique
-            tags = sorted(map(repr, node.tags)) if node.tags else ""
-            line = f"{type(node).__name__}:{dt}:{fields}:{ax}:{tags}"
-        h.update(line.encode())
-        h.update(b"\n")
+            lines.append(f"N:{node.name}:@{index[id(node.expr)]}")
+            continue
+        cls = type(node)
+        plan = plans.get(cls) or _field_plan(cls)
+        parts = [cls.__name__]
+        for name, how, kind in plan:
+            value = getattr(node, name)
+            if how == _VALUE:
+                r = reprs.get(id(value))
+                if r is None:
+                    if isinstance(value, Array):  # pragma: no cover - defensive
+                        r = f"@{index[id(value)]}"
+                    else:
+                        r = reprs[id(value)] = repr(value)
+                        alive.append(value)
+            elif how == _ONE:
+                r = f"@{index[id(value)]}"
+            elif how == _TUPLE:
+                r = "(" + ",".join([f"@{index[id(a)]}" for a in value]) + ")"
+            elif how == _MAPPING:
+                r = "{" + ",".join([f"{k!r}:@{index[id(value[k])]}"
+                                    for k in sorted(value)]) + "}"
+            elif how == _DATA:
+                r = "<data>"
+            else:
+                r = repr(kind.canonical(value, lambda a: ArrayRef(index[id(a)])))
+            parts.append(r)
+        for attr in (node.dtype, node.axes):
+            r = reprs.get(id(attr))
+            if r is None:
+                r = reprs[id(attr)] = repr(attr)
+                alive.append(attr)
+            parts.append(r)
+        if node.tags:
+            parts.append(repr(sorted(map(repr, node.tags))))
+        lines.append(";".join(parts))
+        if len(lines) >= 4096:
+            h.update("\n".join(lines).encode())
+            h.update(b"\n")
+            lines.clear()
+    h.update("\n".join(lines).encode())
+    h.update(b"\n")
     h.update(repr(sorted((name, index[id(a)]) for name, a in outputs.items()))
              .encode())
     h.update(extra.encode())
