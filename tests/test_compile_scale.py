@@ -238,3 +238,33 @@ def test_concatenation_pieces_are_not_counted_as_broadcast_reuse():
     # each piece is read once per element of its own range: inlined
     assert not any(costs[id(p)].stored for p in pieces)
     assert all(costs[id(p)].uses == 1 for p in pieces)
+
+
+def test_steps_of_a_time_loop_replay_one_chunk_spec(queue, monkeypatch):
+    """The steps of a stencil are chunks equal up to program names: the
+    part of their spec after the instructions is made once and replayed
+    with each step's own buffers (results as NumPy)."""
+    from pytato_like.target.loopy.chunk_spec import ChunkSpecBuilder
+    finished = []
+    original = ChunkSpecBuilder._finish
+
+    def counting(self, *args, **kwargs):
+        finished.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ChunkSpecBuilder, "_finish", counting)
+    steps, n, c = 200, 300, 0.1
+    u = pt.make_placeholder("u", (n,), np.float64)
+    v = u
+    for _ in range(steps):
+        v = v + c * (pt.roll(v, 1) - 2 * v + pt.roll(v, -1))
+    prg = pt.generate_loopy(v, options={"time_tile": 0})
+    # (small steps are merged a few to a kernel: still tens of chunks)
+    assert prg.stats.n_launches > 20
+    assert len(finished) <= 3, len(finished)
+    uv = np.random.default_rng(7).standard_normal(n)
+    ref = uv.copy()
+    for _ in range(steps):
+        ref = ref + c * (np.roll(ref, 1) - 2 * ref + np.roll(ref, -1))
+    _, (out,) = prg(queue, u=uv)
+    np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-12)
