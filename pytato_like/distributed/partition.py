@@ -74,6 +74,7 @@ from pytato_like.distributed.safety import (
     allgather_or_raise,
     as_communicator,
     is_communicator,
+    is_mpi,
 )
 from pytato_like.partition import (
     COMPUTED,
@@ -572,9 +573,12 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
         analysis.append(_LocalAnalysis(outputs, rank))
         summary = analysis[0].summary()
         sends, recvs = summary
-        check_peer_ranks(rank, comm.Get_size(),
-                         [(dest, tag) for dest, tag, _ in sends],
-                         list(recvs))
+        if is_mpi(comm):
+            # (a one-rank stand-in, e.g. ``None``, may name peers that only
+            # exist in a real run: partitioning it inspects the program)
+            check_peer_ranks(rank, comm.Get_size(),
+                             [(dest, tag) for dest, tag, _ in sends],
+                             list(recvs))
         return summary
 
     summaries = allgather_or_raise(comm, "partitioning", analyse)
