@@ -20,7 +20,11 @@ temporaries -- and a key naming its structure:
   :func:`~pytato_like.target.loopy.instructions.stored_pieces`) write at
   their placement: a concatenation's offset is a constant, or a size
   argument where the chunk takes its sizes as arguments, so that pieces
-  at other offsets (another rank's part, another step) share the kernel.
+  at other offsets (another rank's part, another step) share the kernel;
+- **replayed specs**: everything after a chunk's loopy instructions are
+  made is memoised by what it reads of the chunk (program names of
+  arrays left out), so that chunks equal up to names (the steps of a
+  time loop, the chunks of a long sum) make it once.
 """
 
 from __future__ import annotations
