@@ -16,10 +16,16 @@ def x():
 
 
 def test_every_error_is_a_pytato_like_error():
+    warnings = []
     for name in dir(d):
         obj = getattr(d, name)
-        if isinstance(obj, type) and issubclass(obj, Exception):
+        if isinstance(obj, type) and issubclass(obj, Warning):
+            # warnings have their own base (issued, not raised)
+            assert issubclass(obj, d.PytatoLikeWarning), name
+            warnings.append(name)
+        elif isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, d.PytatoLikeError), name
+    assert "PytatoLikeWarning" in warnings
 
 
 # {{{ construction
