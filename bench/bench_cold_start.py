@@ -38,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 
+from bench._launch import empty_caches_env
+
 N = 256
 C = 0.1
 
@@ -127,12 +129,7 @@ def measure(steps_list: list[int], repeat: int = 3, verbose: bool = True
         colds, warms, jaxs = [], [], []
         for _ in range(repeat):
             with tempfile.TemporaryDirectory() as tmp:
-                env = dict(os.environ,
-                           PYTATO_LIKE_CACHE_DIR=os.path.join(tmp, "pytato_like"),
-                           POCL_CACHE_DIR=os.path.join(tmp, "pocl"),
-                           # loopy's and pyopencl's own caches start empty too
-                           XDG_CACHE_HOME=os.path.join(tmp, "xdg"),
-                           PYTATO_LIKE_REPORT="0")
+                env = empty_caches_env(tmp)
                 colds.append(_run("pytato_like", steps, env))
                 warms.append(_run("pytato_like", steps, env))
                 if jax:

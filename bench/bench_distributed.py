@@ -42,15 +42,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench._launch import RESULT_PREFIX, ROOT, run_mpi_worker
 FIELDS = 4
 #: (cells per rank, steps, halo width)
 CASES = tuple((cells, steps, halo) for cells in (100_000, 1_000_000)
@@ -189,38 +186,18 @@ def worker(cases, trace_path: str | None) -> None:
         rows = [_measure(comm, n, s, h, trace_path if i == 0 else None)
                 for i, (n, s, h) in enumerate(cases)]
         if comm.Get_rank() == 0:
-            print("BENCH_JSON " + json.dumps(rows), flush=True)
+            print(RESULT_PREFIX + json.dumps(rows), flush=True)
 
 # }}}
 
 
-def _mpiexec() -> str:
-    candidate = Path(sys.executable).parent / "mpiexec"
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which("mpiexec")
-    if found is None:
-        raise RuntimeError("mpiexec not found next to Python or on PATH")
-    return found
-
-
 def run_ranks(cases, trace: str | None = None) -> list[dict]:
     """Launch the 2-rank measurement of *cases*; one row per case."""
-    cmd = [_mpiexec(), "-n", "2", sys.executable, "-m",
-           "bench.bench_distributed", "--worker",
-           "--cases", json.dumps([list(c) for c in cases])]
+    args = ["--cases", json.dumps([list(c) for c in cases])]
     if trace:
-        cmd += ["--trace", str(Path(trace).resolve())]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=3600, stdin=subprocess.DEVNULL)
-    line = next((ln for ln in proc.stdout.splitlines()
-                 if ln.startswith("BENCH_JSON ")), None)
-    if proc.returncode != 0 or line is None:
-        raise RuntimeError(f"distributed benchmark failed:\n{proc.stdout}\n"
-                           f"{proc.stderr}")
-    return json.loads(line[len("BENCH_JSON "):])
+        args += ["--trace", str(Path(trace).resolve())]
+    return run_mpi_worker(2, "bench.bench_distributed", args,
+                          "distributed benchmark")
 
 
 def format_table(rows: list[dict]) -> str:

@@ -57,14 +57,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench._launch import RESULT_PREFIX, run_mpi_worker
 NODES = 4                      # nodes (= faces) per element
 STEPS = 4
 DT = 1e-3
@@ -288,26 +285,15 @@ def worker(elements: list[int]) -> None:
     with abort_on_error(comm):
         rows = [_measure(comm, e) for e in elements]
         if comm.Get_rank() == 0:
-            print("BENCH_JSON " + json.dumps(rows), flush=True)
+            print(RESULT_PREFIX + json.dumps(rows), flush=True)
 
 # }}}
 
 
 def run_ranks(n: int, elements: list[int]) -> list[dict]:
-    mpiexec = Path(sys.executable).parent / "mpiexec"
-    cmd = [str(mpiexec) if mpiexec.exists() else "mpiexec", "-n", str(n),
-           sys.executable, "-m", "bench.bench_distributed_mesh", "--worker",
-           "--elements", json.dumps(elements)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=3600, stdin=subprocess.DEVNULL)
-    line = next((ln for ln in proc.stdout.splitlines()
-                 if ln.startswith("BENCH_JSON ")), None)
-    if proc.returncode != 0 or line is None:
-        raise RuntimeError(f"mesh benchmark on {n} ranks failed:\n"
-                           f"{proc.stdout}\n{proc.stderr}")
-    return json.loads(line[len("BENCH_JSON "):])
+    return run_mpi_worker(n, "bench.bench_distributed_mesh",
+                          ["--elements", json.dumps(elements)],
+                          f"mesh benchmark on {n} ranks")
 
 
 def _keep_best(best: dict, row: dict) -> None:

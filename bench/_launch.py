@@ -1,0 +1,61 @@
+"""Launching a benchmark's measurement in other processes.
+
+The distributed benchmarks run their own module under ``mpiexec`` in
+worker mode and read one ``BENCH_JSON <json>`` line back
+(:func:`run_mpi_worker`); the cold-start and compile-scale benchmarks run
+fresh processes whose caches (ours, PoCL's, loopy's and pyopencl's under
+``XDG_CACHE_HOME``) all start empty (:func:`empty_caches_env`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULT_PREFIX = "BENCH_JSON "
+
+
+def mpiexec_path() -> str:
+    """The ``mpiexec`` next to this Python (the venv's MPICH), else on PATH."""
+    candidate = Path(sys.executable).parent / "mpiexec"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise RuntimeError("mpiexec not found next to Python or on PATH")
+    return found
+
+
+def run_mpi_worker(ranks: int, module: str, args: list[str],
+                   what: str) -> Any:
+    """Run ``python -m <module> --worker <args>`` on *ranks* MPI ranks and
+    return the JSON its rank 0 printed after :data:`RESULT_PREFIX`; raise
+    with both output streams (*what* names the run) if it failed."""
+    cmd = [mpiexec_path(), "-n", str(ranks), sys.executable, "-m", module,
+           "--worker", *args]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=3600, stdin=subprocess.DEVNULL)
+    line = next((ln for ln in proc.stdout.splitlines()
+                 if ln.startswith(RESULT_PREFIX)), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"{what} failed:\n{proc.stdout}\n{proc.stderr}")
+    return json.loads(line[len(RESULT_PREFIX):])
+
+
+def empty_caches_env(folder: str) -> dict[str, str]:
+    """This process's environment with every compile cache in a fresh
+    subfolder of *folder* (a "cold" start) and our reports off."""
+    return dict(os.environ,
+                PYTATO_LIKE_CACHE_DIR=os.path.join(folder, "pytato_like"),
+                POCL_CACHE_DIR=os.path.join(folder, "pocl"),
+                # loopy's and pyopencl's own caches start empty too
+                XDG_CACHE_HOME=os.path.join(folder, "xdg"),
+                PYTATO_LIKE_REPORT="0")
