@@ -57,17 +57,22 @@ import pymbolic.primitives as prim
 
 from pytato_like.array import (
     Array,
+    Concatenate,
     DictOfNamedArrays,
     IndexBase,
     InputArgumentBase,
     NamedArray,
+    Stack,
     children_of,
     output_arrays,
 )
 from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
 from pytato_like.tags import ImplInlined, ImplStored
 from pytato_like.transform.copy import rebuild_with
-from pytato_like.transform.lower_to_index_lambda import to_index_lambda
+from pytato_like.transform.lower_to_index_lambda import (
+    SELECT_CHAIN_MAX,
+    to_index_lambda,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,12 +288,19 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
         facts = _expr_facts(lam.expr, lam.ndim, unknown, frozenset(bindings))
         if memo is not None and lam is node:
             memo[key] = facts
+    # pieces read only in the selects of a concatenation or stack are not
+    # broadcast reuse; only beyond SELECT_CHAIN_MAX pieces, where storing
+    # each piece would cost a kernel per piece (a few pieces, such as a
+    # halo around a field, keep the verdicts the time tiles are built for)
+    many_pieces = (isinstance(node, (Concatenate, Stack))
+                   and len(node.arrays) > SELECT_CHAIN_MAX)
     uses = []
     for name, child in bindings.items():
         n = facts.uses.get(name, 0.0)
         elementwise = (name in facts.identity_names
                        and child.shape == node.shape)
-        uses.append((child, n, elementwise, name in facts.selected_names))
+        uses.append((child, n, elementwise,
+                     many_pieces and name in facts.selected_names))
     return facts.ops, facts.depth, uses
 
 
