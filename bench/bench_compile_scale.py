@@ -51,6 +51,8 @@ import subprocess
 import sys
 import tempfile
 
+from bench._launch import empty_caches_env
+
 #: sizes of the full run (the issue's targets) and of ``--quick``
 FULL_SIZES = {
     "sum": [1_000, 10_000],
@@ -209,11 +211,7 @@ def _run(case: str, count: int, n: int, env: dict, timeout: float) -> dict:
 def measure(case: str, count: int, n: int, timeout: float) -> dict:
     """The cold and the warm measurement of one case and size."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ,
-                   PYTATO_LIKE_CACHE_DIR=os.path.join(tmp, "pytato_like"),
-                   POCL_CACHE_DIR=os.path.join(tmp, "pocl"),
-                   XDG_CACHE_HOME=os.path.join(tmp, "xdg"),
-                   PYTATO_LIKE_REPORT="0")
+        env = empty_caches_env(tmp)
         cold = _run(case, count, n, env, timeout)
         warm = _run(case, count, n, env, timeout) if "error" not in cold else cold
     for kind, row in (("cold", cold), ("warm", warm)):
