@@ -1,7 +1,7 @@
 # pytato_like — build / test entry points.
 #   make demo   set everything up, run the distributed solver demo
 #   make test   set everything up, type-check (mypy), run the test suite,
-#               build the docs (-W)
+#               run the docs' code blocks on Python 3.10, build the docs (-W)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -45,6 +45,7 @@ demo: bootstrap
 test: bootstrap
 	$(PYTHON) -m mypy pytato_like
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS) tests
+	bash scripts/test_lowest_python.sh
 	bash scripts/test_downstream.sh
 	$(SPHINX)
 	@echo "docs: built doc/_build/html (sphinx -W: no warnings)"

@@ -7,6 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY310="${PYTHON310:-$(command -v python3.10 || true)}"
+if [[ -z "$PY310" ]]; then
+    # pyenv's interpreters when its shims are not on PATH (CI's shell)
+    for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.10*/bin/python3.10; do
+        [[ -x "$candidate" ]] && PY310="$candidate"
+    done
+fi
 if [[ -z "$PY310" ]] || ! "$PY310" -c 'import sys; assert sys.version_info[:2] == (3, 10)'; then
     echo "no Python 3.10 interpreter (set PYTHON310=/path/to/python3.10)" >&2
     exit 1
