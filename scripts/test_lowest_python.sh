@@ -6,14 +6,16 @@
 # this machine kind). The main suite runs on .venv's Python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+is_310() { [[ -n "$1" ]] && "$1" -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null; }
 PY310="${PYTHON310:-$(command -v python3.10 || true)}"
-if [[ -z "$PY310" ]]; then
-    # pyenv's interpreters when its shims are not on PATH (CI's shell)
-    for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.10*/bin/python3.10; do
-        [[ -x "$candidate" ]] && PY310="$candidate"
+if ! is_310 "$PY310"; then
+    # pyenv's interpreters directly: its shims may be off PATH, or select
+    # another version (PYENV_VERSION) and refuse python3.10
+    for candidate in "${PYENV_ROOT:-${HOME:-/root}/.pyenv}"/versions/3.10*/bin/python3.10; do
+        is_310 "$candidate" && PY310="$candidate"
     done
 fi
-if [[ -z "$PY310" ]] || ! "$PY310" -c 'import sys; assert sys.version_info[:2] == (3, 10)'; then
+if ! is_310 "$PY310"; then
     echo "no Python 3.10 interpreter (set PYTHON310=/path/to/python3.10)" >&2
     exit 1
 fi
