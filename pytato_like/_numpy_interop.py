@@ -22,8 +22,9 @@ nodes, element by element, without a word). The rules:
    array function (``np.sum(x)``, ``np.concatenate([x, y])``) raises
    :class:`~pytato_like.diagnostic.LazyArrayConversionError` naming the
    :mod:`pytato_like` function to call instead, or, when there is none,
-   how to evaluate; ``np.shape`` and ``np.ndim`` answer, since they need
-   no values.
+   how to evaluate; ``np.shape``, ``np.ndim`` and ``np.size`` answer,
+   since they need no values (arraycontext calls ``np.size`` on its
+   arrays).
 """
 
 from __future__ import annotations
@@ -162,15 +163,18 @@ def _other_operator(ufunc: np.ufunc, a: Any, b: Any) -> Any:
     return same if ufunc is np.equal else not same
 
 
+#: array functions that need only the argument's shape
+_METADATA_FUNCTIONS = frozenset({np.shape, np.ndim, np.size})
+
+
 def array_function(func: Any, args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> Any:
     """NumPy's array function *func* called with a lazy array among
     *args*: rule 3."""
     lazy = _first_lazy((*args, *kwargs.values()))
-    if func is np.shape and len(args) == 1:
-        return lazy.shape
-    if func is np.ndim and len(args) == 1:
-        return lazy.ndim
+    if func in _METADATA_FUNCTIONS:
+        # NumPy's own code, which reads .shape/.ndim/.size of its argument
+        return func._implementation(*args, **kwargs)
     name = func.__name__
     raise LazyArrayConversionError(
         f"np.{name} got a lazy array "

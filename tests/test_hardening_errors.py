@@ -242,9 +242,17 @@ def test_numpy_function_without_pt_counterpart_says_how_to_evaluate(x, call):
         call(x)
 
 
-def test_numpy_shape_and_ndim_answer(x):
+def test_numpy_shape_ndim_and_size_answer(x):
     assert np.shape(x) == (3,)
     assert np.ndim(x) == 1
+    # (arraycontext's container maps call np.size on its arrays)
+    assert np.size(x) == 3
+    assert np.size(x, 0) == 3
+    y = pt.make_placeholder("y", (2, 5), np.float64)
+    ref = np.zeros((2, 5))
+    assert (np.shape(y), np.ndim(y), np.size(y), np.size(y, axis=1)) == \
+        (np.shape(ref), np.ndim(ref), np.size(ref), np.size(ref, axis=1))
+    assert np.size(pt.make_data_wrapper(np.float64(1.5))) == 1
 
 
 @pytest.mark.parametrize("scalar", [np.float64(2), np.float32(2), np.int8(3),
