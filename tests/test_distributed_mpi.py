@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _mpiexec import mpiexec_path
+from _mpiexec import run_ranks
 
 pytestmark = pytest.mark.mpi
 
@@ -48,12 +48,7 @@ def assert_ok(proc, cases, n):
 
 def launch(n: int, script: Path, *args: str, timeout: float = 120
            ) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run(
-        [mpiexec_path(), "-n", str(n), sys.executable, str(script), *args],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
-        stdin=subprocess.DEVNULL)
+    return run_ranks(n, script, *args, timeout=timeout)
 
 
 def _loopy_available() -> bool:

@@ -12,14 +12,12 @@ ring shapes over separate launches."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from _mpiexec import mpiexec_path
+from _mpiexec import run_ranks
 
 pytestmark = pytest.mark.mpi
 
@@ -32,12 +30,7 @@ KILLED = "BAD TERMINATION"
 
 def launch(n: int, *args: str, timeout: float = 150
            ) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run(
-        [mpiexec_path(), "-n", str(n), sys.executable, str(RANKS), *args],
-        capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
-        stdin=subprocess.DEVNULL)
+    return run_ranks(n, RANKS, *args, timeout=timeout)
 
 
 def assert_every_rank_ok(proc, case: str, n: int) -> None:
