@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from pytato_like.check_env import find_mpiexec
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT_PREFIX = "BENCH_JSON "
@@ -23,10 +24,7 @@ RESULT_PREFIX = "BENCH_JSON "
 
 def mpiexec_path() -> str:
     """The ``mpiexec`` next to this Python (the venv's MPICH), else on PATH."""
-    candidate = Path(sys.executable).parent / "mpiexec"
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which("mpiexec")
+    found = find_mpiexec()
     if found is None:
         raise RuntimeError("mpiexec not found next to Python or on PATH")
     return found

@@ -126,7 +126,10 @@ if c.rank == 0:
 """
 
 
-def _mpiexec() -> str | None:
+def find_mpiexec() -> str | None:
+    """The ``mpiexec`` beside this Python (a venv's MPICH from PyPI), else
+    the one on PATH, else ``None`` (also used by the tests and benchmarks
+    that launch ranks)."""
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     return beside if os.path.exists(beside) else shutil.which("mpiexec")
 
@@ -160,7 +163,7 @@ def check_mpi(project: bool) -> tuple[bool, str]:
     ok, out = _python("import mpi4py; print(mpi4py.__version__)")
     if not ok:
         return False, f"mpi4py: {out}"
-    mpiexec = _mpiexec()
+    mpiexec = find_mpiexec()
     if mpiexec is None:
         return False, f"mpi4py {out}, but no mpiexec beside Python or on PATH"
     ok, hello = _run([mpiexec, "-n", "2", "-genv", "PYTATO_LIKE_CHECK", "yes",

@@ -6,19 +6,17 @@ project's set-up installs it, so a skip would hide a broken set-up.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pytato_like.check_env import find_mpiexec
+
 
 def mpiexec_path() -> str:
-    candidate = Path(sys.executable).parent / "mpiexec"
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which("mpiexec")
+    found = find_mpiexec()
     if found is None:
         pytest.fail("mpiexec not found next to the Python executable or on PATH")
     return found

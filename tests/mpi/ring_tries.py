@@ -19,14 +19,15 @@ import sys
 import time
 from pathlib import Path
 
+from pytato_like.check_env import find_mpiexec
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 RANKS = ROOT / "tests" / "mpi" / "ranks.py"
 ISSUE_SHAPES = ["1/1000/4", "1/1000/2", "2/1000/2", "4/1e5/8"]
 
 
 def mpiexec() -> str:
-    candidate = Path(sys.executable).parent / "mpiexec"
-    return str(candidate) if candidate.exists() else "mpiexec"
+    return find_mpiexec() or "mpiexec"
 
 
 def one_try(n: int, shape: str, target: str, limit: float,
