@@ -57,3 +57,19 @@ def empty_caches_env(folder: str) -> dict[str, str]:
                 # loopy's and pyopencl's own caches start empty too
                 XDG_CACHE_HOME=os.path.join(folder, "xdg"),
                 PYTATO_LIKE_REPORT="0")
+
+
+def byte_compile_package() -> str:
+    """Compile the package's modules to bytecode (``__pycache__``) before
+    fresh processes are timed, as ``pip install`` does for an installed
+    package. Without it, an editable checkout run with
+    ``PYTHONDONTWRITEBYTECODE`` set (as on this project's machines)
+    compiles every module from source in every process: 0.2 s more for a
+    warm start of ``bench_cold_start``. A line saying what was done."""
+    import compileall
+    import py_compile
+    compileall.compile_dir(str(ROOT / "pytato_like"), quiet=1,
+                           invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    flag = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    return ("byte-compiled pytato_like first, as an install does"
+            + (f" (PYTHONDONTWRITEBYTECODE={flag} here)" if flag else ""))

@@ -16,7 +16,9 @@ printed below each row:
 * **jax**: ``jax.jit`` of the same steps in a fresh process with JAX's
   persistent compilation cache off (when ``jax`` is importable).
 
-Every result is checked against NumPy. Run:
+The package is byte-compiled first, as an installed one is (an editable
+checkout under ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every
+module in every fresh process). Every result is checked against NumPy. Run:
 ``python -m bench.bench_cold_start [--steps 10,50,200] [--repeat 3]
 [--profile N]`` (each figure is the median of ``--repeat`` runs);
 ``--profile N`` runs the cold N-step case under cProfile in this process
@@ -38,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench._launch import empty_caches_env
+from bench._launch import byte_compile_package, empty_caches_env
 
 N = 256
 C = 0.1
@@ -254,6 +256,7 @@ def main(argv=None) -> None:
     parser.add_argument("demo_args", nargs="*",
                         help="options for the demo (after --)")
     args = parser.parse_args(argv)
+    print(byte_compile_package())
     if args.demo:
         print("make demo, cold caches, 2 ranks: code generation + first "
               "execution (target <= 3 s)")

@@ -117,22 +117,20 @@ def main(argv: list[str] | None = None) -> None:
     import pyopencl.array as cla
 
     import pytato_like as pt
-
-    from pytato_like.target.loopy import instructions
+    from pytato_like.target.loopy.options import CodegenOptions
 
     queue = cl.CommandQueue(cl.create_some_context(interactive=False))
     print(f"n = {args.n}, POCL_MAX_PTHREAD_COUNT = "
           f"{os.environ['POCL_MAX_PTHREAD_COUNT']}, load {os.getloadavg()[0]:.2f}")
     print(f"{'program':10s} {'code':8s} {'numpy ms':>9s} {'loopy ms':>9s} "
           f"{'x numpy':>8s} {'launches':>8s} {'select':>6s}")
-    default_min = instructions.PIECES_MIN_SIZE
+    default_min = CodegenOptions.from_environment().pieces_min_size
     for name, (lazy, eager, inputs) in _programs(args.n).items():
         devin = {k: cla.to_device(queue, v) for k, v in inputs.items()}
         # (the plan cache key includes the setting)
         for code, min_size in (("selects", 2**62), ("pieces", default_min)):
-            instructions.PIECES_MIN_SIZE = min_size
-            prg = pt.generate_loopy(lazy())
-            instructions.PIECES_MIN_SIZE = default_min
+            prg = pt.generate_loopy(lazy(),
+                                    options={"pieces_min_size": min_size})
             _, out = prg(queue, **devin)
             got = out[0].get() if isinstance(out, (list, tuple)) else out.get()
             np.testing.assert_allclose(got, eager(**inputs), rtol=1e-12)

@@ -17,6 +17,16 @@ random unstructured mesh and, every step:
    a 4x4 "derivative" on the nodes, a 4x4 "lift" on the face jumps) and
    takes an explicit step.
 
+On more than one rank the program is measured in two layouts, in the
+same MPI job: ``as written`` (above: every element of a step reads the
+ghosts, so the faces a rank sends are gathered from the whole step and
+nothing computes while they travel) and ``boundary first``: each rank
+numbers first the elements whose nodes it sends (as DG codes number
+their boundary elements) and computes each step's boundary elements
+apart from its interior, so that its sending part computes only the
+boundary (about 4 % of the elements at 10^5 per rank) and the interior
+(stored) runs while the faces travel.
+
 All steps are one DAG, partitioned and executed with loopy part programs
 on each rank's OpenCL device (the fields already on the device). The
 figures, for 1, 2 and 4 ranks at 10^4 and 10^5 elements per rank (the
@@ -32,6 +42,15 @@ machine's cores are shared: 4 ranks on 2 cores are oversubscribed):
   the best over the rounds: the machine is shared, and comparing a best
   with a best taken minutes apart under another load says little (one
   sitting, alternating, is what the figures compare);
+* the compute floor per core: pytato_like in one process pinned to ONE
+  device thread (PoCL's ``basic`` driver, run in a fresh process so that
+  PoCL starts with it) on the whole mesh and on one rank's share (E
+  elements, no neighbours). On this 2-core machine the one-process
+  baseline above already uses both cores, so R ranks cannot beat it by
+  more than (one process on both cores) / (one thread on a rank's share):
+  the table prints that bound (``bound``) beside the measured ratio, and
+  each rank's step against the floor of its share (``vs floor``: 1.00 is
+  a rank doing nothing but its share's compute);
 * the weak-scaling efficiency: time per step on 1 rank over time per
   step on R ranks at the same elements per rank;
 * the executor's host time per part (enqueue, pack, post, poll, unpack,
@@ -57,11 +76,13 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
 
-from bench._launch import RESULT_PREFIX, run_mpi_worker
+from bench._launch import RESULT_PREFIX, ROOT, run_mpi_worker
 NODES = 4                      # nodes (= faces) per element
 STEPS = 4
 DT = 1e-3
@@ -134,6 +155,29 @@ def rank_mesh(nb: np.ndarray, rank: int, size: int, e_local: int) -> dict:
             "recv": {q: int(v.size) for q, v in recv.items()},
             "nb_local": nb_local}
 
+
+def boundary_first(mesh: dict, e_local: int) -> dict:
+    """*mesh* with its elements renumbered so that those whose nodes are
+    sent come first (as DG codes number their boundary elements):
+    ``order[i]`` is the old number of new element *i*; ``n_boundary``
+    elements come first."""
+    sent = (np.unique(np.concatenate([mesh["send"][q] for q in mesh["peers"]])
+                      // NODES) if mesh["peers"] else np.zeros(0, np.int64))
+    order = np.concatenate([sent, np.setdiff1d(np.arange(e_local), sent)])
+    new_of_old = np.empty(e_local, dtype=np.int64)
+    new_of_old[order] = np.arange(e_local)
+    n_own = e_local * NODES
+
+    def renumber(nodes: np.ndarray) -> np.ndarray:
+        own = nodes < n_own
+        return np.where(own, new_of_old[np.minimum(nodes, n_own - 1)
+                                        // NODES] * NODES + nodes % NODES,
+                        nodes)
+
+    return {**mesh, "send": {q: renumber(v) for q, v in mesh["send"].items()},
+            "nb_local": renumber(mesh["nb_local"][order]), "order": order,
+            "n_boundary": int(sent.size)}
+
 # }}}
 
 
@@ -159,6 +203,47 @@ def mesh_dag(mesh: dict, e_local: int, n_steps: int):
         u = u + DT * (pt.einsum("ij,ej->ei", d_op, u)
                       + pt.einsum("ij,ej->ei", lift, jump))
     return pt.make_dict_of_named_arrays({"u": u})
+
+
+def mesh_dag_boundary_first(mesh: dict, e_local: int, n_steps: int):
+    """:func:`mesh_dag` on a mesh renumbered by :func:`boundary_first`,
+    each step computing its first ``n_boundary`` elements (all the faces
+    it sends) apart from the others: the partitioner then computes them,
+    and sends, before the interior, which runs while the faces travel."""
+    import pytato_like as pt
+    from pytato_like.tags import ImplStored
+    d_op, lift = operators()
+    nb_local, n_b = mesh["nb_local"], mesh["n_boundary"]
+
+    def advance(x, neighbour_values):
+        return x + DT * (pt.einsum("ij,ej->ei", d_op, x)
+                         + pt.einsum("ij,ej->ei", lift, x - neighbour_values))
+
+    u = pt.make_placeholder("u", (e_local, NODES))
+    # the two pieces are kept apart until the end: a step reading their
+    # concatenation would make the sending part compute and store it
+    boundary, interior = u[:n_b], u[n_b:]
+    for step in range(n_steps):
+        # (the sent nodes are all among the boundary elements' own)
+        sent_from = boundary.reshape(n_b * NODES)
+        ghosts = []
+        for q in mesh["peers"]:
+            boundary = pt.staple_distributed_send(
+                sent_from[mesh["send"][q]], q, ("faces", step), boundary)
+            ghosts.append(pt.make_distributed_recv(q, ("faces", step),
+                                                   (mesh["recv"][q],)))
+        # one extended array per side, so that the boundary's part does not
+        # compute (and store) the one the interior reads
+        ext_b, ext_i = (pt.concatenate([boundary.reshape(n_b * NODES),
+                                        interior.reshape(-1), *ghosts])
+                        for _ in range(2))
+        boundary, interior = (
+            advance(boundary, ext_b[nb_local[:n_b]]),
+            # (stored: computed as soon as its inputs allow, in the part
+            # after the sends, not with the next step's boundary)
+            advance(interior, ext_i[nb_local[n_b:]]).tagged(ImplStored()))
+    return pt.make_dict_of_named_arrays(
+        {"u": pt.concatenate([boundary, interior])})
 
 
 def numpy_steps(u: np.ndarray, nb: np.ndarray, n_steps: int) -> np.ndarray:
@@ -217,7 +302,12 @@ def one_process_s(e_local: int, size: int) -> float:
 
 # {{{ the ranks
 
-def _measure(comm, e_local: int) -> dict:
+#: how a rank's program is written: as :func:`mesh_dag`, or with its
+#: boundary elements first (:func:`mesh_dag_boundary_first`)
+LAYOUTS = ("as written", "boundary first")
+
+
+def _measure(comm, e_local: int, layout: str = LAYOUTS[0]) -> dict:
     import pyopencl as cl
     import pyopencl.array as cla
     from mpi4py import MPI
@@ -226,13 +316,20 @@ def _measure(comm, e_local: int) -> dict:
     rank, size = comm.Get_rank(), comm.Get_size()
     nb = global_mesh(e_local, size)
     mesh = rank_mesh(nb, rank, size, e_local)
-    partition = pt.find_distributed_partition(comm, mesh_dag(mesh, e_local,
-                                                             STEPS))
+    order = np.arange(e_local)
+    if layout == LAYOUTS[0]:
+        dag = mesh_dag(mesh, e_local, STEPS)
+    else:
+        mesh = boundary_first(mesh, e_local)
+        order = mesh["order"]
+        dag = mesh_dag_boundary_first(mesh, e_local, STEPS)
+    partition = pt.find_distributed_partition(comm, dag)
     partition, _ = pt.number_distributed_tags(comm, partition, base_tag=100)
     prgs = pt.generate_code_for_partition(partition, target="loopy")
     queue = cl.CommandQueue(cl.create_some_context(interactive=False))
     whole = initial_state(e_local * size)
-    u = cla.to_device(queue, whole[rank * e_local:(rank + 1) * e_local])
+    u = cla.to_device(queue, np.ascontiguousarray(
+        whole[rank * e_local:(rank + 1) * e_local][order]))
 
     def run():
         comm.Barrier()
@@ -258,14 +355,19 @@ def _measure(comm, e_local: int) -> dict:
     span = (max(r.completed_ns for r in records)
             - min(r.posted_ns for r in records))
     waiting = sum(r.duration_ns for r in records if r.kind == "wait") / span
-    got = comm.gather(out["u"].get(), root=0)
+    mine = np.empty((e_local, NODES))
+    mine[order] = out["u"].get()  # (back in the mesh's own numbering)
+    got = comm.gather(mine, root=0)
     error = None
     if rank == 0:
         expected = numpy_steps(whole, nb, STEPS)
         error = float(np.max(np.abs(np.concatenate(got) - expected))
                       / np.max(np.abs(expected)))
     faces = [mesh["send"][q].size for q in mesh["peers"]]
-    return {"ranks": size, "elements_per_rank": e_local, "parts": n_parts,
+    return {"ranks": size, "elements_per_rank": e_local, "layout": layout,
+            "boundary_elements": comm.allreduce(mesh.get("n_boundary", 0),
+                                                op=MPI.MAX),
+            "parts": n_parts,
             "neighbours": comm.allreduce(len(faces), op=MPI.MAX),
             "faces_sent_rank0": comm.bcast(faces, root=0),
             "step_s": min(times) / STEPS,
@@ -283,11 +385,46 @@ def worker(elements: list[int]) -> None:
     from pytato_like.distributed import abort_on_error
     comm = MPI.COMM_WORLD
     with abort_on_error(comm):
-        rows = [_measure(comm, e) for e in elements]
+        layouts = LAYOUTS if comm.Get_size() > 1 else LAYOUTS[:1]
+        rows = [_measure(comm, e, layout) for e in elements
+                for layout in layouts]
         if comm.Get_rank() == 0:
             print(RESULT_PREFIX + json.dumps(rows), flush=True)
 
 # }}}
+
+
+ONE_THREAD_ENV = {"POCL_DEVICES": "basic", "POCL_MAX_PTHREAD_COUNT": "1",
+                  "POCL_CPU_MAX_CU_COUNT": "1"}
+
+
+def one_thread_worker(elements: list[int], size: int) -> None:
+    """In a process started with :data:`ONE_THREAD_ENV`: the one-process
+    time per step on the whole mesh of *size* ranks' elements and on one
+    rank's share, for each of *elements*."""
+    rows = [{"elements_per_rank": e,
+             "one_thread_whole_s": one_process_s(e, size),
+             "one_thread_share_s": one_process_s(e, 1)} for e in elements]
+    print(RESULT_PREFIX + json.dumps(rows), flush=True)
+
+
+def one_thread_s(elements: list[int], size: int) -> dict[int, dict]:
+    """:func:`one_thread_worker` in a fresh process (PoCL reads its
+    thread count when it starts), by elements per rank."""
+    env = dict(os.environ, **ONE_THREAD_ENV)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.bench_distributed_mesh",
+         "--one-thread-worker", "--elements", json.dumps(elements),
+         "--size", str(size)], capture_output=True, text=True, cwd=ROOT,
+        env=env, timeout=1800, stdin=subprocess.DEVNULL)
+    line = next((ln for ln in proc.stdout.splitlines()
+                 if ln.startswith(RESULT_PREFIX)), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"one-thread baseline failed:\n{proc.stdout}\n"
+                           f"{proc.stderr}")
+    return {row["elements_per_rank"]: row
+            for row in json.loads(line[len(RESULT_PREFIX):])}
 
 
 def run_ranks(n: int, elements: list[int]) -> list[dict]:
@@ -303,26 +440,33 @@ def _keep_best(best: dict, row: dict) -> None:
         for key in ("step_s", "step_median_s", "overhead_us_per_part",
                     "wait_share"):
             best[key] = row[key]
-    for key in ("serial_numpy_s", "one_process_s"):
+    for key in ("serial_numpy_s", "one_process_s", "one_thread_whole_s",
+                "one_thread_share_s"):
         best[key] = min(best[key], row[key])
     best["max_rel_error"] = max(best["max_rel_error"], row["max_rel_error"])
 
 
 def format_table(rows: list[dict]) -> str:
-    header = ("ranks", "elem/rank", "device", "nbrs", "parts", "step ms",
+    header = ("ranks", "elem/rank", "layout", "device", "nbrs", "parts",
+              "step ms",
               "median ms", "NumPy ms",
-              "1 proc ms", "vs NumPy", "vs 1 proc", "weak eff", "wait %",
+              "1 proc ms", "1thr all", "1thr share", "vs NumPy",
+              "vs 1 proc", "bound", "vs floor", "weak eff", "wait %",
               *(f"{k} us" for k in OVERHEAD_KINDS), "rel err")
     lines = ["  ".join(f"{h:>9}" for h in header)]
     for r in rows:
         over = r["overhead_us_per_part"]
-        cells = (r["ranks"], r["elements_per_rank"], r["device"],
+        cells = (r["ranks"], r["elements_per_rank"], r["layout"], r["device"],
                  r["neighbours"], r["parts"], f"{1e3 * r['step_s']:.2f}",
                  f"{1e3 * r['step_median_s']:.2f}",
                  f"{1e3 * r['serial_numpy_s']:.2f}",
                  f"{1e3 * r['one_process_s']:.2f}",
+                 f"{1e3 * r['one_thread_whole_s']:.2f}",
+                 f"{1e3 * r['one_thread_share_s']:.2f}",
                  f"{r['serial_numpy_s'] / r['step_s']:.2f}x",
                  f"{r['one_process_s'] / r['step_s']:.2f}x",
+                 f"{r['one_process_s'] / r['one_thread_share_s']:.2f}x",
+                 f"{r['step_s'] / r['one_thread_share_s']:.2f}",
                  f"{100 * r['weak_efficiency']:.0f}%",
                  f"{100 * r['wait_share']:.0f}",
                  *(f"{over[k]:.0f}" for k in OVERHEAD_KINDS),
@@ -334,6 +478,10 @@ def format_table(rows: list[dict]) -> str:
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--one-thread-worker", action="store_true",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, default=1,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--elements", default=None,
                         help="JSON list of elements per rank")
     parser.add_argument("--ranks", default=None,
@@ -349,17 +497,26 @@ def main(argv=None) -> list[dict]:
     if args.worker:
         worker(elements)
         return []
+    if args.one_thread_worker:
+        one_thread_worker(elements, args.size)
+        return []
     ranks = json.loads(args.ranks) if args.ranks else \
         ([1, 2] if args.quick else list(RANKS))
     load_before = os.getloadavg()[0]
-    rows_by_key: dict[tuple[int, int], dict] = {}
+    rows_by_key: dict[tuple[int, int, str], dict] = {}
     for _ in range(args.rounds):
         for n in ranks:
+            baselines: dict[int, dict] = {}  # (after this MPI job)
             for row in run_ranks(n, elements):
                 e = row["elements_per_rank"]
-                row["serial_numpy_s"] = serial_numpy_s(e, n)
-                row["one_process_s"] = one_process_s(e, n)
-                best = rows_by_key.setdefault((n, e), row)
+                if e not in baselines:
+                    baselines[e] = {"serial_numpy_s": serial_numpy_s(e, n),
+                                    "one_process_s": one_process_s(e, n)}
+                    baselines[e].update(
+                        {k: v for k, v in one_thread_s([e], n)[e].items()
+                         if k != "elements_per_rank"})
+                row.update(baselines[e])
+                best = rows_by_key.setdefault((n, e, row["layout"]), row)
                 if best is not row:
                     _keep_best(best, row)
     rows = list(rows_by_key.values())
@@ -375,7 +532,11 @@ def main(argv=None) -> list[dict]:
           f"{os.cpu_count()} cores (more ranks than cores are "
           f"oversubscribed), load average before: {load_before:.1f}; "
           "device: each rank's driver x compute units; executor overhead per "
-          "part in us")
+          "part in us; '1thr all'/'1thr share': one process on one device "
+          "thread on the whole mesh / on one rank's share (the compute "
+          "floor per core); 'bound': the most R ranks on these cores can "
+          "gain over '1 proc' (which already uses every core): 1 proc / "
+          "1thr share; 'vs floor': step / 1thr share")
     print(format_table(rows))
     bad = [r for r in rows if not r["max_rel_error"] < 1e-12]
     if bad:

@@ -9,7 +9,7 @@ cells, boundaries of a few cells from 12 to 24 inputs -- or 8 cells every
 (:class:`~pytato_like.distributed.safety.SingleRankCommunicator`), so each
 rank sends its halos to itself. One process, no MPI: the parts run in
 dependency order, each called as the executor calls it --
-:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`
+:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.__call__` (``placed_outputs``)
 with its sent outputs placed in sub-buffers of one pre-allocated buffer,
 ``out_host=False``, inputs on the device (earlier parts' outputs; a
 received value is the array its send computed), ``allocator`` the memory
@@ -152,8 +152,8 @@ class _Parts:
             prg = self.prgs[pid]
             placed = self.placed.get(pid, {})
             t0, c0 = perf(), cpu()
-            _evt, outputs = prg.call_placed(queue, placed, allocator=pool,
-                                            out_host=False, **kwargs)
+            _evt, outputs = prg(queue, placed_outputs=placed, allocator=pool,
+                                out_host=False, **kwargs)
             t1, c1 = perf(), cpu()
             if times is not None:
                 times[pid].append((t1 - t0, c1 - c0))
@@ -179,8 +179,8 @@ class _Floor:
         import pyopencl.array as cla
         self.launches: list[tuple[Any, Any, Any]] = []
         prg = parts.prgs[pid]
-        from pytato_like.target.loopy.bound import _build_kernel
-        hosts = {_build_kernel(parts.queue.context, k)[1]
+        from pytato_like.target.loopy.bound import build_kernel
+        hosts = {build_kernel(parts.queue.context, k)[1]
                  for k in prg.plan.kernels}
         launches = self.launches
 

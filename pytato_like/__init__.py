@@ -18,9 +18,13 @@ from typing import TYPE_CHECKING, Any
 # unless it configures logging or sets PYTATO_LIKE_REPORT
 _logging.getLogger("pytato_like").addHandler(_logging.NullHandler())
 
-# The IR module goes first: it binds its operators to the front end, which
-# in turn imports utils.
+# The IR module goes first, then the modules that complete its Array:
+# Python's operators (_frontend), NumPy's protocols (_numpy_interop) and the
+# dataclass protocol (_dataclass_nodes), installed when they are imported.
 import pytato_like.array  # noqa: I001
+import pytato_like._frontend
+import pytato_like._numpy_interop
+import pytato_like._dataclass_nodes  # noqa: F401
 from pytato_like import diagnostic, scalar_expr, tags, utils
 from pytato_like._creation import (
     arange,

@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from pytato_like.array import Array
 from pytato_like.diagnostic import AxisError, DTypeError, EmptyReductionError
+from pytato_like.reductions import amax, amin
+from pytato_like.reductions import any as any_
 
 
 def _arg_extreme(a: Any, axis: Any, keepdims: bool, which: str) -> Any:
     import pytato_like as pt
-    from pytato_like.array import Array
-    from pytato_like.reductions import amax, amin
 
     if not isinstance(a, Array):
         a = pt.make_data_wrapper(np.asarray(a))
@@ -64,7 +65,6 @@ def _complex_hits(a: Any, axis: int, reduce: Any, which: str) -> Any:
     by real part, then imaginary part; an entry with a NaN part is the
     extreme, so when the axis has one, only NaN entries are hits."""
     import pytato_like as pt
-    from pytato_like.reductions import any as any_
 
     re, im = pt.real(a), pt.imag(a)
     nan = pt.logical_or(pt.isnan(re), pt.isnan(im))

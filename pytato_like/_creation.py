@@ -13,7 +13,7 @@ from pytato_like._frontend import convert_scalar
 from pytato_like.array import (
     Array,
     IndexLambda,
-    _NO_TAGS,
+    NO_TAGS,
     normalize_shape,
     supported_dtype,
 )
@@ -54,7 +54,7 @@ def full(shape: ShapeArg, fill_value: Any, dtype: DTypeLike | None = None,
     except (OverflowError, ValueError, TypeError) as err:
         raise DTypeError(f"fill value {fill_value!r} cannot be stored as "
                          f"{dtype}") from err
-    return IndexLambda(value, shape, dtype, {}, None, None, _NO_TAGS)
+    return IndexLambda(value, shape, dtype, {}, None, None, NO_TAGS)
 
 
 def zeros(shape: ShapeArg, dtype: DTypeLike = np.float64,
@@ -96,7 +96,7 @@ def eye(N: int, M: int | None = None, k: int = 0,  # noqa: N803
                                    "==", int(k)),
                    dtype.type(1), dtype.type(0))
     return IndexLambda(expr, normalize_shape((N, M)), dtype, {}, None, None,
-                       _NO_TAGS)
+                       NO_TAGS)
 
 
 def arange(*args: Any, dtype: DTypeLike | None = None) -> Array:
@@ -127,4 +127,4 @@ def arange(*args: Any, dtype: DTypeLike | None = None) -> Array:
     with np.errstate(over="ignore"):
         delta = cast("Number", convert_scalar(start + step, dtype, "arange")) - first
     expr = prim.Sum((first, prim.Product((delta, TypeCast(dtype, index_var(0))))))
-    return IndexLambda(expr, (length,), dtype, {}, None, None, _NO_TAGS)
+    return IndexLambda(expr, (length,), dtype, {}, None, None, NO_TAGS)

@@ -22,7 +22,7 @@ build); this module lets such dataclasses work anyway:
   ``_fields`` (then ``axes``, ``tags``, ``non_equality_tags``, keyword-only),
   so ``@dataclasses.dataclass`` on a subclass sees the inherited fields and
   generates a constructor taking them (:class:`_DataclassSpec`);
-- the generated constructor ends in ``Array.__post_init__``, which calls
+- the generated constructor ends in ``Array.__post_init__``, which is
   :func:`finish_dataclass_node`: the first time for a class it derives the
   class's ``_fields`` from its dataclass fields (the kind of each from its
   annotation, see :func:`field_kind`), then it normalizes shape, dtype, axes
@@ -35,8 +35,12 @@ the user's class. A dataclass-generated ``__eq__``, ``__hash__`` or
 replaced by :class:`~pytato_like.array.Array`'s, which neither recurse nor
 compare DAGs in exponential time.
 
-.. autoclass:: _SuppliedAxesAndTagsMixin
-.. autoclass:: _SuppliedShapeAndDtypeMixin
+The mixins :class:`~pytato_like.array._SuppliedAxesAndTagsMixin` and
+:class:`~pytato_like.array._SuppliedShapeAndDtypeMixin` live in
+:mod:`pytato_like.array`, as pytato's do. Importing this module installs
+the protocol on :class:`~pytato_like.array.Array`
+(:func:`install_dataclass_protocol`).
+
 .. autodata:: ANY
 .. autofunction:: field_kind
 """
@@ -53,27 +57,25 @@ from typing import Any, ClassVar
 
 import numpy as np
 from constantdict import constantdict
-from pytools.tag import Tag, Taggable, normalize_tags
+from pytools.tag import normalize_tags
 
 from pytato_like.array import (
-    _HASH_GETTERS,
-    _NO_TAGS,
+    HASH_GETTERS,
+    NO_TAGS,
     ARRAY,
     SHAPE,
     VALUE,
     Array,
     FieldKind,
-    _created_at_tags,
-    _default_axes,
-    _make_hash_getter,
-    _unique_tags,
+    created_at_tags,
+    default_axes,
+    make_hash_getter,
+    unique_tags,
     normalize_shape,
 )
 from pytato_like.diagnostic import AxisError, NotAnArrayError
 
-# (this module is imported at the end of pytato_like.array: that module is
-# complete by then)
-from pytato_like import array as _array  # isort: skip
+from pytato_like import array as _array  # (ENABLE_TRACEBACK_TAG changes)
 
 #: the fields every node has besides its own (keyword-only in constructors)
 _META_FIELDS = ("axes", "tags", "non_equality_tags")
@@ -217,39 +219,6 @@ def field_kind(cls: type, field: dataclasses.Field) -> FieldKind:
 # }}}
 
 
-# {{{ mixins (pytato's names)
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class _SuppliedAxesAndTagsMixin(Taggable):
-    """Gives a dataclass node the keyword-only fields ``axes`` (``None``:
-    one untagged :class:`~pytato_like.array.Axis` per dimension), ``tags``
-    and ``non_equality_tags`` (compared and hashed by nothing), as pytato's
-    mixin of this name."""
-
-    axes: Any = dataclasses.field(kw_only=True, default=None)
-    tags: frozenset[Tag] = dataclasses.field(kw_only=True, default=_NO_TAGS)
-    non_equality_tags: frozenset[Tag] = dataclasses.field(
-        kw_only=True, default=_NO_TAGS, compare=False, hash=False)
-
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class _SuppliedShapeAndDtypeMixin:
-    """Gives a dataclass node the fields ``shape`` and ``dtype`` (for nodes
-    that cannot derive them from their operands), as pytato's mixin of this
-    name."""
-
-    shape: Any
-    dtype: Any
-
-
-# The defaults above live in the generated constructors; as class
-# attributes they would hide Array's slots for these names.
-for _name in _META_FIELDS:
-    delattr(_SuppliedAxesAndTagsMixin, _name)
-
-# }}}
-
-
 # {{{ node classes as dataclasses
 
 class _DataclassSpec:
@@ -279,9 +248,9 @@ class _DataclassSpec:
                 **dict.fromkeys(_META_FIELDS, Any)}}
             namespace["axes"] = dataclasses.field(kw_only=True, default=None)
             namespace["tags"] = dataclasses.field(kw_only=True,
-                                                  default=_NO_TAGS)
+                                                  default=NO_TAGS)
             namespace["non_equality_tags"] = dataclasses.field(
-                kw_only=True, default=_NO_TAGS, compare=False, hash=False)
+                kw_only=True, default=NO_TAGS, compare=False, hash=False)
             template: Any = dataclasses.dataclass(
                 frozen=True, eq=False, repr=False, init=False)(
                     type(cls.__name__, (), namespace))
@@ -293,7 +262,10 @@ class _DataclassSpec:
 
 def install_dataclass_protocol(array_cls: type) -> None:
     """Let the node classes under *array_cls* answer
-    :func:`dataclasses.fields` (see :class:`_DataclassSpec`)."""
+    :func:`dataclasses.fields` (see :class:`_DataclassSpec`), and end the
+    constructors ``@dataclasses.dataclass`` generates for them in
+    :func:`finish_dataclass_node` (their ``__post_init__``)."""
+    array_cls.__post_init__ = finish_dataclass_node  # type: ignore[attr-defined]
     array_cls.__dataclass_fields__ = _DataclassSpec(params=False)  # type: ignore[attr-defined]
     array_cls.__dataclass_params__ = _DataclassSpec(params=True)  # type: ignore[attr-defined]
 
@@ -316,7 +288,7 @@ class _Plan:
         self.dtype_field = "dtype" in fields
         #: the user's shape/dtype properties, computed once per node
         self.computed = computed
-        self.hash_getter = _HASH_GETTERS.get(cls) or _make_hash_getter(cls)
+        self.hash_getter = HASH_GETTERS.get(cls) or make_hash_getter(cls)
 
 
 _PLANS: dict[type, _Plan] = {}
@@ -421,16 +393,16 @@ def finish_dataclass_node(self: Array) -> None:
         plan = _prepare(cls)
     put = object.__setattr__
     axes = getattr(self, "axes", None)
-    tags = getattr(self, "tags", _NO_TAGS)
-    non_equality_tags = getattr(self, "non_equality_tags", _NO_TAGS)
+    tags = getattr(self, "tags", NO_TAGS)
+    non_equality_tags = getattr(self, "non_equality_tags", NO_TAGS)
     if type(tags) is not frozenset:
         tags = normalize_tags(tags)
     if tags:
-        _unique_tags(tags, plan.name)
+        unique_tags(tags, plan.name)
     if type(non_equality_tags) is not frozenset:
         non_equality_tags = normalize_tags(non_equality_tags)
-    if _array._ENABLE_TRACEBACK_TAG:
-        non_equality_tags = _created_at_tags(non_equality_tags)
+    if _array.ENABLE_TRACEBACK_TAG:
+        non_equality_tags = created_at_tags(non_equality_tags)
     base = plan.base
     if base is not None:
         values = {name: getattr(self, name)
@@ -466,7 +438,7 @@ def finish_dataclass_node(self: Array) -> None:
                     "properties") from None
             raise
         if axes is None:
-            axes = _default_axes(len(shape))
+            axes = default_axes(len(shape))
         else:
             axes = tuple(axes)
             if len(axes) != len(shape):
@@ -478,5 +450,8 @@ def finish_dataclass_node(self: Array) -> None:
     put(self, "_hash", hash((cls, plan.hash_getter(self), axes, tags)))
 
 # }}}
+
+
+install_dataclass_protocol(Array)
 
 # vim: foldmethod=marker

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytato_like._frontend import as_operand
+from pytato_like._shape_ops import ShapeOnly, broadcast_to
 from pytato_like.array import (
     Array,
     Einsum,
@@ -14,14 +15,21 @@ from pytato_like.array import (
     EinsumElementwiseAxis,
     EinsumReductionAxis,
     ReductionDescriptor,
-    _NO_TAGS,
+    check_tags,
+    make_data_wrapper,
 )
+from pytato_like.cmath import conj
 from pytato_like.diagnostic import (
     EinsumSpecError,
     InvalidEinsumIndex,
+    NotAReductionAxis,
     ShapeMismatchError,
 )
-from pytato_like.utils import _is_one, are_shape_components_equal
+from pytato_like.utils import (
+    are_shape_components_equal,
+    get_shape_after_broadcasting,
+    is_one,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -81,7 +89,9 @@ def _expand_ellipsis(subscripts: str, operands: tuple[Array, ...]) -> str:
 _ALL_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def _parse_subscripts(subscripts: str, n_operands: int):
+def parse_subscripts(subscripts: str, n_operands: int):
+    """The input and output index lists of einsum *subscripts* for
+    *n_operands* operands."""
     spec = subscripts.replace(" ", "")
     if "->" in spec:
         in_spec, out_spec = spec.split("->")
@@ -125,7 +135,6 @@ def einsum(subscripts: str, *operands: Any,
     operands = tuple(_as_array(as_operand(op)) for op in operands)
     if "." in subscripts:
         subscripts = _expand_ellipsis(subscripts, operands)
-    from pytato_like.array import _check_tags
     key = (subscripts, tuple((op.shape, op.dtype) for op in operands))
     cached = _DESCRIPTOR_CACHE.get(key)
     if cached is None:
@@ -134,14 +143,13 @@ def einsum(subscripts: str, *operands: Any,
     if index_to_redn_descr:
         redn_descr = _with_given_descriptors(subscripts, len(operands), redn_descr,
                                              index_to_redn_descr)
-    return Einsum(access, operands, redn_descr, None, _check_tags(tags))
+    return Einsum(access, operands, redn_descr, None, check_tags(tags))
 
 
 def _with_given_descriptors(subscripts: str, n_operands: int, redn_descr,
                             index_to_redn_descr):
     """*redn_descr* with the user's descriptors for summed index letters."""
-    from pytato_like.diagnostic import NotAReductionAxis
-    in_specs, out_spec = _parse_subscripts(subscripts, n_operands)
+    in_specs, out_spec = parse_subscripts(subscripts, n_operands)
     redn_letters = sorted(set("".join(in_specs)) - set(out_spec))
     new = dict(redn_descr)
     for letter, descr in index_to_redn_descr.items():
@@ -162,7 +170,7 @@ _DESCRIPTOR_CACHE: dict[tuple, tuple] = {}
 
 
 def _access_descriptors(subscripts: str, operands: tuple[Array, ...]):
-    in_specs, out_spec = _parse_subscripts(subscripts, len(operands))
+    in_specs, out_spec = parse_subscripts(subscripts, len(operands))
 
     extents: dict[str, Any] = {}
     for spec, op in zip(in_specs, operands):
@@ -171,9 +179,9 @@ def _access_descriptors(subscripts: str, operands: tuple[Array, ...]):
                 f"einsum '{subscripts}': operand subscript '{spec}' has "
                 f"{len(spec)} indices but the operand has shape {op.shape}")
         for c, dim in zip(spec, op.shape):
-            if c not in extents or _is_one(extents[c]):
+            if c not in extents or is_one(extents[c]):
                 extents[c] = dim
-            elif not _is_one(dim) and not are_shape_components_equal(extents[c], dim):
+            elif not is_one(dim) and not are_shape_components_equal(extents[c], dim):
                 raise ShapeMismatchError(
                     f"einsum '{subscripts}': index '{c}' has extent "
                     f"{extents[c]} in one operand and {dim} in another "
@@ -190,7 +198,6 @@ def _access_descriptors(subscripts: str, operands: tuple[Array, ...]):
 
 
 def _wrap(x):
-    from pytato_like.array import make_data_wrapper
     return make_data_wrapper(np.asarray(x))
 
 
@@ -220,11 +227,9 @@ def matmul(a: Any, b: Any) -> Array:
     if b.ndim == 1:
         batch_a = _LETTERS[:a.ndim - 2]
         return einsum(f"{batch_a}xy,y->{batch_a}x", a, b)
-    from pytato_like._shape_ops import _ShapeOnly, broadcast_to
-    from pytato_like.utils import get_shape_after_broadcasting
 
-    batch = get_shape_after_broadcasting([_ShapeOnly(a.shape[:-2]),
-                                          _ShapeOnly(b.shape[:-2])])
+    batch = get_shape_after_broadcasting([ShapeOnly(a.shape[:-2]),
+                                          ShapeOnly(b.shape[:-2])])
     a = broadcast_to(a, (*batch, *a.shape[-2:])) if a.ndim > 2 or batch else a
     b = broadcast_to(b, (*batch, *b.shape[-2:])) if b.ndim > 2 or batch else b
     if not are_shape_components_equal(a.shape[-1], b.shape[-2]):
@@ -254,7 +259,6 @@ def dot(a: Any, b: Any) -> Array:
 def vdot(a: Any, b: Any) -> Array:
     """:func:`numpy.vdot`: inner product of the flattened operands, the first
     conjugated."""
-    from pytato_like.cmath import conj
     a, b = _as_array(as_operand(a)), _as_array(as_operand(b))
     if a.dtype.kind == "c":  # (conj of bool would be int8, unlike np.vdot)
         a = conj(a)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from pytato_like.diagnostic import ConfigurationError
+
 
 def env_int(name: str, default: int, *, minimum: int | None = 1,
             environ: Mapping[str, str] | None = None) -> int:
@@ -26,7 +28,6 @@ def env_int(name: str, default: int, *, minimum: int | None = 1,
     except ValueError:
         value = None
     if value is None or (minimum is not None and value < minimum):
-        from pytato_like.diagnostic import ConfigurationError
         bound = "" if minimum is None else f" >= {minimum}"
         raise ConfigurationError(
             f"{name}={raw!r} is not an integer{bound}")
@@ -54,7 +55,6 @@ def env_flag(name: str, default: bool, *,
         return True
     if value in _FALSE:
         return False
-    from pytato_like.diagnostic import ConfigurationError
     raise ConfigurationError(
         f"{name}={raw!r} is not a switch (expected one of "
         f"{sorted(_TRUE)} or {sorted(_FALSE)})")

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pymbolic.primitives as prim
 
-from pytato_like.array import SUPPORTED_DTYPES, Array, IndexLambda, _NO_TAGS
+from pytato_like.array import (
+    NO_TAGS,
+    SUPPORTED_DTYPES,
+    Array,
+    IndexLambda,
+    make_data_wrapper,
+    supported_dtype,
+)
 from pytato_like.diagnostic import (
     BooleanSubtractError,
     DTypeError,
@@ -25,7 +32,7 @@ from pytato_like.diagnostic import (
     ScalarOverflowError,
 )
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, TypeCast, index_var
-from pytato_like.utils import _is_one, get_shape_after_broadcasting
+from pytato_like.utils import get_shape_after_broadcasting, is_one
 
 if TYPE_CHECKING:
     from pymbolic.typing import Scalar as ScalarValue
@@ -45,7 +52,6 @@ def as_operand(x: Any) -> Any:
     if isinstance(x, Array) or is_scalar(x):
         return x
     if isinstance(x, (np.ndarray, list, tuple)):
-        from pytato_like.array import make_data_wrapper
         return make_data_wrapper(_sequence_as_array(x))
     raise InvalidOperandError(
         f"cannot use {_short_repr(x)} (a {type(x).__name__}) as an array "
@@ -141,7 +147,7 @@ def broadcast_access(name: str, ary: Array, result_shape: tuple):
     """The expression reading *ary* (bound as *name*) at the current index of
     an index lambda of *result_shape*, with NumPy broadcasting."""
     offset = len(result_shape) - ary.ndim
-    mask = tuple(_is_one(d) and not _is_one(result_shape[offset + i])
+    mask = tuple(is_one(d) and not is_one(result_shape[offset + i])
                  for i, d in enumerate(ary.shape))
     shape_key = tuple(d if isinstance(d, int) else None for d in ary.shape)
     return _subscript_template(name, shape_key, len(result_shape), mask)
@@ -185,7 +191,7 @@ class ElementwiseBuilder:
                 f"{self.what} of ({operands}) has dtype {dtype}, which is not "
                 "supported; convert the operands first (e.g. .astype(np.float32))")
         return IndexLambda(expr, self.result_shape, dtype, self.bindings,
-                           None, None, _NO_TAGS)
+                           None, None, NO_TAGS)
 
 
 # {{{ binary operations
@@ -216,7 +222,7 @@ def _minimum_expr(a, b, dtype):
     return prim.If(prim.Comparison(a, "<", b), a, b)
 
 
-def _call(name):
+def c99_call(name):
     fn = prim.Variable(C99_FUNCTION_PREFIX + name)
     return lambda *args: prim.Call(fn, args)
 
@@ -245,7 +251,7 @@ BINARY_OPS: dict[str, tuple[np.ufunc, Any]] = {
     "logical_or": (np.logical_or, lambda a, b, dt: prim.LogicalOr((a, b))),
     "maximum": (np.maximum, _maximum_expr),
     "minimum": (np.minimum, _minimum_expr),
-    "arctan2": (np.arctan2, lambda a, b, dt: _call("atan2")(a, b)),
+    "arctan2": (np.arctan2, lambda a, b, dt: c99_call("atan2")(a, b)),
 }
 
 def operator_symbol(op_name: str) -> str:
@@ -298,9 +304,10 @@ def memoized_elementwise(operation: tuple, operands: tuple, build) -> Any:
     cached = _ELEMENTWISE_MEMO.get(signature)
     if cached is not None:
         expr, dtype, shape = cached
-        return IndexLambda(expr, shape, dtype,
-                           {_binding_name(k): a for k, a in enumerate(arrays)},
-                           None, None, _NO_TAGS)
+        bindings = (dict(zip(_BINDING_NAMES, arrays))
+                    if len(arrays) <= len(_BINDING_NAMES)
+                    else {_binding_name(k): a for k, a in enumerate(arrays)})
+        return IndexLambda(expr, shape, dtype, bindings, None, None, NO_TAGS)
     result = build()
     # e.g. a comparison decided by the scalar alone binds no array
     if isinstance(result, IndexLambda) and len(result.bindings) == len(arrays):
@@ -359,7 +366,7 @@ def _binary_op_uncached(op_name: str, a: Any, b: Any) -> Array | np.generic:
         decided = _comparison_decided_by_range(op_name, a, b, dt_a, dt_b)
         if decided is not None:
             return IndexLambda(np.bool_(decided), shape, dt_out, {}, None, None,
-                               _NO_TAGS)
+                               NO_TAGS)
     builder = ElementwiseBuilder((a, b), shape, what)
     expr = make_expr(builder.access(a, dt_a), builder.access(b, dt_b), dt_a)
     return builder.build(expr, dt_out)
@@ -397,13 +404,12 @@ def apply_ufunc(c99_name: str, ufunc: np.ufunc, *args: Any) -> Array | np.generi
     *dt_in, dt_out = resolve_dtypes(ufunc, args, what)
     shape = get_shape_after_broadcasting(args)
     builder = ElementwiseBuilder(args, shape, what)
-    expr = _call(c99_name)(*(builder.access(x, dt) for x, dt in zip(args, dt_in)))
+    expr = c99_call(c99_name)(*(builder.access(x, dt) for x, dt in zip(args, dt_in)))
     return builder.build(expr, dt_out)
 
 
 def astype(x: Array, dtype: Any) -> Array:
     """*x* converted elementwise to *dtype* (NumPy's unsafe casting)."""
-    from pytato_like.array import supported_dtype
     dtype = supported_dtype(dtype, f"astype of an array of shape {x.shape}")
     if x.dtype == dtype:
         return x
@@ -435,3 +441,70 @@ def _where_uncached(condition: Any, x: Any, y: Any) -> Array:
     expr = prim.If(builder.access(condition, cond_dtype),
                    builder.access(x, dtype), builder.access(y, dtype))
     return builder.build(expr, dtype)
+
+
+# {{{ Python's operators on Array
+
+# lists and tuples are converted as np.asarray converts them
+_OPERAND_TYPES = (int, float, complex, bool, np.generic, np.ndarray, list, tuple)
+# operands no operator takes, whatever methods their classes have
+_NEVER_OPERANDS = (str, bytes, type(None), dict, set, frozenset, slice)
+_REFLECTED_NAME = {"lt": "__gt__", "le": "__ge__", "gt": "__lt__",
+                   "ge": "__le__"}
+
+
+def _refuse_operand(op_name: str, array: Array, other: Any) -> InvalidOperandError:
+    text = repr(other)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return InvalidOperandError(
+        f"operator '{operator_symbol(op_name)}' between a lazy array (shape "
+        f"{array.shape}, dtype {array.dtype}) and {text} (a "
+        f"{type(other).__name__}): operands are arrays, numbers, or lists "
+        "of numbers")
+
+
+def _binary_operator(op_name: str, reflected: bool):
+    reflected_name = _REFLECTED_NAME.get(op_name, f"__r{op_name}__")
+    if reflected:
+        def method(self, other):
+            if not isinstance(other, _OPERAND_TYPES) and not isinstance(other, Array):
+                # the other operand's own method has refused already
+                raise _refuse_operand(op_name, self, other)
+            return binary_op(op_name, other, self)
+    else:
+        def method(self, other):
+            if not isinstance(other, Array) and not isinstance(other, _OPERAND_TYPES):
+                if (not isinstance(other, _NEVER_OPERANDS)
+                        and hasattr(type(other), reflected_name)):
+                    return NotImplemented  # its reflected method may know us
+                raise _refuse_operand(op_name, self, other)
+            return binary_op(op_name, self, other)
+    method.__name__ = f"__{'r' if reflected else ''}{op_name}__"
+    return method
+
+
+def _unary_operator(op_name: str):
+    def method(self):
+        return unary_op(op_name, self)
+    method.__name__ = f"__{op_name}__"
+    return method
+
+
+def install_operators(array_cls: type) -> None:
+    """Give *array_cls* (:class:`~pytato_like.array.Array`) Python's
+    arithmetic, bitwise, comparison and unary operators, built lazily by
+    :func:`binary_op` and :func:`unary_op`."""
+    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+                 "and", "or", "xor", "lshift", "rshift"):
+        setattr(array_cls, f"__{name}__", _binary_operator(name, reflected=False))
+        setattr(array_cls, f"__r{name}__", _binary_operator(name, reflected=True))
+    for name in ("lt", "le", "gt", "ge"):
+        setattr(array_cls, f"__{name}__", _binary_operator(name, reflected=False))
+    for name in ("neg", "pos", "invert"):
+        setattr(array_cls, f"__{name}__", _unary_operator(name))
+
+
+install_operators(Array)
+
+# }}}

@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 
 from pytato_like.array import (
+    NO_TAGS,
     AdvancedIndexInContiguousAxes,
     AdvancedIndexInNoncontiguousAxes,
     Array,
     BasicIndex,
     NormalizedSlice,
     Reshape,
-    _NO_TAGS,
     make_data_wrapper,
 )
 from pytato_like.diagnostic import (
@@ -27,6 +27,7 @@ from pytato_like.diagnostic import (
     IndexTypeError,
     InvalidIndexError,
 )
+from pytato_like.utils import get_shape_after_broadcasting
 
 
 def _normalize_slice(s: slice, dim: Any, axis: int, shape) -> NormalizedSlice:
@@ -124,7 +125,7 @@ def _basic_getitem(ary: Array, key: tuple) -> Array | None:
                                         ary.shape))
     if _is_identity(indices, ary.shape):
         return ary
-    return BasicIndex(ary, tuple(indices), None, _NO_TAGS)
+    return BasicIndex(ary, tuple(indices), None, NO_TAGS)
 
 
 _FULL_SLICE = slice(None)
@@ -180,7 +181,7 @@ def getitem(ary: Array, key: Any) -> Array:
                 for _ in range(consumed(k)):
                     shape.append(next(old))
                 new_key.append(k)
-        ary = Reshape(ary, tuple(shape), "C", None, _NO_TAGS)
+        ary = Reshape(ary, tuple(shape), "C", None, NO_TAGS)
         key = tuple(new_key)
 
     indices: list[Any] = []
@@ -209,9 +210,8 @@ def getitem(ary: Array, key: Any) -> Array:
     if not any(isinstance(i, Array) for i in indices):
         if _is_identity(indices, ary.shape):
             return ary
-        return BasicIndex(ary, tuple(indices), None, _NO_TAGS)
+        return BasicIndex(ary, tuple(indices), None, NO_TAGS)
 
-    from pytato_like.utils import get_shape_after_broadcasting
     index_shape = get_shape_after_broadcasting(
         [i for i in indices if isinstance(i, Array)])
     if all(isinstance(d, int) and d > 0 for d in index_shape):
@@ -228,4 +228,4 @@ def getitem(ary: Array, key: Any) -> Array:
     contiguous = advanced == list(range(advanced[0], advanced[-1] + 1))
     cls = (AdvancedIndexInContiguousAxes if contiguous
            else AdvancedIndexInNoncontiguousAxes)
-    return cls(ary, tuple(indices), None, _NO_TAGS)
+    return cls(ary, tuple(indices), None, NO_TAGS)

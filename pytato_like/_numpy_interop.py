@@ -1,5 +1,7 @@
 """What NumPy may do with a lazy array: :meth:`Array.__array__`,
-``__array_ufunc__`` and ``__array_function__``.
+``__array_ufunc__`` and ``__array_function__`` (installed on
+:class:`~pytato_like.array.Array` when this module is imported, by
+:func:`install_numpy_protocol`).
 
 A lazy array has no values until a program computes them, so NumPy cannot
 convert it (``np.asarray(x)`` would otherwise build an object array of
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from pytato_like._einsum import matmul
 from pytato_like._frontend import binary_op
 from pytato_like.array import Array
 from pytato_like.diagnostic import LazyArrayConversionError
@@ -152,7 +155,6 @@ def _other_operator(ufunc: np.ufunc, a: Any, b: Any) -> Any:
     if isinstance(b, np.ndarray) and b.ndim == 0:
         b = b[()]
     if ufunc is np.matmul:
-        from pytato_like._einsum import matmul
         return matmul(a, b)
     if ufunc is np.divmod:
         return binary_op("floordiv", a, b), binary_op("mod", a, b)
@@ -179,3 +181,30 @@ def array_function(func: Any, args: tuple[Any, ...],
     raise LazyArrayConversionError(
         f"np.{name} got a lazy array "
         f"({_describe(lazy)}); {_pt_hint(name)}")
+
+
+def install_numpy_protocol(array_cls: type) -> None:
+    """Give *array_cls* (:class:`~pytato_like.array.Array`) NumPy's
+    ``__array__``, ``__array_ufunc__`` and ``__array_function__`` (rules 1
+    to 3)."""
+
+    def __array__(self: Array, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise refuse_conversion(self)
+
+    def __array_ufunc__(self: Array, ufunc: np.ufunc, method: str,
+                        *inputs: Any, **kwargs: Any) -> Any:
+        # a NumPy scalar on the left of an operator comes here, a hot path
+        # of graph construction
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self: Array, func: Any, types: Any,
+                           args: tuple[Any, ...],
+                           kwargs: dict[str, Any]) -> Any:
+        return array_function(func, args, kwargs)
+
+    array_cls.__array__ = __array__  # type: ignore[attr-defined]
+    array_cls.__array_ufunc__ = __array_ufunc__  # type: ignore[attr-defined]
+    array_cls.__array_function__ = __array_function__  # type: ignore[attr-defined]
+
+
+install_numpy_protocol(Array)

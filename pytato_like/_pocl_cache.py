@@ -17,7 +17,7 @@ catch nor retry. So the files are checked before PoCL sees them:
 2. :func:`check_pocl_cache` (started in a background thread by
    :func:`start_background_check` when the OpenCL target's cache module
    is first imported, and waited for by
-   :func:`~pytato_like.target.loopy.cache.build_program` before the
+   :func:`~pytato_like.opencl_build.build_program` before the
    first build of the process) validates every file of that folder
    modified since the last check: LLVM bitcode (``program.bc``) by
    walking its top-level blocks, whose recorded lengths must add up to
@@ -38,6 +38,7 @@ checked (a ``POCL_CACHE_DIR`` the user set is theirs).
 
 .. autofunction:: use_private_pocl_cache
 .. autofunction:: pocl_cache_dir
+.. autofunction:: private_pocl_cache_dir
 .. autofunction:: check_pocl_cache
 .. autofunction:: start_background_check
 .. autofunction:: is_valid_bitcode
@@ -82,6 +83,12 @@ def pocl_cache_dir() -> str:
         from pytato_like.target.loopy.cache_files import cache_base_dir
         base = cache_base_dir()
     return os.path.join(base, "pocl")
+
+
+def private_pocl_cache_dir() -> str | None:
+    """The PoCL folder :func:`use_private_pocl_cache` set (the package's
+    own), or None when PoCL's folder is the user's or PoCL's default."""
+    return _OURS
 
 
 def use_private_pocl_cache() -> str | None:

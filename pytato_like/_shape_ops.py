@@ -9,14 +9,15 @@ import numpy as np
 
 from pytato_like._frontend import ElementwiseBuilder, as_operand
 from pytato_like.array import (
+    NO_TAGS,
     Array,
     AxisPermutation,
     Concatenate,
     Reshape,
     Roll,
     Stack,
-    _NO_TAGS,
-    _shape_product,
+    shape_product,
+    make_data_wrapper,
     normalize_shape,
 )
 from pytato_like.diagnostic import (
@@ -24,14 +25,17 @@ from pytato_like.diagnostic import (
     CannotBroadcastError,
     ShapeMismatchError,
 )
+from pytato_like.scalar_expr import substitute
+from pytato_like.tags import ExpandedDimsReshape
 from pytato_like.utils import (
-    _Poly,
-    _poly_mul,
+    Polynomial,
     are_shape_components_equal,
     are_shapes_equal,
+    dim_to_index_lambda_components,
     get_shape_after_broadcasting,
     normalize_axes,
     normalize_axis,
+    poly_mul,
     size_polynomial,
 )
 
@@ -49,7 +53,6 @@ if TYPE_CHECKING:
 def _require_array(a: Any, what: str) -> Array:
     a = as_operand(a)
     if not isinstance(a, Array):
-        from pytato_like.array import make_data_wrapper
         a = make_data_wrapper(np.asarray(a))
     return a
 
@@ -71,7 +74,7 @@ def reshape(a: Any, newshape: ShapeArg, order: str = "C") -> Array:
         for d in newshape:
             size *= d
         if size == a.size:
-            return Reshape(a, newshape, order, None, _NO_TAGS)
+            return Reshape(a, newshape, order, None, NO_TAGS)
     if order not in ("C", "F"):
         raise ShapeMismatchError(f"reshape order must be 'C' or 'F', got {order!r}")
     if isinstance(newshape, (int, np.integer, Array)):
@@ -83,7 +86,7 @@ def reshape(a: Any, newshape: ShapeArg, order: str = "C") -> Array:
                                  f"{a.shape} to {tuple(newshape)}")
     if n_inferred:
         given = [s for s in newshape if isinstance(s, Array) or s != -1]
-        known = _shape_product(given)
+        known = shape_product(given)
         if isinstance(known, int) and isinstance(a.size, int):
             if known == 0 or a.size % known:
                 raise ShapeMismatchError(
@@ -97,28 +100,28 @@ def reshape(a: Any, newshape: ShapeArg, order: str = "C") -> Array:
     newshape = normalize_shape(newshape)
     if are_shapes_equal(newshape, a.shape):
         return a
-    old_size, new_size = a.size, _shape_product(newshape)
+    old_size, new_size = a.size, shape_product(newshape)
     if not are_shape_components_equal(old_size, new_size):
         raise ShapeMismatchError(
             f"cannot reshape array of shape {a.shape} (size {old_size}) into "
             f"shape {newshape} (size {new_size})")
-    return Reshape(a, newshape, order, None, _NO_TAGS)
+    return Reshape(a, newshape, order, None, NO_TAGS)
 
 
 # {{{ -1 in reshapes of symbolic shapes
 
 def _shape_poly(dims: Iterable[Any], size_params: dict[str, Any]
-                ) -> _Poly | None:
-    result: _Poly | None = {(): 1}
+                ) -> Polynomial | None:
+    result: Polynomial | None = {(): 1}
     for d in dims:
         p = size_polynomial(d, size_params)
         if p is None or result is None:
             return None
-        result = _poly_mul(result, p)
+        result = poly_mul(result, p)
     return result
 
 
-def _poly_to_component(p: _Poly, size_params: dict[str, Any]) -> Any:
+def _poly_to_component(p: Polynomial, size_params: dict[str, Any]) -> Any:
     """Polynomial *p* as a shape component: an int or an expression of the
     size parameters (a size parameter itself for ``n``)."""
     result: Any = 0
@@ -140,8 +143,6 @@ def _dim_str(dim: Any) -> str:
     if p is None:  # (not a polynomial: print the expression)
         import pymbolic.primitives as prim
 
-        from pytato_like.scalar_expr import substitute
-        from pytato_like.utils import dim_to_index_lambda_components
         try:
             expr, bindings = dim_to_index_lambda_components(dim)
             return str(substitute(expr, {k: prim.Variable(sp.name)
@@ -175,8 +176,8 @@ def _infer_symbolic_dim(shape: tuple, given: list, newshape: list) -> Any:
     (``(n, 3) -> (-1, 2)``)."""
     # 1. cancel equal factors, then divide the integer parts
     remaining = [d for d in shape if isinstance(d, Array)]
-    size_int = _shape_product(d for d in shape if not isinstance(d, Array))
-    known_int = _shape_product(d for d in given if not isinstance(d, Array))
+    size_int = shape_product(d for d in shape if not isinstance(d, Array))
+    known_int = shape_product(d for d in given if not isinstance(d, Array))
     unmatched = []
     for d in given:
         if not isinstance(d, Array):
@@ -204,7 +205,7 @@ def _infer_symbolic_dim(shape: tuple, given: list, newshape: list) -> Any:
     size_params: dict[str, Any] = {}
     p = _shape_poly([size_int, *remaining], size_params)
     q = _shape_poly([known_int, *unmatched], size_params)
-    quotient: _Poly | None = None
+    quotient: Polynomial | None = None
     if p is not None and q is not None and len(q) == 1:
         ((qm, qc),) = q.items()
         qpowers = dict(qm)
@@ -220,12 +221,12 @@ def _infer_symbolic_dim(shape: tuple, given: list, newshape: list) -> Any:
             quotient[tuple(sorted((k, e) for k, e in powers.items() if e))] = \
                 c // qc
     if quotient is None:
-        size = _shape_product(shape)
+        size = shape_product(shape)
         raise ShapeMismatchError(
             f"cannot infer the -1 in reshaping an array of shape "
             f"{_shape_str(shape)} into shape {_shape_str(newshape)}: its size "
             f"{_dim_str(size)} is not a multiple of "
-            f"{_dim_str(_shape_product(given))} for every value of the size "
+            f"{_dim_str(shape_product(given))} for every value of the size "
             "parameters")
     return _poly_to_component(quotient, size_params)
 
@@ -244,7 +245,7 @@ def transpose(a: Any, axes: Sequence[int] | None = None) -> Array:
                         f"array of shape {a.shape}")
     if axes == tuple(range(a.ndim)):
         return a
-    return AxisPermutation(a, axes, None, _NO_TAGS)
+    return AxisPermutation(a, axes, None, NO_TAGS)
 
 
 def _check_joinable(arrays, axis_to_skip, what):
@@ -272,7 +273,7 @@ def concatenate(arrays: Iterable[Any], axis: int = 0) -> Array:
     _check_joinable(arrays, axis, "concatenate")
     if len(arrays) == 1:
         return arrays[0]
-    return Concatenate(tuple(arrays), axis, None, _NO_TAGS)
+    return Concatenate(tuple(arrays), axis, None, NO_TAGS)
 
 
 def stack(arrays: Iterable[Any], axis: int = 0) -> Array:
@@ -288,7 +289,7 @@ def stack(arrays: Iterable[Any], axis: int = 0) -> Array:
                 f"{[x.shape for x in arrays]}")
     axis = normalize_axis(axis, arrays[0].ndim + 1,
                           f"stacked result of arrays of shape {arrays[0].shape}")
-    return Stack(tuple(arrays), axis, None, _NO_TAGS)
+    return Stack(tuple(arrays), axis, None, NO_TAGS)
 
 
 def roll(a: Any, shift: int | Sequence[int], axis: AxesArg | None = None
@@ -301,6 +302,8 @@ def roll(a: Any, shift: int | Sequence[int], axis: AxesArg | None = None
             raise AxisError("roll with axis=None takes a single integer shift")
         if a.ndim == 0:
             return a  # one element: nothing moves (NumPy and pytato agree)
+        if a.ndim == 1:
+            return roll(a, shift, 0)  # already flat: no reshapes to undo
         return reshape(roll(reshape(a, (-1,)), shift, 0), a.shape)
     shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
@@ -321,7 +324,7 @@ def roll(a: Any, shift: int | Sequence[int], axis: AxesArg | None = None
             sh %= dim
         if sh == 0:
             continue
-        result = Roll(result, sh, ax, None, _NO_TAGS)
+        result = Roll(result, sh, ax, None, NO_TAGS)
     return result
 
 
@@ -333,7 +336,6 @@ def expand_dims(a: Any, axis: AxesArg) -> Array:
     positions = normalize_axes(axes, new_ndim, f"expanded array of shape {a.shape}")
     old = iter(a.shape)
     newshape = tuple(1 if i in positions else next(old) for i in range(new_ndim))
-    from pytato_like.tags import ExpandedDimsReshape
     return Reshape(a, newshape, "C", None,
                    frozenset([ExpandedDimsReshape(tuple(positions))]))
 
@@ -354,7 +356,7 @@ def squeeze(a: Any, axis: AxesArg | None = None) -> Array:
     if not drop:
         return a
     newshape = tuple(d for i, d in enumerate(a.shape) if i not in drop)
-    return Reshape(a, newshape, "C", None, _NO_TAGS)
+    return Reshape(a, newshape, "C", None, NO_TAGS)
 
 
 def broadcast_to(a: Any, shape: ShapeArg) -> Array:
@@ -365,7 +367,7 @@ def broadcast_to(a: Any, shape: ShapeArg) -> Array:
         raise CannotBroadcastError(
             f"cannot broadcast array of shape {a.shape} to fewer dimensions "
             f"{shape}")
-    result_shape = get_shape_after_broadcasting([a, _ShapeOnly(shape)])
+    result_shape = get_shape_after_broadcasting([a, ShapeOnly(shape)])
     if not are_shapes_equal(result_shape, shape):
         raise CannotBroadcastError(f"cannot broadcast array of shape {a.shape} "
                                  f"to shape {shape}")
@@ -375,7 +377,7 @@ def broadcast_to(a: Any, shape: ShapeArg) -> Array:
     return builder.build(builder.access(a, a.dtype), a.dtype)
 
 
-class _ShapeOnly:
+class ShapeOnly:
     """Stand-in with just a shape, for broadcasting checks."""
 
     def __init__(self, shape) -> None:

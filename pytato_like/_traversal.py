@@ -47,6 +47,10 @@ def depth_first(roots: Iterable[Any],
     interpreter's frame stack has room, see
     :func:`~pytato_like.transform._graph.with_stack_headroom`).
     """
+    if once and enter is None and pause_after is None:
+        # the common walk, without the tests for the options per step
+        yield from _depth_first_once(roots, children)
+        return
     visited: set[int] = set()
     seen = visited.__contains__
     mark = visited.add
@@ -76,13 +80,63 @@ def depth_first(roots: Iterable[Any],
                 push((child, None))
 
 
+def _depth_first_once(roots: Iterable[Any],
+                      children: Callable[[Any], Sequence[Any]]
+                      ) -> Iterator[tuple[Any, Sequence[Any]]]:
+    """:func:`depth_first` with its defaults (each node once, no *enter*,
+    no pause): the walk most passes make, kept to the fewest steps."""
+    visited: set[int] = set()
+    seen = visited.__contains__
+    mark = visited.add
+    stack: list[tuple[Any, Sequence[Any] | None]] = [
+        (root, None) for root in reversed(list(roots))]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, kids = pop()
+        if kids is not None:
+            yield node, kids
+            continue
+        key = id(node)
+        if seen(key):
+            continue
+        mark(key)
+        kids = children(node)
+        push((node, kids))
+        for child in kids:
+            if not seen(id(child)):
+                push((child, None))
+
+
 def topological_order(roots: Iterable[Array],
                       children: Callable[[Any], Sequence[Any]] = children_of
                       ) -> list[Array]:
     """All nodes reachable from *roots* through *children* (by default every
     array a node refers to), each once, every node after all the nodes it
     refers to."""
-    return [node for node, _ in depth_first(roots, children)]
+    # depth_first's walk, appending instead of yielding (this order is
+    # asked for several times per compile)
+    order: list[Array] = []
+    append = order.append
+    visited: set[int] = set()
+    seen = visited.__contains__
+    mark = visited.add
+    stack: list[tuple[Any, bool]] = [(root, False)
+                                     for root in reversed(list(roots))]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, done = pop()
+        if done:
+            append(node)
+            continue
+        key = id(node)
+        if seen(key):
+            continue
+        mark(key)
+        push((node, True))
+        for child in children(node):
+            if not seen(id(child)):
+                push((child, False))
+    return order
 
 
 def structurally_equal(a: Array, b: Array) -> bool:

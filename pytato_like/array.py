@@ -9,6 +9,11 @@ recursion, so DAGs of any depth work at the default recursion limit.
 
 The NumPy-style operators and methods of :class:`Array` are implemented in
 :mod:`pytato_like._frontend` and friends; this module only owns the IR.
+Python's operators, NumPy's protocols and the dataclass protocol are
+installed on :class:`Array` by :mod:`pytato_like._frontend`,
+:mod:`pytato_like._numpy_interop` and :mod:`pytato_like._dataclass_nodes`,
+which build on this module (``import pytato_like`` imports them right
+after it), so that no module below them imports them back.
 
 Node classes
 ------------
@@ -43,6 +48,8 @@ Node classes
 .. autoclass:: AbstractResultWithNamedArrays
 .. autoclass:: DictOfNamedArrays
 .. autoclass:: NamedArray
+.. autoclass:: _SuppliedAxesAndTagsMixin
+.. autoclass:: _SuppliedShapeAndDtypeMixin
 
 Constructors
 ------------
@@ -88,8 +95,10 @@ from typing import (
     TYPE_CHECKING,
     Any,
     ClassVar,
+    Generic,
     Protocol,
     TypeAlias,
+    TypeVar,
     cast,
     runtime_checkable,
 )
@@ -105,13 +114,18 @@ from pytools.tag import (
 )
 
 from pytato_like.diagnostic import (
+    ArrayTooLargeError,
     AxisError,
     DTypeError,
+    EinsumSpecError,
     InvalidNameError,
     InvalidOperandError,
+    NotAReductionAxis,
     NotAnArrayError,
     ShapeMismatchError,
+    TagNotPresentError,
 )
+from pytato_like.tags import CreatedAt, CreationStack
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -126,8 +140,16 @@ if TYPE_CHECKING:
     TagsArg = Tag | Iterable[Tag]
     #: the axes to reduce or squeeze: one, several, or None for all
     AxisArg = int | Sequence[int] | None
+    #: what an operator takes beside an array: an array, a number, or a
+    #: NumPy array, list or tuple of numbers (wrapped as data); anything
+    #: else raises InvalidOperandError
+    Operand: TypeAlias = ("Array | int | float | complex | np.generic"
+                          " | np.ndarray | list | tuple")
 
 # {{{ field kinds
+
+#: the type of the values of one field kind
+FieldValueT = TypeVar("FieldValueT")
 
 # Each node class lists its constructor fields with a *kind* saying where
 # arrays may sit inside the value. The kinds below are the one place that
@@ -135,7 +157,7 @@ if TYPE_CHECKING:
 # stringifying and description all go through their four methods. A kind
 # is a str (its name), so tables may still compare kinds with ``is``.
 
-class FieldKind(str):
+class FieldKind(str, Generic[FieldValueT]):
     """How arrays sit inside a field value (the base: none do).
 
     .. attribute:: holds_arrays
@@ -151,92 +173,96 @@ class FieldKind(str):
     holds_arrays = False
     by_identity = False
 
-    def arrays(self, value: Any) -> Sequence[Any]:
+    def arrays(self, value: FieldValueT) -> Sequence[Array]:
         """The arrays in *value*, in order (bindings in insertion order)."""
         return ()
 
-    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
+    def map(self, value: FieldValueT, fn, array_type: type | None = None
+            ) -> FieldValueT:
         """*value* with every array *a* inside replaced by ``fn(a)``; the
         same object when nothing changed. *array_type* says which entries
         of a mixed tuple are arrays (by default :class:`Array`; another
         type when mapping stand-ins)."""
         return value
 
-    def canonical(self, value: Any, fn) -> Any:
+    def canonical(self, value: FieldValueT, fn) -> object:
         """*value* with every array *a* replaced by ``fn(a)``, bindings as a
         tuple sorted by name, a value compared by identity as its ``id``:
         equal for equal values when *fn* is (keys are built from it)."""
         return id(value) if self.by_identity else value
 
-    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+    def pair(self, a: FieldValueT, b: FieldValueT, pairs: list) -> bool:
         """Whether field values *a* and *b* are equal but for their arrays;
         if so, their arrays, position by position, are added to *pairs*."""
         return a is b if self.by_identity else a == b
 
-    def slots(self, value: Any) -> tuple:
+    def slots(self, value: FieldValueT) -> tuple:
         """``(slot, array)`` for each array in *value*: the slot is None for
         a single array, the position in a tuple, the name in bindings."""
         return ()
 
 
-class _IdentityKind(FieldKind):
+class _IdentityKind(FieldKind[object]):
     __slots__ = ()
     by_identity = True
 
 
-class _ArrayKind(FieldKind):
+class _ArrayKind(FieldKind["Array"]):
     __slots__ = ()
     holds_arrays = True
 
-    def arrays(self, value: Any) -> tuple:
+    def arrays(self, value: Array) -> tuple:
         return (value,)
 
-    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
+    def map(self, value: Array, fn, array_type: type | None = None
+            ) -> Array:
         return fn(value)
 
-    def canonical(self, value: Any, fn) -> Any:
+    def canonical(self, value: Array, fn) -> object:
         return fn(value)
 
-    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+    def pair(self, a: Array, b: Array, pairs: list) -> bool:
         pairs.append((a, b))
         return True
 
-    def slots(self, value: Any) -> tuple:
+    def slots(self, value: Array) -> tuple:
         return ((None, value),)
 
 
-class _ArrayTupleKind(FieldKind):
+class _ArrayTupleKind(FieldKind["tuple[Array, ...]"]):
     __slots__ = ()
     holds_arrays = True
 
-    def arrays(self, value: Any) -> tuple:
+    def arrays(self, value: tuple[Array, ...]) -> tuple:
         return value
 
-    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
+    def map(self, value: tuple[Array, ...], fn, array_type: type | None = None
+            ) -> tuple[Array, ...]:
         new = tuple(fn(a) for a in value)
         return value if all(map(operator.is_, new, value)) else new
 
-    def canonical(self, value: Any, fn) -> Any:
+    def canonical(self, value: tuple[Array, ...], fn) -> object:
         return tuple(fn(a) for a in value)
 
-    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+    def pair(self, a: tuple[Array, ...], b: tuple[Array, ...], pairs: list) -> bool:
         if len(a) != len(b):
             return False
         pairs.extend(zip(a, b))
         return True
 
-    def slots(self, value: Any) -> tuple:
+    def slots(self, value: tuple[Array, ...]) -> tuple:
         return tuple(enumerate(value))
 
 
-class _BindingsKind(FieldKind):
+class _BindingsKind(FieldKind["Mapping[str, Array]"]):
     __slots__ = ()
     holds_arrays = True
 
-    def arrays(self, value: Any) -> tuple:
+    def arrays(self, value: Mapping[str, Array]) -> tuple:
         return tuple(value.values())
 
-    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
+    def map(self, value: Mapping[str, Array], fn, array_type: type | None = None
+            ) -> Mapping[str, Array]:
         new = {}
         changed = False
         for k, a in value.items():
@@ -244,30 +270,31 @@ class _BindingsKind(FieldKind):
             changed = changed or new_a is not a
         return constantdict(new) if changed else value
 
-    def canonical(self, value: Any, fn) -> Any:
+    def canonical(self, value: Mapping[str, Array], fn) -> object:
         # constantdict equality ignores insertion order; so does this
         return tuple((k, fn(value[k])) for k in sorted(value))
 
-    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+    def pair(self, a: Mapping[str, Array], b: Mapping[str, Array], pairs: list) -> bool:
         if a.keys() != b.keys():
             return False
         pairs.extend((a[k], b[k]) for k in a)
         return True
 
-    def slots(self, value: Any) -> tuple:
+    def slots(self, value: Mapping[str, Array]) -> tuple:
         return tuple(value.items())
 
 
-class _MixedKind(FieldKind):
+class _MixedKind(FieldKind["tuple"]):
     """A tuple of arrays mixed with ints, slices and None."""
 
     __slots__ = ()
     holds_arrays = True
 
-    def arrays(self, value: Any) -> list[Any]:
+    def arrays(self, value: tuple) -> list[Array]:
         return [v for v in value if type(v) is not int and isinstance(v, Array)]
 
-    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
+    def map(self, value: tuple, fn, array_type: type | None = None
+            ) -> tuple:
         t = Array if array_type is None else array_type
         # mostly ints and slices: look before building a new tuple
         for v in value:
@@ -278,10 +305,10 @@ class _MixedKind(FieldKind):
         new = tuple(fn(v) if isinstance(v, t) else v for v in value)
         return value if all(map(operator.is_, new, value)) else new
 
-    def canonical(self, value: Any, fn) -> Any:
+    def canonical(self, value: tuple, fn) -> object:
         return tuple(fn(v) if isinstance(v, Array) else v for v in value)
 
-    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+    def pair(self, a: tuple, b: tuple, pairs: list) -> bool:
         if len(a) != len(b):
             return False
         for va, vb in zip(a, b):
@@ -293,11 +320,12 @@ class _MixedKind(FieldKind):
                 return False
         return True
 
-    def slots(self, value: Any) -> tuple:
+    def slots(self, value: tuple) -> tuple:
         return tuple((i, v) for i, v in enumerate(value) if isinstance(v, Array))
 
 
-VALUE = FieldKind("value")              # no arrays inside (str, dtype, ...)
+#: no arrays inside (str, dtype, ...)
+VALUE: FieldKind[object] = FieldKind("value")
 IDENTITY = _IdentityKind("identity")    # compared by ``is`` (wrapped data)
 ARRAY = _ArrayKind("array")             # a single Array
 ARRAY_TUPLE = _ArrayTupleKind("arrays")  # tuple of Arrays
@@ -306,7 +334,8 @@ SHAPE = _MixedKind("shape")             # tuple of int | Array
 INDICES = _MixedKind("indices")  # tuple of int | NormalizedSlice | Array | None
 
 
-def map_arrays_in_field(value: Any, kind: FieldKind, fn) -> Any:
+def map_arrays_in_field(value: FieldValueT, kind: FieldKind[FieldValueT],
+                        fn) -> FieldValueT:
     """*value* (a field of kind *kind*) with every array inside replaced by
     ``fn(array)``; the same object when nothing changed."""
     return kind.map(value, fn)
@@ -356,14 +385,14 @@ class ReductionDescriptor(_TaggableMixin):
         return ReductionDescriptor(tags)
 
 
-_NO_TAGS: frozenset[Tag] = frozenset()
+NO_TAGS: frozenset[Tag] = frozenset()
 
 
 # {{{ creation tracebacks
 
 # Read by every constructor: a plain module global is the cheapest test
 # when the feature is off (the default).
-_ENABLE_TRACEBACK_TAG = False
+ENABLE_TRACEBACK_TAG = False
 
 
 def set_traceback_tag_enabled(enable: bool = True) -> None:
@@ -371,15 +400,14 @@ def set_traceback_tag_enabled(enable: bool = True) -> None:
     enabled, every array built afterwards carries a
     :class:`~pytato_like.tags.CreatedAt` tag in its
     :attr:`Array.non_equality_tags` (so hashing and equality ignore it)."""
-    global _ENABLE_TRACEBACK_TAG
-    _ENABLE_TRACEBACK_TAG = bool(enable)
+    global ENABLE_TRACEBACK_TAG
+    ENABLE_TRACEBACK_TAG = bool(enable)
 
 
-def _created_at_tags(non_equality_tags: frozenset[Tag]) -> frozenset[Tag]:
+def created_at_tags(non_equality_tags: frozenset[Tag]) -> frozenset[Tag]:
     """*non_equality_tags* plus a :class:`~pytato_like.tags.CreatedAt` tag for
     the calling user code, unless one is already there (copies keep the
     original creation site)."""
-    from pytato_like.tags import CreatedAt, CreationStack
     if any(isinstance(t, CreatedAt) for t in non_equality_tags):
         return non_equality_tags
     return non_equality_tags | {CreatedAt(CreationStack.from_current_stack())}
@@ -390,7 +418,7 @@ _DEFAULT_REDUCTION_DESCR = ReductionDescriptor()
 
 
 @lru_cache(maxsize=256)
-def _default_axes(ndim: int) -> tuple[Axis, ...]:
+def default_axes(ndim: int) -> tuple[Axis, ...]:
     return (_DEFAULT_AXIS,) * ndim
 
 
@@ -400,7 +428,7 @@ AxesT: TypeAlias = tuple[Axis, ...]
 
 def _get_default_axes(ndim: int) -> AxesT:
     """*ndim* axes without tags (pytato's name)."""
-    return _default_axes(ndim)
+    return default_axes(ndim)
 
 
 def _get_default_tags(existing_tags: frozenset[Tag] | None = None
@@ -409,7 +437,7 @@ def _get_default_tags(existing_tags: frozenset[Tag] | None = None
     array was created is recorded in its
     :attr:`~Array.non_equality_tags` instead (see
     :func:`set_traceback_tag_enabled`), so *existing_tags* change nothing."""
-    return _NO_TAGS
+    return NO_TAGS
 
 
 # }}}
@@ -446,7 +474,7 @@ def _np_result_dtype(*arrays_and_dtypes: Any) -> np.dtype:
                             for x in arrays_and_dtypes))
 
 
-def _normalize_shape_component(s: Any) -> ShapeComponent:
+def _normalize_shape_component(s: object) -> ShapeComponent:
     if type(s) is int:
         if s < 0:
             raise ShapeMismatchError(f"negative dimension {s} in shape")
@@ -485,7 +513,6 @@ def check_element_count(shape: tuple[ShapeComponent, ...]) -> None:
         if type(s) is int:
             count *= s
     if count > _MAX_ELEMENTS:
-        from pytato_like.diagnostic import ArrayTooLargeError
         raise ArrayTooLargeError(
             f"shape {shape} has {count} elements, more than a 64-bit "
             f"index can address ({_MAX_ELEMENTS})")
@@ -495,7 +522,7 @@ def check_element_count(shape: tuple[ShapeComponent, ...]) -> None:
 _MAX_ELEMENTS = 2**63 - 1
 
 
-def _shape_product(shape: Iterable[ShapeComponent]) -> ShapeComponent:
+def shape_product(shape: Iterable[ShapeComponent]) -> ShapeComponent:
     result: ShapeComponent = 1
     for s in shape:
         result = result * s
@@ -537,32 +564,21 @@ class Array(_TaggableMixin):
     #: ``(field_name, kind)`` of each constructor field except axes and tags.
     _fields: ClassVar[tuple[tuple[str, FieldKind], ...]]
 
-    # NumPy and lazy arrays: see pytato_like._numpy_interop. The ufuncs of
-    # Python's operators build lazy results (NumPy scalars on the left of
-    # an operator call them); anything else that needs values raises.
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        from pytato_like._numpy_interop import refuse_conversion
-        raise refuse_conversion(self)
-
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any,
-                        **kwargs: Any) -> Any:
-        # (bound at the end of this module: a NumPy scalar on the left of
-        # an operator comes here, a hot path of graph construction)
-        return _array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: tuple[Any, ...],
-                           kwargs: dict[str, Any]) -> Any:
-        from pytato_like._numpy_interop import array_function
-        return array_function(func, args, kwargs)
+    # __array__, __array_ufunc__ and __array_function__ (what NumPy may do
+    # with a lazy array) are installed by pytato_like._numpy_interop, the
+    # operators by pytato_like._frontend and __post_init__ (for node classes
+    # declared as dataclasses) by pytato_like._dataclass_nodes: those modules
+    # build on this one, and pytato_like imports them right after it.
 
     shape: tuple[ShapeComponent, ...]
     dtype: np.dtype
     axes: tuple[Axis, ...]
     tags: frozenset[Tag]
 
-    def __init__(self, *args: Any, axes=None, tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: object, axes=None,
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS,
+                 **kwargs: object) -> None:
         """Generic constructor for user subclasses that declare
         :attr:`_fields` (``(name, kind)`` pairs; ``shape`` and ``dtype``
         among them, or given as properties) instead of writing their own:
@@ -599,18 +615,12 @@ class Array(_TaggableMixin):
             setattr(self, name, value)
         self._finish_init(axes, tags, non_equality_tags)
 
-    def __post_init__(self) -> None:
-        """Called by the constructor ``@dataclasses.dataclass`` generates for
-        a user's node class: normalizes shape, dtype, axes and tags and
-        computes the hash (see :mod:`pytato_like._dataclass_nodes`)."""
-        _finish_dataclass_node(self)
-
-    def _finish_init(self, axes, tags, non_equality_tags=_NO_TAGS) -> None:
+    def _finish_init(self, axes, tags, non_equality_tags=NO_TAGS) -> None:
         """Store axes and tags and compute the hash. Called last by every
         subclass constructor. *non_equality_tags* are stored but take no
         part in the hash or in equality."""
         if axes is None:
-            axes = _default_axes(len(self.shape))
+            axes = default_axes(len(self.shape))
         elif len(axes) != len(self.shape):
             raise AxisError(
                 f"{type(self).__name__} of shape {self.shape} got "
@@ -618,18 +628,18 @@ class Array(_TaggableMixin):
         self.axes = axes
         self.tags = tags
         self.non_equality_tags = (
-            _created_at_tags(non_equality_tags) if _ENABLE_TRACEBACK_TAG
+            created_at_tags(non_equality_tags) if ENABLE_TRACEBACK_TAG
             else non_equality_tags)
         cls = type(self)
-        getter = _HASH_GETTERS.get(cls)
+        getter = HASH_GETTERS.get(cls)
         if getter is None:
-            getter = _make_hash_getter(cls)
+            getter = make_hash_getter(cls)
         self._hash = hash((cls, getter(self), axes, tags))
 
-    def _field_values(self) -> tuple[Any, ...]:
+    def _field_values(self) -> tuple:
         """The field values the hash is computed from (wrapped data by
         identity)."""
-        getter = _HASH_GETTERS.get(type(self)) or _make_hash_getter(type(self))
+        getter = HASH_GETTERS.get(type(self)) or make_hash_getter(type(self))
         return getter(self)
 
     # {{{ identity
@@ -695,10 +705,16 @@ class Array(_TaggableMixin):
         return (*(name for name, _ in cls._fields), "axes", "tags",
                 "non_equality_tags")
 
-    def copy(self, **kwargs: Any) -> Self:
+    def copy(self, **kwargs: object) -> Self:
         """A new node of the same class with the given fields replaced."""
-        values = {name: getattr(self, name)
-                  for name in self._constructor_field_names()}
+        cls = type(self)
+        reader = _CONSTRUCTOR_READERS.get(cls)
+        if reader is None:
+            reader = _make_constructor_reader(cls)
+        names, read = reader
+        # (one attrgetter call per copy: copies are the hot path of every
+        # rewriting pass)
+        values = dict(zip(names, read(self)))
         values.update(kwargs)
         # Set after construction: they take no part in the hash, and user
         # subclasses written before non_equality_tags existed need not
@@ -710,7 +726,7 @@ class Array(_TaggableMixin):
             object.__setattr__(new, "non_equality_tags", non_equality_tags)
         return new
 
-    def replace_if_different(self, **kwargs: Any) -> Self:
+    def replace_if_different(self, **kwargs: object) -> Self:
         """Like :meth:`copy`, but returns *self* when every given field is
         identical to the stored one."""
         for name, value in kwargs.items():
@@ -728,7 +744,7 @@ class Array(_TaggableMixin):
 
     @property
     def size(self) -> ShapeComponent:
-        return _shape_product(self.shape)
+        return shape_product(self.shape)
 
     def _with_new_tags(self, tags: frozenset[Tag]) -> Self:
         """A copy whose tags are exactly *tags* (pytools' Taggable hook)."""
@@ -743,7 +759,7 @@ class Array(_TaggableMixin):
         new = normalize_tags(tags)
         if new <= self.tags:
             return self
-        return self._with_new_tags(_unique_tags(
+        return self._with_new_tags(unique_tags(
             new | self.tags, f"{type(self).__name__} of shape {self.shape}"))
 
     def without_tags(self, tags, verify_existence: bool = True) -> Self:
@@ -753,7 +769,6 @@ class Array(_TaggableMixin):
         :class:`ValueError`, as pytools raises)."""
         to_remove = normalize_tags(tags)
         if verify_existence and not to_remove <= self.tags:
-            from pytato_like.diagnostic import TagNotPresentError
             missing = to_remove - self.tags
             raise TagNotPresentError(
                 f"cannot remove tags {set(missing)} absent from "
@@ -773,7 +788,7 @@ class Array(_TaggableMixin):
         new = normalize_tags(tags)
         if new <= axis.tags:
             return self
-        new_axis = axis._with_new_tags(_unique_tags(
+        new_axis = axis._with_new_tags(unique_tags(
             new | axis.tags, f"axis {iaxis} of {type(self).__name__} of "
             f"shape {self.shape}"))
         new_axes = (*self.axes[:iaxis], new_axis, *self.axes[iaxis + 1:])
@@ -809,43 +824,43 @@ class Array(_TaggableMixin):
     conjugate = conj
 
     if TYPE_CHECKING:
-        # installed after the class from _binary_operator/_unary_operator
-        def __add__(self, other: Any) -> Array: ...
-        def __radd__(self, other: Any) -> Array: ...
-        def __sub__(self, other: Any) -> Array: ...
-        def __rsub__(self, other: Any) -> Array: ...
-        def __mul__(self, other: Any) -> Array: ...
-        def __rmul__(self, other: Any) -> Array: ...
-        def __truediv__(self, other: Any) -> Array: ...
-        def __rtruediv__(self, other: Any) -> Array: ...
-        def __floordiv__(self, other: Any) -> Array: ...
-        def __rfloordiv__(self, other: Any) -> Array: ...
-        def __mod__(self, other: Any) -> Array: ...
-        def __rmod__(self, other: Any) -> Array: ...
-        def __pow__(self, other: Any) -> Array: ...
-        def __rpow__(self, other: Any) -> Array: ...
-        def __and__(self, other: Any) -> Array: ...
-        def __rand__(self, other: Any) -> Array: ...
-        def __or__(self, other: Any) -> Array: ...
-        def __ror__(self, other: Any) -> Array: ...
-        def __xor__(self, other: Any) -> Array: ...
-        def __rxor__(self, other: Any) -> Array: ...
-        def __lshift__(self, other: Any) -> Array: ...
-        def __rlshift__(self, other: Any) -> Array: ...
-        def __rshift__(self, other: Any) -> Array: ...
-        def __rrshift__(self, other: Any) -> Array: ...
-        def __lt__(self, other: Any) -> Array: ...
-        def __le__(self, other: Any) -> Array: ...
-        def __gt__(self, other: Any) -> Array: ...
-        def __ge__(self, other: Any) -> Array: ...
+        # installed by pytato_like._frontend (install_operators)
+        def __add__(self, other: Operand) -> Array: ...
+        def __radd__(self, other: Operand) -> Array: ...
+        def __sub__(self, other: Operand) -> Array: ...
+        def __rsub__(self, other: Operand) -> Array: ...
+        def __mul__(self, other: Operand) -> Array: ...
+        def __rmul__(self, other: Operand) -> Array: ...
+        def __truediv__(self, other: Operand) -> Array: ...
+        def __rtruediv__(self, other: Operand) -> Array: ...
+        def __floordiv__(self, other: Operand) -> Array: ...
+        def __rfloordiv__(self, other: Operand) -> Array: ...
+        def __mod__(self, other: Operand) -> Array: ...
+        def __rmod__(self, other: Operand) -> Array: ...
+        def __pow__(self, other: Operand) -> Array: ...
+        def __rpow__(self, other: Operand) -> Array: ...
+        def __and__(self, other: Operand) -> Array: ...
+        def __rand__(self, other: Operand) -> Array: ...
+        def __or__(self, other: Operand) -> Array: ...
+        def __ror__(self, other: Operand) -> Array: ...
+        def __xor__(self, other: Operand) -> Array: ...
+        def __rxor__(self, other: Operand) -> Array: ...
+        def __lshift__(self, other: Operand) -> Array: ...
+        def __rlshift__(self, other: Operand) -> Array: ...
+        def __rshift__(self, other: Operand) -> Array: ...
+        def __rrshift__(self, other: Operand) -> Array: ...
+        def __lt__(self, other: Operand) -> Array: ...
+        def __le__(self, other: Operand) -> Array: ...
+        def __gt__(self, other: Operand) -> Array: ...
+        def __ge__(self, other: Operand) -> Array: ...
         def __neg__(self) -> Array: ...
         def __pos__(self) -> Array: ...
         def __invert__(self) -> Array: ...
 
-    def __divmod__(self, other: Any) -> tuple[Array, Array]:
+    def __divmod__(self, other: Operand) -> tuple[Array, Array]:
         return self // other, self % other
 
-    def __rdivmod__(self, other: Any) -> tuple[Array, Array]:
+    def __rdivmod__(self, other: Operand) -> tuple[Array, Array]:
         return other // self, other % self
 
     def __abs__(self) -> Array:
@@ -925,81 +940,21 @@ class Array(_TaggableMixin):
         from pytato_like.reductions import mean
         return mean(self, axis=axis, keepdims=keepdims)
 
-    def dot(self, other: Any) -> Array:
+    def dot(self, other: Operand) -> Array:
         from pytato_like._einsum import dot
         return dot(self, other)
 
-    def __matmul__(self, other: Any) -> Array:
+    def __matmul__(self, other: Operand) -> Array:
         from pytato_like._einsum import matmul
         return matmul(self, other)
 
-    def __rmatmul__(self, other: Any) -> Array:
+    def __rmatmul__(self, other: Operand) -> Array:
         from pytato_like._einsum import matmul
         return matmul(other, self)
 
     # }}}
 
 
-# lists and tuples are converted as np.asarray converts them
-_OPERAND_TYPES = (int, float, complex, bool, np.generic, np.ndarray, list, tuple)
-# operands no operator takes, whatever methods their classes have
-_NEVER_OPERANDS = (str, bytes, type(None), dict, set, frozenset, slice)
-_REFLECTED_NAME = {"lt": "__gt__", "le": "__ge__", "gt": "__lt__",
-                   "ge": "__le__"}
-
-
-def _refuse_operand(op_name: str, array: Array, other: Any) -> InvalidOperandError:
-    from pytato_like._frontend import operator_symbol
-    text = repr(other)
-    if len(text) > 40:
-        text = text[:37] + "..."
-    return InvalidOperandError(
-        f"operator '{operator_symbol(op_name)}' between a lazy array (shape "
-        f"{array.shape}, dtype {array.dtype}) and {text} (a "
-        f"{type(other).__name__}): operands are arrays, numbers, or lists "
-        "of numbers")
-
-
-def _binary_operator(op_name: str, reflected: bool):
-    # binary_op is bound at the end of this module (it imports this module)
-    reflected_name = _REFLECTED_NAME.get(op_name, f"__r{op_name}__")
-    if reflected:
-        def method(self, other):
-            if not isinstance(other, _OPERAND_TYPES) and not isinstance(other, Array):
-                # the other operand's own method has refused already
-                raise _refuse_operand(op_name, self, other)
-            return binary_op(op_name, other, self)
-    else:
-        def method(self, other):
-            if not isinstance(other, Array) and not isinstance(other, _OPERAND_TYPES):
-                if (not isinstance(other, _NEVER_OPERANDS)
-                        and hasattr(type(other), reflected_name)):
-                    return NotImplemented  # its reflected method may know us
-                raise _refuse_operand(op_name, self, other)
-            return binary_op(op_name, self, other)
-    method.__name__ = f"__{'r' if reflected else ''}{op_name}__"
-    return method
-
-
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
-              "and", "or", "xor", "lshift", "rshift"):
-    setattr(Array, f"__{_name}__", _binary_operator(_name, reflected=False))
-    setattr(Array, f"__r{_name}__", _binary_operator(_name, reflected=True))
-
-for _name in ("lt", "le", "gt", "ge"):
-    setattr(Array, f"__{_name}__", _binary_operator(_name, reflected=False))
-
-
-def _unary_operator(op_name: str):
-    def method(self):
-        from pytato_like._frontend import unary_op
-        return unary_op(op_name, self)
-    method.__name__ = f"__{op_name}__"
-    return method
-
-
-for _name in ("neg", "pos", "invert"):
-    setattr(Array, f"__{_name}__", _unary_operator(_name))
 
 
 # }}}
@@ -1007,16 +962,30 @@ for _name in ("neg", "pos", "invert"):
 
 # {{{ generic field helpers
 
-_HASH_GETTERS: dict[type, Any] = {}
+HASH_GETTERS: dict[type, Callable[[Array], tuple]] = {}
+
+#: class -> (constructor field names, attrgetter reading them), for copy()
+_CONSTRUCTOR_READERS: dict[type, tuple[tuple[str, ...],
+                                        Callable[[Array], tuple]]] = {}
 
 
-def _make_hash_getter(cls: type[Array]) -> Callable[[Any], Any]:
+def _make_constructor_reader(cls: type[Array]
+                             ) -> tuple[tuple[str, ...], Callable[[Array], tuple]]:
+    names = cls._constructor_field_names()
+    # attrgetter of several names returns a tuple, of one name the value
+    read = (operator.attrgetter(*names) if len(names) > 1
+            else (lambda obj, _get=operator.attrgetter(*names): (_get(obj),)))
+    _CONSTRUCTOR_READERS[cls] = (names, read)
+    return names, read
+
+
+def make_hash_getter(cls: type[Array]) -> Callable[[Array], tuple]:
     """A function returning the hashable field values of a *cls* instance
     (wrapped data by identity), built once per class."""
     names = tuple(name for name, _ in cls._fields)
     identity = tuple(i for i, (_, kind) in enumerate(cls._fields)
                      if kind.by_identity)
-    getter: Callable[[Any], Any]
+    getter: Callable[[Array], tuple]
     if not identity and len(names) > 1:
         getter = operator.attrgetter(*names)
     elif not identity:
@@ -1028,7 +997,7 @@ def _make_hash_getter(cls: type[Array]) -> Callable[[Any], Any]:
             for i in identity:
                 values[i] = id(values[i])
             return tuple(values)
-    _HASH_GETTERS[cls] = getter
+    HASH_GETTERS[cls] = getter
     return getter
 
 
@@ -1093,11 +1062,11 @@ def children_of(expr: Array, include_shape: bool = True) -> tuple[Array, ...]:
     return getter(expr)
 
 
-def _check_tags(tags) -> frozenset[Tag]:
+def check_tags(tags) -> frozenset[Tag]:
     return check_tag_uniqueness(normalize_tags(tags))
 
 
-def _unique_tags(tags: frozenset[Tag], what: str) -> frozenset[Tag]:
+def unique_tags(tags: frozenset[Tag], what: str) -> frozenset[Tag]:
     """*tags*, checked by :func:`pytools.tag.check_tag_uniqueness`; a
     conflict raises :class:`~pytato_like.diagnostic.NonUniqueTagError`
     naming *what* carries them."""
@@ -1130,8 +1099,8 @@ class Placeholder(InputArgumentBase):
     _fields = (("name", VALUE), ("shape", SHAPE), ("dtype", VALUE))
 
     def __init__(self, name: str, shape, dtype, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.name = name
         self.shape = shape
         self.dtype = dtype
@@ -1154,8 +1123,8 @@ class DataWrapper(InputArgumentBase):
     _fields = (("data", IDENTITY), ("shape", SHAPE), ("name", VALUE))
 
     def __init__(self, data, shape, name: str | None = None, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.data = data
         self.shape = shape
         self.name = name
@@ -1174,8 +1143,8 @@ class SizeParam(InputArgumentBase):
     _fields = (("name", VALUE),)
 
     def __init__(self, name: str, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.name = name
         self.shape = ()
         self.dtype = np.dtype(np.int64)
@@ -1212,37 +1181,47 @@ class IndexLambda(Array):
 
     def __init__(self, expr, shape, dtype, bindings,
                  var_to_reduction_descr=None, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.expr = expr
         self.shape = shape
         self.dtype = dtype
         if type(bindings) is constantdict:
-            bindings_hash = hash(bindings)
+            # the hash constantdict caches, read without a Python call
+            bindings_hash = getattr(bindings, "_hash", None)
+            if bindings_hash is None:
+                # what constantdict.__hash__ computes and caches
+                bindings_hash = bindings._hash = hash(
+                    frozenset(bindings.items()))
         else:
             bindings = constantdict(bindings)
             # what constantdict.__hash__ would compute and cache on first use
             bindings_hash = bindings._hash = hash(frozenset(bindings.items()))
         self.bindings = bindings
-        if var_to_reduction_descr is None:
+        if var_to_reduction_descr is None or (
+                not var_to_reduction_descr
+                and type(var_to_reduction_descr) is constantdict):
             var_to_reduction_descr = _EMPTY_MAP
-        elif type(var_to_reduction_descr) is not constantdict:
-            var_to_reduction_descr = constantdict(var_to_reduction_descr)
+            reductions_hash = _EMPTY_MAP_HASH
+        else:
+            if type(var_to_reduction_descr) is not constantdict:
+                var_to_reduction_descr = constantdict(var_to_reduction_descr)
+            reductions_hash = hash(var_to_reduction_descr)
         self.var_to_reduction_descr = var_to_reduction_descr
         # IndexLambda is the most common node: hash it without the generic
         # field walk of _finish_init (same fields, same result kind).
         if axes is None:
-            axes = _default_axes(len(shape))
+            axes = default_axes(len(shape))
         elif len(axes) != len(shape):
             raise AxisError(f"IndexLambda of shape {shape} got {len(axes)} "
                             "axes metadata entries")
         self.axes = axes
         self.tags = tags
         self.non_equality_tags = (
-            _created_at_tags(non_equality_tags) if _ENABLE_TRACEBACK_TAG
+            created_at_tags(non_equality_tags) if ENABLE_TRACEBACK_TAG
             else non_equality_tags)
         self._hash = hash((IndexLambda, expr, shape, dtype, bindings_hash,
-                           hash(var_to_reduction_descr), axes, tags))
+                           reductions_hash, axes, tags))
 
 
     def with_tagged_reduction(self, reduction_variable: str, tags) -> IndexLambda:
@@ -1250,7 +1229,6 @@ class IndexLambda(Array):
         :attr:`var_to_reduction_descr`, e.g. from
         :attr:`pytato_like.raising.ReduceOp.axes`) carries *tags* in
         addition."""
-        from pytato_like.diagnostic import NotAReductionAxis
         if not isinstance(reduction_variable, str):
             raise NotAReductionAxis(
                 f"reduction variable must be a str, got {reduction_variable!r}")
@@ -1264,14 +1242,14 @@ class IndexLambda(Array):
         new = normalize_tags(tags)
         if new <= descr.tags:
             return self
-        descrs[reduction_variable] = descr._with_new_tags(_unique_tags(
+        descrs[reduction_variable] = descr._with_new_tags(unique_tags(
             new | descr.tags, f"reduction {reduction_variable!r} of the "
             f"IndexLambda of shape {self.shape}"))
         return self.copy(var_to_reduction_descr=constantdict(descrs))
 
 
 _EMPTY_MAP: constantdict = constantdict()
-hash(_EMPTY_MAP)  # cache it once
+_EMPTY_MAP_HASH = hash(_EMPTY_MAP)  # cached in it too
 
 # }}}
 
@@ -1317,9 +1295,9 @@ class Einsum(Array):
                ("redn_axis_to_redn_descr", VALUE))
 
     def __init__(self, access_descriptors, args, redn_axis_to_redn_descr=None,
-                 axes=None, tags: frozenset[Tag] = _NO_TAGS,
+                 axes=None, tags: frozenset[Tag] = NO_TAGS,
                  index_to_access_descr=None,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.access_descriptors = tuple(tuple(d) for d in access_descriptors)
         self.args = tuple(args)
         if redn_axis_to_redn_descr is None:
@@ -1334,8 +1312,9 @@ class Einsum(Array):
             check_element_count(self.shape)
         self._finish_init(axes, tags, non_equality_tags)
 
-    def _get_reduction_extents(self) -> dict[EinsumReductionAxis, Any]:
-        extents: dict[EinsumReductionAxis, Any] = {}
+    def _get_reduction_extents(self
+                               ) -> dict[EinsumReductionAxis, ShapeComponent]:
+        extents: dict[EinsumReductionAxis, ShapeComponent] = {}
         for acc, arg in zip(self.access_descriptors, self.args, strict=True):
             for descr, dim in zip(acc, arg.shape, strict=True):
                 if isinstance(descr, EinsumReductionAxis) and dim != 1:
@@ -1346,10 +1325,9 @@ class Einsum(Array):
 
 
 def _einsum_shape_and_dtype(access_descriptors, args):
-    out_extents: dict[int, Any] = {}
+    out_extents: dict[int, ShapeComponent] = {}
     for acc, arg in zip(access_descriptors, args, strict=True):
         if len(acc) != arg.ndim:
-            from pytato_like.diagnostic import EinsumSpecError
             raise EinsumSpecError(
                 f"einsum operand of shape {arg.shape} got {len(acc)} axis "
                 "descriptors")
@@ -1359,7 +1337,6 @@ def _einsum_shape_and_dtype(access_descriptors, args):
                     out_extents[descr.dim] = dim
     ndim = len(out_extents)
     if set(out_extents) != set(range(ndim)):
-        from pytato_like.diagnostic import EinsumSpecError
         raise EinsumSpecError(
             f"einsum output axes {sorted(out_extents)} are not 0..{ndim - 1}")
     shape = tuple(out_extents[i] for i in range(ndim))
@@ -1390,8 +1367,8 @@ class Reshape(IndexRemappingBase):
     _fields = (("array", ARRAY), ("newshape", SHAPE), ("order", VALUE))
 
     def __init__(self, array: Array, newshape, order: str = "C", axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.array = array
         self.shape = tuple(newshape)
         self.order = order
@@ -1412,8 +1389,8 @@ class AxisPermutation(IndexRemappingBase):
     _fields = (("array", ARRAY), ("axis_permutation", VALUE))
 
     def __init__(self, array: Array, axis_permutation, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.array = array
         self.axis_permutation = tuple(axis_permutation)
         self.shape = tuple(array.shape[i] for i in self.axis_permutation)
@@ -1430,8 +1407,8 @@ class Roll(IndexRemappingBase):
     _fields = (("array", ARRAY), ("shift", VALUE), ("axis", VALUE))
 
     def __init__(self, array: Array, shift: int, axis: int, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.array = array
         self.shift = shift
         self.axis = axis
@@ -1478,8 +1455,8 @@ class IndexBase(IndexRemappingBase):
     _fields = (("array", ARRAY), ("indices", INDICES))
 
     def __init__(self, array: Array, indices, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.array = array
         self.indices = tuple(indices)
         self.shape = self._compute_shape()
@@ -1565,8 +1542,8 @@ class Concatenate(Array):
     _fields = (("arrays", ARRAY_TUPLE), ("axis", VALUE))
 
     def __init__(self, arrays, axis: int, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.arrays = tuple(arrays)
         self.axis = axis
         first = self.arrays[0].shape
@@ -1592,8 +1569,8 @@ class Stack(Array):
     _fields = (("arrays", ARRAY_TUPLE), ("axis", VALUE))
 
     def __init__(self, arrays, axis: int, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self.arrays = tuple(arrays)
         self.axis = axis
         first = self.arrays[0].shape
@@ -1625,11 +1602,13 @@ class NamedArray(Array):
 
     __slots__ = ("_container", "name")
     _mapper_method = "map_named_array"
-    _fields = (("_container", VALUE), ("name", VALUE))
+    # (kinds of several value types: subclasses put others here)
+    _fields: ClassVar[tuple[tuple[str, FieldKind], ...]] = (
+        ("_container", VALUE), ("name", VALUE))
 
     def __init__(self, _container, name: str, axes=None,
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self._container = _container
         self.name = name
         expr = _container._data[name]
@@ -1654,8 +1633,8 @@ class DictOfNamedArrays(AbstractResultWithNamedArrays):
     _mapper_method = "map_dict_of_named_arrays"
 
     def __init__(self, data: Mapping[str, Array],
-                 tags: frozenset[Tag] = _NO_TAGS,
-                 non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
+                 tags: frozenset[Tag] = NO_TAGS,
+                 non_equality_tags: frozenset[Tag] = NO_TAGS) -> None:
         self._data = constantdict(data)
         self.tags = tags
         self._hash = hash((DictOfNamedArrays, self._data, tags))
@@ -1725,7 +1704,7 @@ def _unpickle_dict_of_named_arrays(records, name_to_position, tags):
 
 # {{{ constructors
 
-def _check_name(name: Any, what: str) -> str:
+def _check_name(name: object, what: str) -> str:
     if not isinstance(name, str) or not name.isidentifier():
         raise InvalidNameError(f"{what} name {name!r} is not a valid identifier")
     return name
@@ -1740,7 +1719,7 @@ SUPPORTED_DTYPES = frozenset(np.dtype(t) for t in (
     np.complex128))
 
 
-def supported_dtype(dtype: Any, what: str) -> np.dtype:
+def supported_dtype(dtype: DTypeLike, what: str) -> np.dtype:
     """*dtype* as a :class:`numpy.dtype`; raises
     :class:`~pytato_like.diagnostic.DTypeError` naming *what* when arrays
     of it are not supported (float16, object, ...)."""
@@ -1763,13 +1742,13 @@ def make_placeholder(name: str, shape: ShapeArg, dtype: DTypeLike = np.float64,
     _check_name(name, "placeholder")
     return Placeholder(name, normalize_shape(shape),
                        supported_dtype(dtype, f"placeholder '{name}'"),
-                       axes=axes, tags=_check_tags(tags))
+                       axes=axes, tags=check_tags(tags))
 
 
 def make_size_param(name: str, tags: TagsArg = frozenset()) -> SizeParam:
     """A named integer usable in shapes; its value is passed at run time."""
     _check_name(name, "size parameter")
-    return SizeParam(name, tags=_check_tags(tags))
+    return SizeParam(name, tags=check_tags(tags))
 
 
 def make_data_wrapper(data: Any, name: str | None = None,
@@ -1790,7 +1769,7 @@ def make_data_wrapper(data: Any, name: str | None = None,
         raise ShapeMismatchError(
             f"data wrapper {name or ''} declared shape {shape} but its data "
             f"has shape {data.shape}")
-    return DataWrapper(data, shape, name=name, axes=axes, tags=_check_tags(tags))
+    return DataWrapper(data, shape, name=name, axes=axes, tags=check_tags(tags))
 
 
 def make_dict_of_named_arrays(data: Mapping[str, Array],
@@ -1801,7 +1780,7 @@ def make_dict_of_named_arrays(data: Mapping[str, Array],
         if not isinstance(ary, Array):
             raise NotAnArrayError(
                 f"result {name!r} is a {type(ary).__name__}, not an Array")
-    return DictOfNamedArrays(data, tags=_check_tags(tags))
+    return DictOfNamedArrays(data, tags=check_tags(tags))
 
 
 def normalize_outputs(result: Any, what: str = "generate code",
@@ -1831,21 +1810,37 @@ def output_arrays(result: Any, what: str = "generate code",
 
 # }}}
 
-# Bound last: _frontend imports the classes above.
-from pytato_like._frontend import binary_op  # noqa: E402
-from pytato_like._numpy_interop import array_ufunc as _array_ufunc  # noqa: E402
+# {{{ mixins of node classes declared as dataclasses (pytato's names)
 
-# pytato declares node classes as dataclasses: ours answer dataclasses.fields()
-# from _fields, so that users can declare theirs that way too.
-from pytato_like._dataclass_nodes import (  # noqa: E402
-    _SuppliedAxesAndTagsMixin,
-    _SuppliedShapeAndDtypeMixin,
-    install_dataclass_protocol,
-)
-from pytato_like._dataclass_nodes import (  # noqa: E402
-    finish_dataclass_node as _finish_dataclass_node,
-)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class _SuppliedAxesAndTagsMixin(Taggable):
+    """Gives a dataclass node the keyword-only fields ``axes`` (``None``:
+    one untagged :class:`Axis` per dimension), ``tags`` and
+    ``non_equality_tags`` (compared and hashed by nothing), as pytato's
+    mixin of this name (see :mod:`pytato_like._dataclass_nodes`)."""
 
-install_dataclass_protocol(Array)
+    axes: Any = dataclasses.field(kw_only=True, default=None)
+    tags: frozenset[Tag] = dataclasses.field(kw_only=True, default=NO_TAGS)
+    non_equality_tags: frozenset[Tag] = dataclasses.field(
+        kw_only=True, default=NO_TAGS, compare=False, hash=False)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class _SuppliedShapeAndDtypeMixin:
+    """Gives a dataclass node the fields ``shape`` and ``dtype`` (for nodes
+    that cannot derive them from their operands), as pytato's mixin of this
+    name."""
+
+    shape: Any
+    dtype: Any
+
+
+# The defaults above live in the generated constructors; as class
+# attributes they would hide Array's slots for these names.
+for _name in ("axes", "tags", "non_equality_tags"):
+    delattr(_SuppliedAxesAndTagsMixin, _name)
+
+# }}}
+
 
 # vim: foldmethod=marker

@@ -18,6 +18,10 @@ import argparse
 import os
 import sys
 
+from pytato_like import _pocl_cache as pocl_cache
+from pytato_like.diagnostic import PytatoLikeError
+from pytato_like.target.loopy import cache
+
 
 def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -29,13 +33,11 @@ def _size(n: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    from pytato_like.target.loopy import cache
     parser = argparse.ArgumentParser(
         prog="python -m pytato_like.cache",
         description="Show or empty pytato_like's on-disk compile cache.")
     parser.add_argument("command", choices=["info", "clear"])
     args = parser.parse_args(argv)
-    from pytato_like.diagnostic import PytatoLikeError
     try:
         return _command(args.command)
     except PytatoLikeError as exc:  # e.g. a malformed PYTATO_LIKE_CACHE_SIZE
@@ -44,7 +46,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(command: str) -> int:
-    from pytato_like.target.loopy import cache
     if command == "clear":
         n = cache.clear_disk_cache()
         print(f"removed {n} entries from {cache.cache_base_dir()}")
@@ -54,7 +55,6 @@ def _command(command: str) -> int:
     print(f"disk cache {'on' if info['enabled'] else 'off (PYTATO_LIKE_CACHE=0)'}")
     print(f"size       {_size(info['bytes'])} of {_size(info['limit'])} "
           "(PYTATO_LIKE_CACHE_SIZE)")
-    from pytato_like import _pocl_cache as pocl_cache
     pocl = os.environ.get("POCL_CACHE_DIR")
     print(f"PoCL cache {pocl or 'PoCL default'}"
           + ("  (ours, checked)" if pocl == pocl_cache.pocl_cache_dir()

@@ -44,12 +44,12 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast, overload
 
 import numpy as np
-
 import pymbolic.primitives as prim
 
+from pytato_like._creation import zeros_like
 from pytato_like._frontend import (
     ElementwiseBuilder,
-    _call,
+    c99_call,
     apply_ufunc,
     as_operand,
     binary_op,
@@ -136,7 +136,7 @@ def real(x: Any) -> Array | np.generic:
     if x.dtype.kind != "c":
         return x
     builder = ElementwiseBuilder((x,), x.shape, "real()")
-    return builder.build(_call("real")(builder.access(x, x.dtype)),
+    return builder.build(c99_call("real")(builder.access(x, x.dtype)),
                          np.empty(0, x.dtype).real.dtype)
 
 
@@ -152,10 +152,9 @@ def imag(x: Any) -> Array | np.generic:
     if not isinstance(x, Array):
         return np.imag(x)
     if x.dtype.kind != "c":
-        from pytato_like._creation import zeros_like
         return zeros_like(x)
     builder = ElementwiseBuilder((x,), x.shape, "imag()")
-    return builder.build(_call("imag")(builder.access(x, x.dtype)),
+    return builder.build(c99_call("imag")(builder.access(x, x.dtype)),
                          np.empty(0, x.dtype).imag.dtype)
 
 

@@ -40,6 +40,8 @@ from pytato_like.array import (
     Placeholder,
     make_dict_of_named_arrays,
 )
+from pytato_like.diagnostic import NameClashError
+from pytato_like.tags import Named, PrefixNamed
 from pytato_like.target import gather_program_inputs
 from pytato_like.target import normalize_outputs as _outputs_by_name
 from pytato_like.transform import (
@@ -74,12 +76,10 @@ def _generate_name_for_temp(expr: Array, var_name_gen: UniqueNameGenerator,
     raises :class:`~pytato_like.diagnostic.NameClashError` (a
     :class:`ValueError`, as pytato raises).
     """
-    from pytato_like.tags import Named, PrefixNamed
     named = expr.tags_of_type(Named)
     if named:
         name = next(iter(named)).name
         if var_name_gen.is_name_conflicting(name):
-            from pytato_like.diagnostic import NameClashError
             raise NameClashError(
                 f"cannot name the temporary holding the {type(expr).__name__} "
                 f"of shape {expr.shape} and dtype {expr.dtype} {name!r} (its "

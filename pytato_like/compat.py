@@ -29,6 +29,9 @@ import importlib.util
 import sys
 import types
 
+import pytato_like
+from pytato_like.diagnostic import ConfigurationError
+
 #: the name applications import
 ALIAS = "pytato"
 #: the package it stands for
@@ -100,9 +103,6 @@ def install_pytato_alias(*, replace_stand_in: bool = False) -> None:
     ``pytato`` module is imported already. (*replace_stand_in* is for the
     stand-in module :func:`alias_path` holds, which calls this while it is
     itself being imported as ``pytato``.)"""
-    import pytato_like
-    from pytato_like.diagnostic import ConfigurationError
-
     present = sys.modules.get(ALIAS)
     if replace_stand_in and present is not None and \
             getattr(present, "__file__", "").startswith(alias_path()):

@@ -35,7 +35,9 @@ __all__ = ["ToDevice", "to_device"]
 _NO_TAGS: frozenset[Tag] = frozenset()
 
 
-def _check_device(device: Any, what: str) -> int:
+def check_device(device: Any, what: str) -> int:
+    """*device* as a device number (an integer >= 0); *what* names it in
+    the error otherwise."""
     if isinstance(device, bool) or not isinstance(device, (int, np.integer)) \
             or device < 0:
         raise UnknownDeviceError(
@@ -109,7 +111,7 @@ def to_device(array: Array, device: int, source: int | None = None
     if not isinstance(array, Array):
         raise NotAnArrayError(
             f"to_device expects an Array, got a {type(array).__name__}")
-    device = _check_device(device, "target device")
+    device = check_device(device, "target device")
     if source is not None:
-        source = _check_device(source, "source device")
+        source = check_device(source, "source device")
     return ToDevice(array, device, source)

@@ -43,6 +43,12 @@ from constantdict import constantdict
 from pytools.tag import Tag, normalize_tags
 
 from pytato_like._results_node import NodeResult, ResultsNode
+from pytato_like._traversal import (
+    flatten_dags,
+    structurally_equal_many,
+    topological_order,
+    unflatten_dags,
+)
 from pytato_like.array import (
     BINDINGS,
     VALUE,
@@ -58,6 +64,7 @@ from pytato_like.diagnostic import (
     UnexpectedInputError,
 )
 from pytato_like.tags import FunctionIdentifier
+from pytato_like.utils import are_shapes_equal
 
 __all__ = ["Call", "FunctionDefinition", "NamedCallResult", "ReturnType",
            "trace_call"]
@@ -77,7 +84,6 @@ class ReturnType(enum.Enum):
 
 
 def _shapes_equal(a: tuple, b: tuple) -> bool:
-    from pytato_like.utils import are_shapes_equal
     return are_shapes_equal(a, b)
 
 
@@ -133,7 +139,6 @@ class FunctionDefinition:
         self._check_placeholders()
 
     def _check_placeholders(self) -> None:
-        from pytato_like._traversal import topological_order
         found: dict[str, Placeholder] = {}
         for node in topological_order(list(self.returns.values())):
             if isinstance(node, Placeholder):
@@ -166,7 +171,6 @@ class FunctionDefinition:
                 or self.tags != other.tags
                 or self.returns.keys() != other.returns.keys()):
             return False
-        from pytato_like._traversal import structurally_equal_many
         names = list(self.returns)
         return structurally_equal_many([self.returns[n] for n in names],
                                        [other.returns[n] for n in names])
@@ -177,7 +181,6 @@ class FunctionDefinition:
     def __reduce__(self):
         # all returns in one flat record list: shared subexpressions stay
         # shared, and deep bodies pickle without recursion
-        from pytato_like._traversal import flatten_dags
         names = list(self.returns)
         records, positions = flatten_dags([self.returns[n] for n in names])
         return (_unpickle_function_definition,
@@ -245,7 +248,6 @@ class FunctionDefinition:
 
 def _unpickle_function_definition(parameters, return_type, records,
                                   name_to_position, tags):
-    from pytato_like._traversal import unflatten_dags
     names = list(name_to_position)
     arrays = unflatten_dags(records, [name_to_position[n] for n in names])
     return FunctionDefinition(parameters, return_type,

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from numbers import Number
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -46,11 +46,15 @@ from constantdict import constantdict
 from pytools.tag import Tag
 
 from pytato_like._results_node import NodeResult, ResultsNode
+from pytato_like._traversal import depth_first
 from pytato_like.array import (
     BINDINGS,
     VALUE,
     Array,
+    AxesT,
     InputArgumentBase,
+    ShapeComponent,
+    ShapeType,
     SizeParam,
 )
 from pytato_like.diagnostic import (
@@ -61,19 +65,37 @@ from pytato_like.diagnostic import (
     UnexpectedInputError,
 )
 
+if TYPE_CHECKING:
+    from loopy import LoopKernel, TranslationUnit
+    from loopy.kernel.array import ArrayBase
+    from loopy.types import LoopyType
+    from pymbolic.typing import ArithmeticExpression, Expression
+
 __all__ = ["LoopyCall", "LoopyCallResult", "call_loopy"]
+
+#: A number bound to a value argument (what :func:`call_loopy` accepts:
+#: a :class:`numbers.Number` or NumPy scalar, not a bool).
+ValueArgNumber: TypeAlias = "int | float | Number | np.generic"
+#: A value argument's value: a number, or a 0-d array of the DAG read when
+#: the program runs.
+ValueArgValue: TypeAlias = "ValueArgNumber | Array"
 
 _NO_TAGS: frozenset[Tag] = frozenset()
 
 
-def _numpy_dtype(lp_dtype: Any) -> np.dtype:
-    return np.dtype(getattr(lp_dtype, "numpy_dtype", lp_dtype))
+def kernel_arg_dtype(lp_dtype: LoopyType | None) -> np.dtype:
+    """The NumPy dtype of a kernel argument's loopy dtype."""
+    # an argument whose dtype loopy has not inferred yet has None
+    if lp_dtype is None:
+        raise UnexpectedInputError(
+            "call_loopy: a kernel argument has no dtype yet; give it one "
+            "(loopy.add_dtypes) before calling the kernel")
+    return np.dtype(lp_dtype.numpy_dtype)
 
 
 def _is_size_expression(ary: Array) -> bool:
     """Whether the 0-d array *ary* is computed from size parameters only
     (so it may size an array)."""
-    from pytato_like._traversal import depth_first
     for node, _ in depth_first([ary]):
         if isinstance(node, InputArgumentBase) and not isinstance(node, SizeParam):
             return False
@@ -109,9 +131,10 @@ class LoopyCall(ResultsNode):
     _fields = (("translation_unit", VALUE), ("bindings", BINDINGS),
                ("scalar_bindings", VALUE), ("entrypoint", VALUE))
 
-    def __init__(self, translation_unit: Any, bindings: Mapping[str, Array],
-                 scalar_bindings: Mapping[str, Any], entrypoint: str,
-                 axes: Any = None, tags: frozenset[Tag] = _NO_TAGS,
+    def __init__(self, translation_unit: TranslationUnit,
+                 bindings: Mapping[str, Array],
+                 scalar_bindings: Mapping[str, ValueArgNumber], entrypoint: str,
+                 axes: AxesT | None = None, tags: frozenset[Tag] = _NO_TAGS,
                  non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.translation_unit = translation_unit
         self.bindings = (bindings if type(bindings) is constantdict
@@ -123,7 +146,7 @@ class LoopyCall(ResultsNode):
         self._finish_results_init(axes, tags, non_equality_tags)
 
     @property
-    def entry_kernel(self) -> Any:
+    def entry_kernel(self) -> LoopKernel:
         return self.translation_unit[self.entrypoint]
 
     @property
@@ -138,14 +161,14 @@ class LoopyCall(ResultsNode):
         return [name for name in self.bindings
                 if isinstance(arg_dict[name], lp.ValueArg)]
 
-    def size_context(self) -> dict[str, Any]:
+    def size_context(self) -> dict[str, ValueArgValue]:
         """Value argument name -> its number or its bound 0-d array."""
-        context: dict[str, Any] = dict(self.scalar_bindings)
+        context: dict[str, ValueArgValue] = dict(self.scalar_bindings)
         for name in self.value_array_names:
             context[name] = self.bindings[name]
         return context
 
-    def result_shape(self, name: str) -> tuple[Any, ...]:
+    def result_shape(self, name: str) -> ShapeType:
         arg = self.entry_kernel.arg_dict[name]
         if arg.shape is None or not isinstance(arg.shape, tuple):
             raise ShapeMismatchError(
@@ -186,18 +209,20 @@ class LoopyCallResult(NodeResult):
     __slots__ = ()
     _mapper_method = "map_loopy_call_result"
 
-    def __init__(self, _container: LoopyCall, name: str, axes: Any = None,
+    def __init__(self, _container: LoopyCall, name: str,
+                 axes: AxesT | None = None,
                  tags: frozenset[Tag] = _NO_TAGS,
                  non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self._container = _container
         self.name = name
         self.shape = _container.result_shape(name)
-        self.dtype = _numpy_dtype(_container.entry_kernel.arg_dict[name].dtype)
+        self.dtype = kernel_arg_dtype(_container.entry_kernel.arg_dict[name].dtype)
         self._finish_init(axes, tags, non_equality_tags)
 
 
-def _evaluate_size(expr: Any, context: Mapping[str, Any], what: str,
-                   entrypoint: str) -> Any:
+def _evaluate_size(expr: ArithmeticExpression,
+                   context: Mapping[str, ValueArgValue], what: str,
+                   entrypoint: str) -> int | Array:
     """The size expression *expr* of a kernel evaluated with *context*:
     an int, or a 0-d array when it involves a value argument bound to
     one."""
@@ -226,7 +251,8 @@ def _evaluate_size(expr: Any, context: Mapping[str, Any], what: str,
     return int(value)
 
 
-def _describe(context: Mapping[str, Any]) -> dict[str, Any]:
+def _describe(context: Mapping[str, ValueArgValue]
+              ) -> dict[str, ValueArgNumber | str]:
     return {k: (v if not isinstance(v, Array)
                 else f"<{type(v).__name__} {getattr(v, 'name', '')}>".replace(
                     " >", ">"))
@@ -235,14 +261,14 @@ def _describe(context: Mapping[str, Any]) -> dict[str, Any]:
 
 # {{{ the translation unit and its entrypoint
 
-def _kernel_names(translation_unit: Any) -> list[str]:
+def _kernel_names(translation_unit: TranslationUnit) -> list[str]:
     from loopy.kernel.function_interface import CallableKernel
     return sorted(name for name, clbl in translation_unit.callables_table.items()
-                  if isinstance(clbl, CallableKernel))
+                  if isinstance(clbl, CallableKernel) and isinstance(name, str))
 
 
-def _entry_unit(translation_unit: Any, entrypoint: str | None
-                ) -> tuple[Any, str]:
+def _entry_unit(translation_unit: TranslationUnit | LoopKernel,
+                entrypoint: str | None) -> tuple[TranslationUnit, str]:
     """*translation_unit* as a :class:`loopy.TranslationUnit`, and the name
     of the kernel to call (checked)."""
     import loopy as lp
@@ -265,13 +291,13 @@ def _entry_unit(translation_unit: Any, entrypoint: str | None
         return translation_unit, entrypoint
     kernels = _kernel_names(translation_unit)
     if entrypoint is None:
-        entrypoints = sorted(entrypoints)
-        if not entrypoints and len(kernels) == 1:
+        named = sorted(entrypoints)
+        if not named and len(kernels) == 1:
             entrypoint, = kernels
         else:
             raise UnexpectedInputError(
                 f"call_loopy: the translation unit has entrypoints "
-                f"{entrypoints} (kernels {kernels}); name one with "
+                f"{named} (kernels {kernels}); name one with "
                 "entrypoint=")
     elif entrypoint not in kernels:
         raise MissingInputError(
@@ -285,7 +311,8 @@ def _entry_unit(translation_unit: Any, entrypoint: str | None
 
 # {{{ bindings
 
-def _scalar_value(name: str, value: Any, entrypoint: str) -> Any:
+def _scalar_value(name: str, value: object, entrypoint: str
+                  ) -> ValueArgValue:
     """*value* bound to the value argument *name*: a number (0-d NumPy
     arrays unwrapped) or a 0-d array of the DAG."""
     if isinstance(value, Array):
@@ -306,14 +333,15 @@ def _scalar_value(name: str, value: Any, entrypoint: str) -> Any:
     return value
 
 
-def _classify_bindings(kernel: Any, entrypoint: str,
-                       bindings: Mapping[str, Any]
-                       ) -> tuple[dict[str, Array], dict[str, Any], list[str]]:
+def _classify_bindings(kernel: LoopKernel, entrypoint: str,
+                       bindings: Mapping[str, object]
+                       ) -> tuple[dict[str, Array], dict[str, ValueArgValue],
+                                  list[str]]:
     """``(array bindings, value bindings, unbound value arguments)``; value
     bindings are numbers or 0-d arrays."""
     import loopy as lp
     arrays: dict[str, Array] = {}
-    scalars: dict[str, Any] = {}
+    scalars: dict[str, ValueArgValue] = {}
     unbound: list[str] = []
     for arg in kernel.args:
         if arg.is_input and arg.is_output:
@@ -353,7 +381,8 @@ def _classify_bindings(kernel: Any, entrypoint: str,
 
 # {{{ value arguments from the shapes of the bound arrays
 
-def _isl_text(expr: Any, names: Mapping[str, str]) -> str | None:
+def _isl_text(expr: ArithmeticExpression, names: Mapping[str, str]
+              ) -> str | None:
     """*expr* in isl's syntax with variables renamed by *names*; ``None``
     when it is not quasi-affine in them."""
     if isinstance(expr, (int, np.integer)) and not isinstance(expr, bool):
@@ -388,12 +417,12 @@ def _isl_text(expr: Any, names: Mapping[str, str]) -> str | None:
     return None
 
 
-def _solve_affine(equations: list[tuple[str, int, Any, int]],
+def _solve_affine(equations: list[tuple[str, int, ArithmeticExpression,
+                                        ShapeComponent]],
                   unknown: set[str], entrypoint: str) -> dict[str, int]:
     """The unknowns that *equations* (``(argument, axis, size expression,
     extent)``) determine uniquely, solved with isl."""
     import islpy as isl
-
     from loopy.symbolic import get_dependencies
     names: dict[str, str] = {}
     constraints = []
@@ -432,18 +461,19 @@ def _solve_affine(equations: list[tuple[str, int, Any, int]],
     return solved
 
 
-def _infer_value_args(kernel: Any, entrypoint: str, arrays: Mapping[str, Array],
-                      known: Mapping[str, Any], unbound: list[str]
-                      ) -> dict[str, Any]:
+def _infer_value_args(kernel: LoopKernel, entrypoint: str,
+                      arrays: Mapping[str, Array],
+                      known: Mapping[str, ValueArgValue], unbound: list[str]
+                      ) -> dict[str, int | Array]:
     """Values of the *unbound* value arguments that follow from the shapes
     of the bound *arrays* (ints, or arrays for symbolic extents)."""
-    from pymbolic import substitute
-
     from loopy.symbolic import get_dependencies
+    from pymbolic import substitute
     unknown = set(unbound)
     if not unknown:
         return {}
-    equations: list[tuple[str, int, Any, Any]] = []
+    equations: list[tuple[str, int, ArithmeticExpression,
+                          ShapeComponent]] = []
     for name, ary in arrays.items():
         declared = kernel.arg_dict[name].shape
         if not isinstance(declared, tuple):
@@ -456,14 +486,16 @@ def _infer_value_args(kernel: Any, entrypoint: str, arrays: Mapping[str, Array],
         equations.extend((name, axis, d, extent)
                          for axis, (d, extent) in enumerate(
                              zip(declared, ary.shape, strict=True)))
-    numbers = {k: v for k, v in known.items() if not isinstance(v, Array)}
-    found: dict[str, Any] = {}
+    # bound numbers are NumPy or Python scalars: pymbolic constants
+    numbers = {k: cast("Expression", v) for k, v in known.items()
+               if not isinstance(v, Array)}
+    found: dict[str, int | Array] = {}
     while unknown:
         progress = False
         pending = []
         for arg_name, axis, expr, extent in equations:
             if not isinstance(expr, (int, np.integer)):
-                assigned: dict[Any, Any] = {
+                assigned: dict[str, Expression] = {
                     **numbers, **{k: v for k, v in found.items()
                                   if not isinstance(v, Array)}}
                 expr = substitute(expr, assigned)
@@ -494,16 +526,17 @@ def _infer_value_args(kernel: Any, entrypoint: str, arrays: Mapping[str, Array],
 
 #: (id of a translation unit, entrypoint, added dtypes) -> (that unit,
 #: the unit with types inferred), oldest first
-_TYPED_UNITS: dict[tuple, tuple[Any, Any]] = {}
+_TYPED_UNITS: dict[tuple[int, str, tuple[tuple[str, np.dtype], ...]],
+                   tuple[TranslationUnit, TranslationUnit]] = {}
 #: id of a typed unit -> (the typed unit, the unit it was inferred from:
 #: entrypoint set, dtypes added, target unchanged), for targets that
 #: retarget it (:mod:`pytato_like.target.host_loopy`)
-SOURCE_UNITS: dict[int, tuple[Any, Any]] = {}
+SOURCE_UNITS: dict[int, tuple[TranslationUnit, TranslationUnit]] = {}
 _MAX_TYPED_UNITS = 64
 
 
-def _typed_unit(translation_unit: Any, entrypoint: str,
-                missing_dtypes: Mapping[str, np.dtype]) -> Any:
+def _typed_unit(translation_unit: TranslationUnit, entrypoint: str,
+                missing_dtypes: Mapping[str, np.dtype]) -> TranslationUnit:
     import loopy as lp
     # type inference costs milliseconds: a DAG calling one kernel many
     # times infers once (keyed by identity; the entry keeps the object
@@ -528,7 +561,8 @@ def _typed_unit(translation_unit: Any, entrypoint: str,
     return typed
 
 
-def call_loopy(translation_unit: Any, bindings: Mapping[str, Any],
+def call_loopy(translation_unit: TranslationUnit | LoopKernel,
+               bindings: Mapping[str, object],
                entrypoint: str | None = None) -> LoopyCall:
     """The kernel *entrypoint* of the loopy *translation_unit* applied to
     *bindings*: array arguments bound to arrays, value arguments to numbers

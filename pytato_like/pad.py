@@ -32,7 +32,8 @@ import numpy as np
 import pymbolic.primitives as prim
 
 from pytato_like._frontend import convert_scalar
-from pytato_like.array import Array, IndexLambda, _NO_TAGS
+from pytato_like._shape_ops import concatenate
+from pytato_like.array import NO_TAGS, Array, IndexLambda
 from pytato_like.diagnostic import (
     PadModeError,
     ShapeMismatchError,
@@ -159,7 +160,7 @@ def _pad_constant(array: Array, widths: list[tuple[int, int]],
             fill = convert_scalar(cvals[i, 0].item(), array.dtype, "pad")
             expr = prim.If(prim.Comparison(var, "<", lo), fill, expr)
     return IndexLambda(expr, tuple(shape), array.dtype,
-                       {"_in0": array}, None, None, _NO_TAGS)
+                       {"_in0": array}, None, None, NO_TAGS)
 
 
 def _periodic(position: ArithmeticExpression, lo: int, period: int
@@ -198,7 +199,7 @@ def _pad_by_moving(array: Array, widths: list[tuple[int, int]],
                                                              array.shape)))
     shape = tuple(lo + dim + hi for (lo, hi), dim in zip(widths, array.shape))
     return IndexLambda(prim.Subscript(prim.Variable("_in0"), index), shape,
-                       array.dtype, {"_in0": array}, None, None, _NO_TAGS)
+                       array.dtype, {"_in0": array}, None, None, NO_TAGS)
 
 
 def _along(axis: int, ndim: int, s: slice) -> tuple[slice, ...]:
@@ -211,8 +212,6 @@ def _reflect_odd_along(array: Array, axis: int, lo: int, hi: int,
     reflection, in NumPy's steps: each step mirrors at most the values
     already there (a whole number of periods of the original) about the
     current edge, on the left, then on the right."""
-    from pytato_like._shape_ops import concatenate
-
     ndim = array.ndim
     n = array.shape[axis]
     assert isinstance(n, int)

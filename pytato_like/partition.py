@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from pytools import UniqueNameGenerator
 
@@ -42,9 +42,11 @@ from pytato_like.array import (
     make_dict_of_named_arrays,
 )
 from pytato_like.diagnostic import PartitionInducedCycleError
+from pytato_like.scheduler import PartHooks, run_parts
 from pytato_like.target import BoundProgram, normalize_outputs
 from pytato_like.target.numpy import NumpyBoundProgram
 from pytato_like.transform.copy import rebuild_with
+from pytato_like.transform.placement import strip_device_transfers
 
 __all__ = [
     "GraphPart",
@@ -141,6 +143,11 @@ class GraphPartition:
     name_to_output: Mapping[str, Array]
     overall_output_names: tuple[str, ...]
     toposorted_part_ids: list[Hashable]
+
+    #: whether :func:`generate_code_for_partition` compiles the parts on
+    #: first use (``lazy=None``): a partition whose parts communicate sets
+    #: it, so that code generation overlaps the first receives
+    compiles_lazily: ClassVar[bool] = False
 
     def __init__(self, parts: Mapping[Hashable, GraphPart],
                  name_to_output: Mapping[str, Array] | None = None,
@@ -533,7 +540,6 @@ def generate_code_for_partition(partition: GraphPartition,
         make = NumpyPartProgram
     elif target == "loopy":
         from pytato_like.target.loopy import generate_loopy
-        from pytato_like.transform.placement import strip_device_transfers
 
         def make(outputs):
             # device transfers happen between parts; inside one they are
@@ -543,8 +549,7 @@ def generate_code_for_partition(partition: GraphPartition,
         raise ValueError(f"unknown part program target {target!r}; "
                          "expected 'loopy' or 'numpy'")
     if lazy is None:
-        from pytato_like.distributed.partition import DistributedGraphPartition
-        lazy = isinstance(partition, DistributedGraphPartition)
+        lazy = partition.compiles_lazily
     from pytato_like.target.loopy.report import compile_context
     programs: dict[Hashable, BoundProgram] = {}
     if lazy and target == "loopy":
@@ -577,7 +582,6 @@ def execute_partition(partition: GraphPartition,
     :func:`~pytato_like.scheduler.run_parts`. Returns every part output by
     name (the partitioned DAG's results among them); outputs of loopy part
     programs stay on the device (``out_host=False``)."""
-    from pytato_like.scheduler import PartHooks, run_parts
     values, _ = run_parts(partition, prg_per_partition, PartHooks(queue),
                           input_args)
     return values

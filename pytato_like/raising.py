@@ -56,6 +56,7 @@ from pytato_like.scalar_expr import (
     TypeCast,
     index_var,
 )
+from pytato_like.utils import are_shape_components_equal, get_indexing_expression
 
 __all__ = [
     "BinaryOp",
@@ -204,7 +205,6 @@ class _Operands:
     (broadcast reads of its bindings) and scalars."""
 
     def __init__(self, expr: IndexLambda) -> None:
-        from pytato_like.utils import get_indexing_expression
         self.bindings = expr.bindings
         self.expected: dict[str, Any] = {}
         for name, ary in expr.bindings.items():
@@ -281,7 +281,6 @@ def _reduce_op(expr: IndexLambda, inner: Reduce) -> ReduceOp:
     ary = expr.bindings.get(name)
     if ary is None or len(index) != ary.ndim:
         raise UnknownIndexLambdaExpr(f"reduction of {body} is not of one array")
-    from pytato_like.utils import are_shape_components_equal
     axes = {}
     n_out = 0
     for axis, idx in enumerate(index):

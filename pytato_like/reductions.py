@@ -24,15 +24,22 @@ import numpy as np
 import pymbolic.primitives as prim
 from constantdict import constantdict
 
+from pytato_like._creation import full
+from pytato_like._frontend import as_operand
 from pytato_like.array import (
+    NO_TAGS,
     Array,
     IndexLambda,
     ReductionDescriptor,
-    _NO_TAGS,
 )
-from pytato_like.diagnostic import EmptyReductionError
+from pytato_like.cmath import maximum, minimum
+from pytato_like.diagnostic import (
+    EmptyReductionError,
+    NotAReductionAxis,
+    PytatoLikeError,
+)
 from pytato_like.scalar_expr import TypeCast, index_var, make_reduce, reduction_var
-from pytato_like.utils import normalize_axes
+from pytato_like.utils import dim_to_index_lambda_components, normalize_axes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -98,7 +105,6 @@ def _accumulation_dtype(numpy_reduce, dtype: np.dtype) -> np.dtype:
 def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
             what: str, dtype=None, initial: Any = None,
             axis_to_reduction_descr=None) -> Array:
-    from pytato_like._frontend import as_operand
     a = as_operand(a)
     if not isinstance(a, Array):
         if initial is not None:
@@ -132,14 +138,13 @@ def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
     if axis_to_reduction_descr:
         descr = _with_given_descriptors(descr, axes, axis_to_reduction_descr,
                                         what, a)
-    return IndexLambda(expr, out_shape, out_dtype, bindings, descr, None, _NO_TAGS)
+    return IndexLambda(expr, out_shape, out_dtype, bindings, descr, None, NO_TAGS)
 
 
 def _with_given_descriptors(descr, axes: tuple[int, ...],
                             axis_to_reduction_descr, what: str, a: Array):
     """*descr* (reduction variable -> descriptor) with the descriptors the
     user gave per reduced axis of *a*."""
-    from pytato_like.diagnostic import NotAReductionAxis
     new = dict(descr or {})
     for ax, rd in axis_to_reduction_descr.items():
         norm = ax % a.ndim if isinstance(ax, int) and -a.ndim <= ax < a.ndim \
@@ -160,10 +165,7 @@ def _reduce_with_initial(op, a, axes, keepdims, what, dtype, initial,
                          axis_to_reduction_descr) -> Array:
     """NumPy's ``initial=``: the reduction also takes *initial* in; over an
     empty axis the result is *initial* itself (also for max/min)."""
-    from pytato_like._creation import full
-    from pytato_like.cmath import maximum, minimum
     if op.name in ("any", "all"):
-        from pytato_like.diagnostic import PytatoLikeError
         raise PytatoLikeError(f"{what}() takes no initial value")
     empty = False
     for ax in axes:
@@ -249,7 +251,6 @@ def _bound_expr(dim: Any, bindings: dict[str, Array]) -> Any:
         return dim
     from pytools import UniqueNameGenerator
 
-    from pytato_like.utils import dim_to_index_lambda_components
     expr, dim_bindings = dim_to_index_lambda_components(
         dim, UniqueNameGenerator(set(bindings)))
     bindings.update(dim_bindings)
@@ -332,7 +333,6 @@ def _axis(axis, kwargs):
 def _check_kwargs(kwargs, what):
     unknown = set(kwargs) - {"axes"}
     if unknown:
-        from pytato_like.diagnostic import PytatoLikeError
 
         raise PytatoLikeError(f"{what}() got unexpected arguments {sorted(unknown)}")
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import runpy
 import sys
 
+from pytato_like.compat import alias_path, install_pytato_alias
+
 USAGE = ("usage: python -m pytato_like.run script.py [args ...]\n"
          "       python -m pytato_like.run -m module [args ...]")
 
@@ -28,7 +30,6 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0 if args else 2)
     import os
 
-    from pytato_like.compat import alias_path, install_pytato_alias
     install_pytato_alias()
     # child processes (test workers, subprocesses) import pytato too
     os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -51,10 +51,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -71,9 +72,20 @@ from pymbolic.mapper.dependency import DependencyMapper as _PymbolicDependencyMa
 from pymbolic.mapper.distributor import DistributeMapper as _PymbolicDistributeMapper
 from pymbolic.mapper.evaluator import EvaluationMapper as _PymbolicEvaluationMapper
 from pymbolic.mapper.stringifier import StringifyMapper as _PymbolicStringifyMapper
-from pymbolic.mapper.substitutor import SubstitutionMapper as _PymbolicSubstitutionMapper
+from pymbolic.mapper.substitutor import (
+    SubstitutionMapper as _PymbolicSubstitutionMapper,
+)
 
-ScalarExpression = Any
+from pytato_like.diagnostic import EmptyReductionError
+
+if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
+
+    from pymbolic.typing import Expression
+
+    from pytato_like.reductions import ReductionOperation
+
+ScalarExpression: TypeAlias = "Expression"
 """Type alias: a pymbolic expression or a scalar constant."""
 
 C99_FUNCTION_PREFIX = "pytato.c99."
@@ -91,7 +103,7 @@ class Reduce(prim.ExpressionNode):
     """
 
     inner_expr: ScalarExpression
-    op: Any
+    op: ReductionOperation
     bounds: Mapping[str, tuple[Any, Any]]
 
     def make_stringifier(self, originating_stringifier=None):
@@ -123,7 +135,7 @@ def index_vars(ndim: int) -> tuple[prim.Variable, ...]:
     return tuple(index_var(i) for i in range(ndim))
 
 
-def affine_form(expr: Any, names: tuple[str, ...]
+def affine_form(expr: ScalarExpression, names: tuple[str, ...]
                 ) -> tuple[dict[str, int], int] | None:
     """``({name: coefficient}, constant)`` of *expr* if it is an integer
     affine function of the index variables *names* (e.g. ``("_0",)``),
@@ -174,7 +186,9 @@ def parse(text: str) -> ScalarExpression:
     return Parser()(text)
 
 
-def make_reduce(inner_expr, op, bounds: Mapping[str, tuple[Any, Any]]) -> Reduce:
+def make_reduce(inner_expr, op,
+                bounds: Mapping[str, tuple[Any, Any]]
+                ) -> Reduce:
     return Reduce(inner_expr, op, constantdict(bounds))
 
 
@@ -182,7 +196,7 @@ def make_reduce(inner_expr, op, bounds: Mapping[str, tuple[Any, Any]]) -> Reduce
 _FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
 
 
-def expression_children(expr: Any) -> tuple:
+def expression_children(expr: object) -> tuple:
     """The direct parts of scalar expression *expr* (operands, and for a
     :class:`Reduce` its inner expression and bounds), for walks with an
     explicit stack; ``()`` for a leaf."""
@@ -203,19 +217,60 @@ def expression_children(expr: Any) -> tuple:
 
 
 
-def expression_size(expr: Any, limit: int | None = None) -> int:
+def expression_size(expr: object, limit: int | None = None) -> int:
     """The number of nodes of scalar expression *expr* counted as a tree
     (a subexpression used twice counts twice, as code generators see
     it), by an explicit stack; stops counting above *limit*."""
     count = 0
+    bound = limit if limit is not None else float("inf")
     stack = [expr]
+    pop, extend = stack.pop, stack.extend
+    # (hot: the kernel budget sizes every instruction of a compile. The
+    # same count as walking expression_children, with the common leaves
+    # skipped and the parts of dataclass nodes read by one attrgetter)
+    getters = _PARTS_GETTER
     while stack:
-        node = stack.pop()
+        node = pop()
         count += 1
-        if limit is not None and count > limit:
+        if count > bound:
             break
-        stack.extend(expression_children(node))
+        kind = type(node)
+        getter = getters.get(kind)
+        if getter is None:
+            getter = getters[kind] = _parts_getter(node)
+        if getter is not _no_parts:
+            extend(getter(node))
     return count
+
+
+# the getters of _PARTS_GETTER but attrgetters of dataclass fields
+# (_no_parts is also compared by identity: leaves cost no call)
+def _no_parts(node: object) -> tuple:
+    return ()
+
+
+def _one_part(node: object) -> tuple:  # prim.Variable: its name
+    return (node.name,)  # type: ignore[attr-defined]  # (only given Variables)
+
+
+#: type of an expression's part -> how expression_size reads its parts
+_PARTS_GETTER: dict[type, Callable[[object], tuple]] = {
+    int: _no_parts, float: _no_parts, str: _no_parts, bool: _no_parts,
+    prim.Variable: _one_part}
+
+
+def _parts_getter(node: object) -> Callable[[object], tuple]:
+    """How :func:`expression_size` reads the parts of nodes of *node*'s
+    type: a getter returning what :func:`expression_children` returns."""
+    if isinstance(node, prim.ExpressionNode) and dataclasses.is_dataclass(node):
+        names = tuple(f.name for f in dataclasses.fields(node))
+        if len(names) >= 2:
+            return operator.attrgetter(*names)
+        # (one field: attrgetter would return it bare, not in a tuple)
+    elif isinstance(node, (np.generic, complex)):
+        return _no_parts
+    return expression_children
+
 
 # {{{ mappers extended to Reduce / TypeCast (pytato's mapper families)
 
@@ -254,10 +309,12 @@ class CombineMapper(_PymbolicCombineMapper[ResultT, P]):
     """pymbolic's combine mapper; a :class:`Reduce` combines its bounds
     and its body, a :class:`TypeCast` is its operand's result."""
 
-    def map_type_cast(self, expr: TypeCast, *args: Any, **kwargs: Any) -> Any:
+    def map_type_cast(self, expr: TypeCast, *args: P.args, **kwargs: P.kwargs
+                      ) -> ResultT:
         return self.rec(expr.inner_expr, *args, **kwargs)
 
-    def map_reduce(self, expr: Reduce, *args: Any, **kwargs: Any) -> Any:
+    def map_reduce(self, expr: Reduce, *args: P.args, **kwargs: P.kwargs
+                   ) -> ResultT:
         return self.combine([
             *(self.rec(bound, *args, **kwargs)
               for _, bound in sorted(expr.bounds.items())),
@@ -268,7 +325,8 @@ class IdentityMapper(_PymbolicIdentityMapper[P]):
     """pymbolic's identity (copying) mapper, rebuilding :class:`Reduce`
     and :class:`TypeCast` from their mapped parts."""
 
-    def map_reduce(self, expr: Reduce, *args: Any, **kwargs: Any) -> Any:
+    def map_reduce(self, expr: Reduce, *args: P.args, **kwargs: P.kwargs
+                   ) -> Expression:
         inner = self.rec(expr.inner_expr, *args, **kwargs)
         bounds = {name: (self.rec(lo, *args, **kwargs),
                          self.rec(hi, *args, **kwargs))
@@ -279,7 +337,8 @@ class IdentityMapper(_PymbolicIdentityMapper[P]):
             return expr
         return Reduce(inner, expr.op, constantdict(bounds))
 
-    def map_type_cast(self, expr: TypeCast, *args: Any, **kwargs: Any) -> Any:
+    def map_type_cast(self, expr: TypeCast, *args: P.args, **kwargs: P.kwargs
+                      ) -> Expression:
         inner = self.rec(expr.inner_expr, *args, **kwargs)
         return expr if inner is expr.inner_expr else TypeCast(expr.dtype, inner)
 
@@ -303,20 +362,21 @@ class DependencyMapper(_PymbolicDependencyMapper[P]):
                          composite_leaves=composite_leaves)
         self.include_idx_lambda_indices = include_idx_lambda_indices
 
-    def map_variable(self, expr: prim.Variable, *args: Any, **kwargs: Any):
+    def map_variable(self, expr: prim.Variable, *args: P.args,
+                     **kwargs: P.kwargs):
         if not self.include_idx_lambda_indices \
                 and IDX_LAMBDA_REDUCTION_AXIS_INDEX.fullmatch(expr.name):
             return set()
         return super().map_variable(expr, *args, **kwargs)
 
-    def map_reduce(self, expr: Reduce, *args: Any, **kwargs: Any):
+    def map_reduce(self, expr: Reduce, *args: P.args, **kwargs: P.kwargs):
         bounds = set()
         for lo, hi in expr.bounds.values():
             bounds |= set(self.rec(lo, *args, **kwargs))
             bounds |= set(self.rec(hi, *args, **kwargs))
         return self.combine([self.rec(expr.inner_expr, *args, **kwargs), bounds])
 
-    def map_type_cast(self, expr: TypeCast, *args: Any, **kwargs: Any):
+    def map_type_cast(self, expr: TypeCast, *args: P.args, **kwargs: P.kwargs):
         return self.rec(expr.inner_expr, *args, **kwargs)
 
     def map_nan(self, expr, *args, **kwargs):
@@ -327,7 +387,7 @@ class _FreeVariableMapper(DependencyMapper[[]]):
     """The variables an expression depends on from outside: reduction
     variables bound by a :class:`Reduce` are not."""
 
-    def map_reduce(self, expr: Reduce, *args: Any, **kwargs: Any):
+    def map_reduce(self, expr: Reduce):
         inner = set(self.rec(expr.inner_expr)) - {
             prim.Variable(name) for name in expr.bounds}
         for lo, hi in expr.bounds.values():
@@ -354,13 +414,13 @@ class InductionVariableCollector(CombineMapper[frozenset, []]):
     def map_reduce(self, expr: Reduce) -> frozenset:
         return frozenset(expr.bounds) | super().map_reduce(expr)
 
-    def map_algebraic_leaf(self, expr: Any) -> frozenset:
+    def map_algebraic_leaf(self, expr: prim.AlgebraicLeaf) -> frozenset:
         return frozenset()
 
-    def map_constant(self, expr: Any) -> frozenset:
+    def map_constant(self, expr: object) -> frozenset:
         return frozenset()
 
-    def map_nan(self, expr: Any) -> frozenset:
+    def map_nan(self, expr: prim.NaN) -> frozenset:
         return frozenset()
 
 
@@ -400,7 +460,6 @@ class EvaluationMapper(_PymbolicEvaluationMapper[ResultT]):
         if not values:
             neutral = expr.op.neutral_element(np.dtype(np.float64))
             if neutral is None:
-                from pytato_like.diagnostic import EmptyReductionError
                 raise EmptyReductionError(
                     f"{expr.op} over the empty range {dict(expr.bounds)}")
             return neutral
@@ -436,10 +495,10 @@ class DistributeMapper(_PymbolicDistributeMapper):
     operand of a :class:`TypeCast` are distributed in place (a reduction
     is a sum over its body, so expanding the body keeps its value)."""
 
-    def map_reduce(self, expr: Reduce) -> Any:
+    def map_reduce(self, expr: Reduce) -> Expression:
         return Reduce(self.rec(expr.inner_expr), expr.op, expr.bounds)
 
-    def map_type_cast(self, expr: TypeCast) -> Any:
+    def map_type_cast(self, expr: TypeCast) -> Expression:
         return TypeCast(expr.dtype, self.rec(expr.inner_expr))
 
 
@@ -447,13 +506,13 @@ class _ConstantFolder(_PymbolicConstantFolder):
     """pymbolic's constant folder; a :class:`Reduce` or :class:`TypeCast`
     is an opaque (non-constant) leaf."""
 
-    def is_constant(self, expr: Any) -> bool:
+    def is_constant(self, expr: Expression) -> bool:
         return not DependencyMapper()(expr)
 
-    def map_reduce(self, expr: Reduce) -> Any:
+    def map_reduce(self, expr: Reduce) -> Expression:
         return expr
 
-    def map_type_cast(self, expr: TypeCast) -> Any:
+    def map_type_cast(self, expr: TypeCast) -> Expression:
         return expr
 
 
@@ -461,19 +520,21 @@ class TermCollector(_PymbolicTermCollector):
     """pymbolic's collector of like terms; a :class:`Reduce` or
     :class:`TypeCast` is one opaque factor."""
 
-    def get_dependencies(self, expr: Any) -> Any:
+    def get_dependencies(self, expr: Expression
+                         ) -> AbstractSet[prim.AlgebraicLeaf
+                                          | prim.CommonSubexpression]:
         return DependencyMapper()(expr)
 
-    def split_term(self, mul_term: Any) -> Any:
+    def split_term(self, mul_term: Expression) -> Any:
         if isinstance(mul_term, (Reduce, TypeCast)):
             # pymbolic splits products, powers and leaves; ours are leaves
             return self.split_term(prim.Product((mul_term,)))
         return super().split_term(mul_term)
 
-    def map_reduce(self, expr: Reduce) -> Any:
+    def map_reduce(self, expr: Reduce) -> Expression:
         return expr
 
-    def map_type_cast(self, expr: TypeCast) -> Any:
+    def map_type_cast(self, expr: TypeCast) -> Expression:
         return expr
 
 
@@ -493,12 +554,14 @@ class StringifyMapper(_PymbolicStringifyMapper[[]]):
     ``op[var:lo..hi](body)``, a :class:`TypeCast` as ``cast(dtype, x)``, and
     math functions without their ``pytato.c99.`` prefix."""
 
-    def map_reduce(self, expr: Reduce, enclosing_prec: int, *args: Any) -> str:
+    def map_reduce(self, expr: Reduce, enclosing_prec: int, *args: object
+                   ) -> str:
         bounds = ", ".join(f"{k}:{self.rec(lo, 0)}..{self.rec(hi, 0)}"
                            for k, (lo, hi) in expr.bounds.items())
         return f"{expr.op}[{bounds}]({self.rec(expr.inner_expr, 0)})"
 
-    def map_type_cast(self, expr: TypeCast, enclosing_prec: int, *args: Any) -> str:
+    def map_type_cast(self, expr: TypeCast, enclosing_prec: int,
+                      *args: object) -> str:
         return f"cast({expr.dtype}, {self.rec(expr.inner_expr, 0)})"
 
     def map_variable(self, expr, enclosing_prec, *args):

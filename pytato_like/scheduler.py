@@ -40,6 +40,22 @@ message buffers; ``blocked`` -- its error naming the rank.
 .. autofunction:: run_parts
 .. autoclass:: PartHooks
     :members:
+
+The prepared mode: :func:`prepare_parts` compiles the order of a
+partition (with the awaited names of its hooks and the names of the
+inputs) to integer tables, a :class:`PreparedParts`, kept in the hooks'
+:meth:`~PartHooks.table_cache`; its :meth:`~PreparedParts.run` is the one
+part loop -- :func:`run_parts` is it with the hooks adapted, and an
+executor that keeps per-part tables of its own from run to run (the
+distributed executor from the second execution of a partition on, see
+:mod:`~pytato_like.distributed.steady`) calls it with
+:class:`PreparedHooks` of its own.
+
+.. autofunction:: prepare_parts
+.. autoclass:: PreparedParts
+    :members: run
+.. autoclass:: PreparedHooks
+    :members:
 """
 
 from __future__ import annotations
@@ -47,11 +63,18 @@ from __future__ import annotations
 import contextlib
 import heapq
 from collections.abc import Hashable, Iterable, Mapping
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pytato_like.diagnostic import MissingInputError, PartitionInducedCycleError
 
-__all__ = ["PartHooks", "run_parts"]
+if TYPE_CHECKING:
+    import pyopencl as cl
+
+    from pytato_like.partition import GraphPart, GraphPartition
+    from pytato_like.target.program import BoundProgram
+
+__all__ = ["PartHooks", "PreparedHooks", "PreparedParts", "prepare_parts",
+           "run_parts"]
 
 
 class PartHooks:
@@ -60,14 +83,14 @@ class PartHooks:
     as they are, as :func:`~pytato_like.partition.execute_partition` does;
     executors override what they need."""
 
-    def __init__(self, queue: Any = None) -> None:
+    def __init__(self, queue: cl.CommandQueue | None = None) -> None:
         self.queue = queue
 
-    def queue_for(self, pid: Hashable) -> Any:
+    def queue_for(self, pid: Hashable) -> cl.CommandQueue | None:
         """The queue part *pid* runs on."""
         return self.queue
 
-    def awaited_names(self, pid: Hashable, part: Any) -> Iterable[str]:
+    def awaited_names(self, pid: Hashable, part: GraphPart) -> Iterable[str]:
         """Names part *pid* reads that arrive from elsewhere (received
         messages) rather than from the inputs or another part; the part is
         ready only once they have arrived."""
@@ -94,29 +117,31 @@ class PartHooks:
     def part_ready(self, pid: Hashable) -> None:
         """Part *pid* has become runnable."""
 
-    def part_running(self, pid: Hashable) -> contextlib.AbstractContextManager[Any]:
+    def part_running(self, pid: Hashable
+                     ) -> contextlib.AbstractContextManager[object]:
         """A context manager around the run of part *pid*."""
         return contextlib.nullcontext()
 
-    def forwarded_outputs(self, pid: Hashable, part: Any,
+    def forwarded_outputs(self, pid: Hashable, part: GraphPart,
                           values: Mapping[str, Any]) -> dict[str, Any] | None:
         """The outputs of part *pid* if they can be had without running its
         program (e.g. a part passing received values on), else ``None``."""
         return None
 
     def prepare_inputs(self, pid: Hashable, inputs: dict[str, Any]
-                       ) -> list[Any] | None:
+                       ) -> list[cl.Event] | None:
         """Make *inputs* (name -> value, changed in place) ready for part
         *pid*, e.g. by copying them to its device; returns events the
         program must wait for (``None``: none)."""
         return None
 
-    def call_options(self, pid: Hashable, prg: Any) -> dict[str, Any]:
+    def call_options(self, pid: Hashable, prg: BoundProgram) -> dict[str, object]:
         """Options of the program contract for part *pid* besides
         ``out_host=False`` and ``wait_for`` (e.g. ``allocator``)."""
         return {}
 
-    def call_program(self, pid: Hashable, prg: Any, queue: Any,
+    def call_program(self, pid: Hashable, prg: BoundProgram,
+                     queue: cl.CommandQueue | None,
                      kwargs: dict[str, Any]) -> tuple[Any, Any]:
         """Call the program of part *pid*: ``prg(queue, **kwargs)`` (the
         contract's options and the inputs), ``(event, outputs)``. An
@@ -125,7 +150,7 @@ class PartHooks:
         return prg(queue, **kwargs)
 
     def part_done(self, pid: Hashable, outputs: Mapping[str, Any],
-                  event: Any) -> None:
+                  event: object) -> None:
         """Part *pid* has been run (or enqueued): its *outputs* by name and
         the *event* of its program (``None`` for forwarded outputs)."""
 
@@ -142,55 +167,206 @@ class PartHooks:
             "needed_pids form a cycle")
 
 
-class _Tables:
-    """What the scheduler derives from a partition and the awaited names,
-    the same for every run: made once per (partition, hooks' table cache,
-    input names) and reused (a repeated execution pays only for its
-    counters)."""
+class PreparedHooks:
+    """What :meth:`PreparedParts.run` asks of an executor, by part index
+    (the part's position in
+    :attr:`~pytato_like.partition.GraphPartition.toposorted_part_ids`).
+    :func:`run_parts` adapts a :class:`PartHooks` to it; an executor with
+    its own per-part tables (the distributed executor's steady state,
+    :mod:`~pytato_like.distributed.steady`) implements it directly."""
 
-    __slots__ = ("order", "position", "dependents", "n_needed", "awaited",
-                 "input_names")
+    def part_ready(self, i: int) -> None:
+        """Part *i* has become runnable."""
 
-    def __init__(self, partition: Any, hooks: PartHooks,
+    def run_part(self, i: int, values: dict[str, Any]) -> Mapping[str, Any]:
+        """Run (or enqueue) part *i* with its inputs from *values* and hand
+        its outputs on (e.g. send them); its outputs by name."""
+        raise NotImplementedError
+
+    def n_pending(self) -> int:
+        """As :meth:`PartHooks.n_pending`."""
+        return 0
+
+    def arrivals(self, block: bool) -> Iterable[tuple[str, Any]]:
+        """As :meth:`PartHooks.arrivals`."""
+        return ()
+
+    def blocked(self, waiting: dict[Hashable, list[str]]) -> NoReturn:
+        """As :meth:`PartHooks.blocked`."""
+        PartHooks.blocked(PartHooks(), waiting)
+        raise AssertionError("unreachable")
+
+
+class PreparedParts:
+    """The part order of a partition compiled to integer tables -- per part
+    its dependents, how many parts and awaited names it waits for, the
+    names it reads -- made once per (partition, awaited names, provided
+    input names) by :func:`prepare_parts`; :meth:`run` runs the parts with
+    counters copied from them (a repeated execution pays only for those)."""
+
+    __slots__ = ("order", "dependents", "n_waiting", "awaited", "readers",
+                 "input_names", "delivers")
+
+    def __init__(self, partition: GraphPartition, hooks: PartHooks,
                  provided: frozenset[str]) -> None:
         parts = partition.parts
         self.order = order = list(partition.toposorted_part_ids)
-        self.position = {pid: i for i, pid in enumerate(order)}
-        self.dependents: dict[Hashable, list[Hashable]] = {
-            pid: [] for pid in order}
-        self.n_needed: dict[Hashable, int] = {}
-        #: per part, the awaited names not among the provided values
-        self.awaited: dict[Hashable, tuple[str, ...]] = {}
-        #: per part, every name it reads (filtered by what is there)
-        self.input_names: dict[Hashable, tuple[str, ...]] = {}
-        for pid in order:
+        position = {pid: i for i, pid in enumerate(order)}
+        dependents: list[list[int]] = [[] for _ in order]
+        #: per part: how many parts and awaited names it waits for
+        self.n_waiting: list[int] = []
+        #: per part: the awaited names not among the provided values
+        self.awaited: list[tuple[str, ...]] = []
+        #: per part: every name it reads (filtered by what is there)
+        self.input_names: list[tuple[str, ...]] = []
+        readers: dict[str, list[int]] = {}
+        for i, pid in enumerate(order):
             part = parts[pid]
             for q in part.needed_pids:
-                if q not in self.dependents:
+                if q not in position:
                     raise MissingInputError(
                         f"part {pid!r} needs part {q!r}, which the "
                         "partition does not have")
-                self.dependents[q].append(pid)
-            self.n_needed[pid] = len(part.needed_pids)
-            self.awaited[pid] = tuple(sorted(
+                dependents[position[q]].append(i)
+            awaited = tuple(sorted(
                 {n for n in hooks.awaited_names(pid, part)
                  if n not in provided}))
-            self.input_names[pid] = tuple(sorted(part.all_input_names()))
+            for name in awaited:
+                readers.setdefault(name, []).append(i)
+            self.awaited.append(awaited)
+            self.n_waiting.append(len(part.needed_pids) + len(awaited))
+            self.input_names.append(tuple(sorted(part.all_input_names())))
+        self.dependents = [tuple(d) for d in dependents]
+        #: awaited name -> the parts reading it
+        self.readers = {name: tuple(r) for name, r in readers.items()}
+        #: per part: whether one of its outputs is an awaited name
+        self.delivers = [
+            not self.readers.keys().isdisjoint(parts[pid].output_names)
+            for pid in order]
+
+    def run(self, hooks: PreparedHooks, values: dict[str, Any]) -> int:
+        """Run every part in the order rule of the module docs; *values*
+        (the inputs) is filled with every part output and arrival. The
+        number of parts run."""
+        waiting = self.n_waiting.copy()
+        readers = dict(self.readers) if self.readers else {}
+        dependents, delivers = self.dependents, self.delivers
+        part_ready, run_part = hooks.part_ready, hooks.run_part
+        arrivals = hooks.arrivals
+        heappush, heappop = heapq.heappush, heapq.heappop
+        ready: list[int] = []
+        for i, n in enumerate(waiting):
+            if not n:
+                part_ready(i)
+                ready.append(i)         # ascending: a heap already
+
+        def deliver(items: Iterable[tuple[str, Any]]) -> None:
+            for name, value in items:
+                values[name] = value
+                for j in readers.pop(name, ()):
+                    waiting[j] -= 1
+                    if not waiting[j]:
+                        part_ready(j)
+                        heappush(ready, j)
+
+        n_parts = len(waiting)
+        n_done = 0
+        while n_done < n_parts:
+            if not ready:
+                if not hooks.n_pending():
+                    hooks.blocked(self._still_awaited(waiting, values))
+                deliver(arrivals(True))
+                continue
+            i = heappop(ready)
+            outputs = run_part(i, values)
+            if delivers[i]:
+                deliver(outputs.items())
+            else:
+                values.update(outputs)
+            for j in dependents[i]:
+                waiting[j] -= 1
+                if not waiting[j]:
+                    part_ready(j)
+                    heappush(ready, j)
+            n_done += 1
+            # also a chance for the hooks to progress their own work (e.g.
+            # start sends whose data is ready); cheap when there is none
+            got = arrivals(False)
+            if got:
+                deliver(got)
+        return n_done
+
+    def _still_awaited(self, waiting: list[int], values: dict[str, Any]
+                       ) -> dict[Hashable, list[str]]:
+        return {self.order[i]: [n for n in self.awaited[i] if n not in values]
+                for i, n in enumerate(waiting) if n}
 
 
-def _tables(partition: Any, hooks: PartHooks, provided: frozenset[str]
-            ) -> _Tables:
+def prepare_parts(partition: GraphPartition, hooks: PartHooks,
+                  provided: frozenset[str]) -> PreparedParts:
+    """The :class:`PreparedParts` of *partition* with the awaited names of
+    *hooks*, for runs whose inputs are named *provided*: kept in
+    :meth:`PartHooks.table_cache` when the hooks have one."""
     cache = hooks.table_cache()
     if cache is None:
-        return _Tables(partition, hooks, provided)
+        return PreparedParts(partition, hooks, provided)
     key = (id(partition), provided)
-    tables = cache.get(key)
-    if tables is None:
-        tables = cache[key] = _Tables(partition, hooks, provided)
-    return tables
+    prepared = cache.get(key)
+    if prepared is None:
+        prepared = cache[key] = PreparedParts(partition, hooks, provided)
+    return prepared
 
 
-def run_parts(partition: Any, prg_per_partition: Mapping[Hashable, Any],
+class _ContractParts(PreparedHooks):
+    """:class:`PartHooks` as :class:`PreparedHooks`: each part run through
+    the program contract."""
+
+    def __init__(self, partition: GraphPartition, prepared: PreparedParts,
+                 prg_per_partition: Mapping[Hashable, BoundProgram],
+                 hooks: PartHooks) -> None:
+        self.parts = partition.parts
+        self.order = prepared.order
+        self.input_names = prepared.input_names
+        self.programs = prg_per_partition
+        self.hooks = hooks
+        self.n_pending = hooks.n_pending        # type: ignore[method-assign]
+        self.arrivals = hooks.arrivals          # type: ignore[method-assign]
+
+    def part_ready(self, i: int) -> None:
+        self.hooks.part_ready(self.order[i])
+
+    def blocked(self, waiting: dict[Hashable, list[str]]) -> NoReturn:
+        self.hooks.blocked(waiting)
+
+    def run_part(self, i: int, values: dict[str, Any]) -> Mapping[str, Any]:
+        hooks = self.hooks
+        pid = self.order[i]
+        outputs = hooks.forwarded_outputs(pid, self.parts[pid], values)
+        if outputs is not None:
+            event = None
+            with hooks.part_running(pid):
+                pass
+        else:
+            inputs = {name: values[name] for name in self.input_names[i]
+                      if name in values}
+            wait_for = hooks.prepare_inputs(pid, inputs)
+            prg = self.programs[pid]
+            options = hooks.call_options(pid, prg)
+            options["out_host"] = False
+            if wait_for:
+                options["wait_for"] = wait_for
+            # an input named like an option is the input (the contract's
+            # rule)
+            options.update(inputs)
+            queue = hooks.queue_for(pid)
+            with hooks.part_running(pid):
+                event, outputs = hooks.call_program(pid, prg, queue, options)
+        hooks.part_done(pid, outputs, event)
+        return outputs
+
+
+def run_parts(partition: GraphPartition,
+              prg_per_partition: Mapping[Hashable, BoundProgram],
               hooks: PartHooks, input_args: Mapping[str, Any] | None = None
               ) -> tuple[dict[str, Any], int]:
     """Run every part of *partition* (a
@@ -198,96 +374,10 @@ def run_parts(partition: Any, prg_per_partition: Mapping[Hashable, Any],
     program in *prg_per_partition*, in dependency order (see the module
     docs). Returns every value by name (the inputs, every part output,
     every arrival) and the number of parts run."""
-    parts = partition.parts
     values: dict[str, Any] = dict(input_args or {})
-    tables = _tables(partition, hooks, frozenset(values))
-    order, position = tables.order, tables.position
-    dependents = tables.dependents
-    ready: list[tuple[int, Hashable]] = []
-
-    def make_ready(pid: Hashable) -> None:
-        hooks.part_ready(pid)
-        heapq.heappush(ready, (position[pid], pid))
-
-    # waiting[pid]: how many parts and awaited names part pid waits for
-    waiting = {}
-    readers: dict[str, list[Hashable]] = {}
-    for pid in order:
-        names = tables.awaited[pid]
-        for name in names:
-            readers.setdefault(name, []).append(pid)
-        waiting[pid] = tables.n_needed[pid] + len(names)
-        if not waiting[pid]:
-            make_ready(pid)
-
-    def release(pid: Hashable) -> None:
-        waiting[pid] -= 1
-        if not waiting[pid]:
-            make_ready(pid)
-
-    def deliver(name: str, value: Any) -> None:
-        values[name] = value
-        pids = readers.pop(name, None)
-        if pids:
-            for pid in pids:
-                release(pid)
-
-    def still_awaited() -> dict[Hashable, list[str]]:
-        return {pid: [n for n in tables.awaited[pid] if n not in values]
-                for pid, n in waiting.items() if n}
-
-    # the loop runs once per part: hooks bound once, no helper calls
-    n_parts = len(order)
-    heappop = heapq.heappop
-    forwarded_outputs = hooks.forwarded_outputs
-    prepare_inputs = hooks.prepare_inputs
-    call_options = hooks.call_options
-    queue_for = hooks.queue_for
-    part_running = hooks.part_running
-    call_program = hooks.call_program
-    part_done = hooks.part_done
-    arrivals = hooks.arrivals
-    input_names = tables.input_names
-    n_done = 0
-    while n_done < n_parts:
-        if not ready:
-            if not hooks.n_pending():
-                hooks.blocked(still_awaited())
-            for name, value in arrivals(block=True):
-                deliver(name, value)
-            continue
-        _, pid = heappop(ready)
-        part = parts[pid]
-        outputs = forwarded_outputs(pid, part, values)
-        if outputs is not None:
-            event = None
-            with part_running(pid):
-                pass
-        else:
-            inputs = {name: values[name] for name in input_names[pid]
-                      if name in values}
-            wait_for = prepare_inputs(pid, inputs)
-            prg = prg_per_partition[pid]
-            options = call_options(pid, prg)
-            options["out_host"] = False
-            if wait_for:
-                options["wait_for"] = wait_for
-            # an input named like an option is the input (the contract's
-            # rule)
-            options.update(inputs)
-            queue = queue_for(pid)
-            with part_running(pid):
-                event, outputs = call_program(pid, prg, queue, options)
-        part_done(pid, outputs, event)
-        for name, value in outputs.items():
-            deliver(name, value)
-        for q in dependents[pid]:
-            release(q)
-        n_done += 1
-        # also a chance for the hooks to progress their own work (e.g.
-        # start sends whose data is ready); cheap when there is none
-        for name, value in arrivals(block=False):
-            deliver(name, value)
+    prepared = prepare_parts(partition, hooks, frozenset(values))
+    n_done = prepared.run(
+        _ContractParts(partition, prepared, prg_per_partition, hooks), values)
     return values, n_done
 
 # vim: foldmethod=marker

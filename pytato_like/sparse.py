@@ -36,7 +36,7 @@ from pytato_like.array import (
     VALUE,
     Array,
     Axis,
-    _default_axes,
+    default_axes,
 )
 from pytato_like.diagnostic import DTypeError, NotAnArrayError, ShapeMismatchError
 
@@ -88,7 +88,7 @@ class CSRMatrix(SparseMatrix):
         self.row_starts = row_starts
         self.dtype = elem_values.dtype
         self.tags = frozenset(tags)
-        self.axes = _default_axes(2) if axes is None else tuple(axes)
+        self.axes = default_axes(2) if axes is None else tuple(axes)
 
     def _key(self) -> tuple:
         return (self.shape, self.elem_values, self.elem_col_indices,
@@ -188,7 +188,7 @@ class CSRMatmul(SparseMatmul):
         self.array = array
         self.matrix_shape = cast("tuple[int, int]", tuple(matrix_shape))
         self.matrix_tags = frozenset(matrix_tags)
-        self.matrix_axes = (_default_axes(2) if matrix_axes is None
+        self.matrix_axes = (default_axes(2) if matrix_axes is None
                             else tuple(matrix_axes))
         self.shape = (self.matrix_shape[0], *array.shape[1:])
         self.dtype = np.result_type(elem_values.dtype, array.dtype)

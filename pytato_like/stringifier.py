@@ -37,15 +37,19 @@ from typing import Any
 
 import numpy as np
 
+from pytato_like._traversal import topological_order
 from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
     DictOfNamedArrays,
     FieldKind,
+    InputArgumentBase,
     NamedArray,
     NormalizedSlice,
+    children_of,
     output_arrays,
 )
+from pytato_like.scalar_expr import stringify as stringify_expression
 
 #: Inline nesting deeper than this starts a new numbered definition.
 MAX_INLINE_DEPTH = 6
@@ -59,9 +63,8 @@ _SUMMARY_MAX_ENTRIES = 6
 
 
 def _format_value(name: str, value: Any) -> str:
-    from pytato_like.scalar_expr import stringify
     if name == "expr":
-        return stringify(value)
+        return stringify_expression(value)
     if isinstance(value, np.dtype):
         return str(value)
     if name == "data":
@@ -124,9 +127,6 @@ def _format_node(node: Array, text_of) -> str:
 
 def stringify_dag(result: Array | AbstractResultWithNamedArrays) -> str:
     """The text of *result* with shared nodes defined once."""
-    from pytato_like._traversal import topological_order
-    from pytato_like.array import children_of
-
     roots = output_arrays(result, "stringify")
     order = topological_order(roots)
     nusers: dict[int, int] = {}
@@ -216,9 +216,6 @@ def summarize_dag(result: Array | AbstractResultWithNamedArrays,
                   order: list[Array] | None = None) -> DagSummary:
     """The :class:`DagSummary` of *result*, in one walk over the DAG
     (*order*, its topological order, if the caller has it)."""
-    from pytato_like._traversal import topological_order
-    from pytato_like.array import InputArgumentBase
-
     if order is None:
         order = topological_order(output_arrays(result, "summarize"))
     counts: dict[str, int] = {}
@@ -248,8 +245,6 @@ def summarize_dag(result: Array | AbstractResultWithNamedArrays,
 def dag_repr(result: Array | AbstractResultWithNamedArrays) -> str:
     """``repr`` of an array or a :class:`DictOfNamedArrays`: the full text
     of a small DAG, the summary of a large one (see the module docs)."""
-    from pytato_like._traversal import topological_order
-
     order = topological_order(output_arrays(result, "print"))
     if len(order) <= REPR_MAX_NODES:
         text = stringify_dag(result)

@@ -60,14 +60,32 @@ import math
 import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import numpy as np
+
+import pytato_like as pt
+from pytato_like._traversal import topological_order
+from pytato_like.array import (
+    Array,
+    Placeholder,
+    make_dict_of_named_arrays,
+    output_arrays,
+)
+from pytato_like.dtype import DTypeLike
+from pytato_like.diagnostic import (
+    IndexOutOfBoundsError,
+    NegativeIntegerPowerError,
+    PytatoLikeError,
+)
 
 # {{{ comparing results
 
 
-def default_tolerance(dtype: Any) -> float:
+_T = TypeVar("_T")
+
+
+def default_tolerance(dtype: DTypeLike) -> float:
     """Relative tolerance for comparing values of *dtype* computed in a
     different order (0 for exact dtypes: integers and booleans)."""
     dtype = np.dtype(dtype)
@@ -157,8 +175,6 @@ def evaluate_lazy_and_eager(fn: Callable[..., Any], *arrays: np.ndarray,
     for both sides. The lazy inputs are placeholders named ``x0``, ``x1``,
     ... (data wrappers if *as_data_wrappers*).
     """
-    import pytato_like as pt
-
     operands: list[pt.Array]
     if as_data_wrappers:
         operands = [pt.make_data_wrapper(a) for a in arrays]
@@ -179,8 +195,6 @@ def evaluate_lazy_and_eager(fn: Callable[..., Any], *arrays: np.ndarray,
 
 
 def _placeholder_names(result: Any) -> set[str]:
-    from pytato_like._traversal import topological_order
-    from pytato_like.array import Placeholder, output_arrays
     return {node.name for node in topological_order(output_arrays(result))
             if isinstance(node, Placeholder)}
 
@@ -223,7 +237,7 @@ class _Choices:
         """An integer in ``[lo, hi]``."""
         raise NotImplementedError
 
-    def choice(self, options: Sequence[Any]) -> Any:
+    def choice(self, options: Sequence[_T]) -> _T:
         return options[self.integer(0, len(options) - 1)]
 
     def chance(self, percent: int) -> bool:
@@ -247,7 +261,7 @@ class _DrawnChoices(_Choices):
     def integer(self, lo: int, hi: int) -> int:
         return self._draw(self._st.integers(lo, hi))
 
-    def choice(self, options: Sequence[Any]) -> Any:
+    def choice(self, options: Sequence[_T]) -> _T:
         return self._draw(self._st.sampled_from(options))
 
 
@@ -256,7 +270,7 @@ class _Value:
     """One array of the program under construction, in both forms."""
 
     label: str
-    lazy: Any                 # pytato_like Array
+    lazy: Array
     eager: np.ndarray
     # bit-for-bit reproducible by any correct evaluation order (inputs,
     # integer arithmetic, data movement, max/min, casts): only such values
@@ -371,7 +385,6 @@ class RandomDAG:
     @property
     def result(self):
         """The outputs as one :class:`~pytato_like.DictOfNamedArrays`."""
-        from pytato_like.array import make_dict_of_named_arrays
         return make_dict_of_named_arrays(self.outputs)
 
     def program_text(self) -> str:
@@ -437,7 +450,6 @@ class _DAGBuilder:
 
     def new_input(self, shape: tuple[int, ...], dtype: np.dtype,
                   data: np.ndarray | None = None, prefix: str = "x") -> _Value:
-        import pytato_like as pt
         name = f"{prefix}{len(self.inputs)}"
         if data is None:
             data = self.random_data(shape, dtype)
@@ -489,9 +501,6 @@ class _DAGBuilder:
         Returns None (the operation is dropped) if NumPy refuses it, if an
         integer result could leave *int_range*'s bounds for its dtype, or
         if a floating-point result is non-finite or too large."""
-        import pytato_like as pt
-        from pytato_like.diagnostic import PytatoLikeError
-
         try:
             with np.errstate(all="raise"), warnings.catch_warnings():
                 warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
@@ -543,7 +552,7 @@ class _DAGBuilder:
             return False
         return math.prod(shape) <= _MAX_SIZE
 
-    def small_constant(self, dtype: np.dtype) -> Any:
+    def small_constant(self, dtype: np.dtype) -> bool | int | float | complex:
         """A Python scalar every array of *dtype* combines with (NEP 50)."""
         if dtype.kind == "b":
             return self.c.choice([True, False, 1, 2])
@@ -1247,7 +1256,6 @@ class _DAGBuilder:
             built = self._failing_gather() or self._failing_power()
         if not built or not self.c.chance(50):
             return built
-        import pytato_like as pt
         label, lazy, error = self.failing  # type: ignore[misc]
         # the error must survive what is done with the value next
         if self.c.chance(50):
@@ -1274,7 +1282,6 @@ class _DAGBuilder:
         """Record ``fn(xp, *operands)`` as the failing value if NumPy raises
         *numpy_error* on it. A lazy front end may find the problem while
         building (constant indices): then it must raise *error* there."""
-        import pytato_like as pt
         try:
             with np.errstate(all="ignore"):
                 fn(np, *(v.eager for v in operands))
@@ -1294,7 +1301,6 @@ class _DAGBuilder:
         return True
 
     def _failing_power(self) -> bool:
-        from pytato_like.diagnostic import NegativeIntegerPowerError
         a = self.pick(lambda v: v.kind in "iu" and v.eager.size > 0)
         if a is None:
             return False
@@ -1323,7 +1329,6 @@ class _DAGBuilder:
                                     ValueError, NegativeIntegerPowerError)
 
     def _failing_gather(self) -> bool:
-        from pytato_like.diagnostic import IndexOutOfBoundsError
         a = self.pick(lambda v: len(v.shape) >= 1 and 0 not in v.shape)
         if a is None:
             return False
@@ -1431,9 +1436,6 @@ def _random_shape(c: _Choices, base: tuple[int, ...]) -> tuple[int, ...]:
 def _build_random_dag(c: _Choices, n_ops: int, n_inputs: int, max_outputs: int,
                       dtypes: Sequence[str], negative_indices: bool,
                       error_percent: int = 0) -> RandomDAG:
-    from pytato_like._traversal import topological_order
-    from pytato_like.array import Placeholder
-
     builder = _DAGBuilder(c, dtypes, negative_indices)
     base = tuple(c.integer(2, 5) for _ in range(c.integer(1, 3)))
     for _ in range(n_inputs):

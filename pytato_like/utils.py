@@ -25,12 +25,23 @@ import numpy as np
 import pymbolic.primitives as prim
 from pytools import UniqueNameGenerator
 
-from pytato_like.array import Array, IndexLambda, ShapeComponent, SizeParam
+from pytato_like.array import (
+    Array,
+    Einsum,
+    EinsumElementwiseAxis,
+    IndexLambda,
+    ShapeComponent,
+    SizeParam,
+    check_element_count,
+    check_tags,
+)
 from pytato_like.diagnostic import (
     AxisError,
     CannotBroadcastError,
     ShapeMismatchError,
+    UnsupportedArrayError,
 )
+from pytato_like.scalar_expr import index_var, substitute
 
 
 def are_shape_components_equal(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
@@ -90,11 +101,12 @@ def _equal_at_sample_points(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
 
 #: a polynomial in size parameters: {monomial: integer coefficient}, a
 #: monomial a sorted tuple of (size parameter name, exponent)
-_Poly = dict
+Polynomial = dict
 
 
-def _poly_mul(p: _Poly, q: _Poly) -> _Poly:
-    result: _Poly = {}
+def poly_mul(p: Polynomial, q: Polynomial) -> Polynomial:
+    """The product of the polynomials *p* and *q*."""
+    result: Polynomial = {}
     for m1, c1 in p.items():
         for m2, c2 in q.items():
             powers = dict(m1)
@@ -105,14 +117,14 @@ def _poly_mul(p: _Poly, q: _Poly) -> _Poly:
     return {m: c for m, c in result.items() if c}
 
 
-def _poly_add(p: _Poly, q: _Poly) -> _Poly:
+def _poly_add(p: Polynomial, q: Polynomial) -> Polynomial:
     result = dict(p)
     for m, c in q.items():
         result[m] = result.get(m, 0) + c
     return {m: c for m, c in result.items() if c}
 
 
-def _scalar_poly(expr: Any, env: dict[str, _Poly]) -> _Poly | None:
+def _scalar_poly(expr: Any, env: dict[str, Polynomial]) -> Polynomial | None:
     """*expr* (the scalar expression of one 0-d index lambda, its bindings'
     polynomials in *env*) as a polynomial; None if it is not one (a
     division, a call, ...). Recursive over one node's expression only."""
@@ -124,12 +136,13 @@ def _scalar_poly(expr: Any, env: dict[str, _Poly]) -> _Poly | None:
     if isinstance(expr, prim.Subscript) and expr.index in ((), None):
         return _scalar_poly(expr.aggregate, env)
     if isinstance(expr, (prim.Sum, prim.Product)):
-        result: _Poly | None = {(): 1} if isinstance(expr, prim.Product) else {}
+        result: Polynomial | None = (
+            {(): 1} if isinstance(expr, prim.Product) else {})
         for child in expr.children:
             p = _scalar_poly(child, env)
             if p is None or result is None:
                 return None
-            result = (_poly_mul(result, p) if isinstance(expr, prim.Product)
+            result = (poly_mul(result, p) if isinstance(expr, prim.Product)
                       else _poly_add(result, p))
         return result
     if isinstance(expr, prim.Power) and isinstance(expr.exponent, (int, np.integer)) \
@@ -139,7 +152,7 @@ def _scalar_poly(expr: Any, env: dict[str, _Poly]) -> _Poly | None:
             return None
         result = {(): 1}
         for _ in range(int(expr.exponent)):
-            result = _poly_mul(result, base)
+            result = poly_mul(result, base)
         return result
     return None
 
@@ -149,12 +162,12 @@ def _scalar_poly(expr: Any, env: dict[str, _Poly]) -> _Poly | None:
 _SIZE_POLYNOMIALS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _size_polynomial_entry(dim: Array) -> tuple[_Poly | None, dict[str, Any]]:
+def _size_polynomial_entry(dim: Array) -> tuple[Polynomial | None, dict[str, Any]]:
     known = _SIZE_POLYNOMIALS
     entry = known.get(dim)
     if entry is not None:
         return entry
-    cache: dict[int, tuple[_Poly | None, dict[str, Any]]] = {}
+    cache: dict[int, tuple[Polynomial | None, dict[str, Any]]] = {}
     stack = [dim]
     while stack:  # (depth-first with an explicit stack: any depth works)
         node = stack[-1]
@@ -175,9 +188,9 @@ def _size_polynomial_entry(dim: Array) -> tuple[_Poly | None, dict[str, Any]]:
             stack.extend(pending)
             continue
         stack.pop()
-        env: dict[str, _Poly] = {}
+        env: dict[str, Polynomial] = {}
         params: dict[str, Any] = {}
-        poly: _Poly | None = {}
+        poly: Polynomial | None = {}
         for name, b in node.bindings.items():
             b_poly, b_params = cache[id(b)]
             if b_poly is None:
@@ -194,7 +207,7 @@ def _size_polynomial_entry(dim: Array) -> tuple[_Poly | None, dict[str, Any]]:
 
 
 def size_polynomial(dim: Any, size_params: dict[str, Any] | None = None
-                    ) -> _Poly | None:
+                    ) -> Polynomial | None:
     """Shape component *dim* (an int or an expression of size parameters)
     as a polynomial: ``{monomial: integer coefficient}``, a monomial a sorted
     tuple of ``(size parameter name, exponent)``; None if it is not one (a
@@ -219,7 +232,9 @@ def are_shapes_equal(shape1, shape2) -> bool:
         are_shape_components_equal(d1, d2) for d1, d2 in zip(shape1, shape2))
 
 
-def _is_one(dim: ShapeComponent) -> bool:
+def is_one(dim: ShapeComponent) -> bool:
+    """Whether the shape component *dim* is the integer 1 (a size
+    parameter never is: it may take any value)."""
     return not isinstance(dim, Array) and dim == 1
 
 
@@ -231,16 +246,15 @@ def get_shape_after_broadcasting(exprs: Iterable[Any]) -> tuple[ShapeComponent, 
     for shape in shapes:
         for i, dim in enumerate(shape):
             j = ndim - len(shape) + i
-            if _is_one(dim):
+            if is_one(dim):
                 continue
-            if _is_one(result[j]):
+            if is_one(result[j]):
                 result[j] = dim
             elif not are_shape_components_equal(result[j], dim):
                 raise CannotBroadcastError(
                     "operands could not be broadcast together with shapes "
                     + " ".join(str(tuple(s)) for s in shapes))
     if ndim > 1:
-        from pytato_like.array import check_element_count
         check_element_count(tuple(result))
     return tuple(result)
 
@@ -280,7 +294,6 @@ def dim_to_index_lambda_components(
     if vng is None:
         vng = UniqueNameGenerator()
     from pytato_like._traversal import topological_order
-    from pytato_like.scalar_expr import substitute
 
     bindings: dict[str, SizeParam] = {}
     scalar_of: dict[int, Any] = {}
@@ -306,7 +319,6 @@ def get_indexing_expression(shape, result_shape) -> tuple[Any, ...]:
     lambda of *result_shape* under NumPy broadcasting: ``0`` along axes of
     length 1 that are broadcast, the result's index variable ``_i``
     elsewhere (axes aligned from the right)."""
-    from pytato_like.scalar_expr import index_var
     shape = tuple(shape)
     result_shape = tuple(result_shape)
     if len(shape) > len(result_shape):
@@ -317,7 +329,7 @@ def get_indexing_expression(shape, result_shape) -> tuple[Any, ...]:
     indices: list[Any] = []  # 0 (broadcast) or an index variable
     for i, dim in enumerate(shape):
         out_dim = result_shape[offset + i]
-        if _is_one(dim) and not _is_one(out_dim):
+        if is_one(dim) and not is_one(out_dim):
             indices.append(0)
         elif are_shape_components_equal(dim, out_dim):
             indices.append(index_var(offset + i))
@@ -346,7 +358,6 @@ def broadcast_binary_op(a1, a2, op, get_result_type, *,
     result dtype (for *is_pow*, only the base is, as NumPy computes
     ``int ** int`` in integers). Two scalars give ``op(a1, a2)`` itself."""
     from pytato_like._frontend import ElementwiseBuilder, as_operand
-    from pytato_like.array import _check_tags
     a1 = as_operand(a1)
     a2 = as_operand(a2)
     if not isinstance(a1, Array) and not isinstance(a2, Array):
@@ -365,7 +376,7 @@ def broadcast_binary_op(a1, a2, op, get_result_type, *,
     x1 = operand(a1, cast_to_result_dtype)
     x2 = operand(a2, cast_to_result_dtype and not is_pow)
     result = builder.build(op(x1, x2), result_dtype)
-    tags = _check_tags(tags)
+    tags = check_tags(tags)
     if tags or non_equality_tags:
         result = result.copy(tags=tags, non_equality_tags=frozenset(
             non_equality_tags))
@@ -385,8 +396,6 @@ def get_einsum_subscript_str(expr) -> str:
     order of first appearance starting at ``i`` (so ``pt.einsum("ij,jk->ik",
     a, b)`` gives back ``"ij,jk->ik"``), not necessarily the original
     ones."""
-    from pytato_like.array import Einsum, EinsumElementwiseAxis
-    from pytato_like.diagnostic import UnsupportedArrayError
     if not isinstance(expr, Einsum):
         raise UnsupportedArrayError(
             f"get_einsum_subscript_str expects an Einsum, got a "

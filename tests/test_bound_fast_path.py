@@ -222,7 +222,7 @@ def test_a_copy_with_another_program_does_not_replay_the_old_one(queue):
     assert n_replayed(prg2) == 1 and n_replayed(rebound) == 1
 
 
-def test_call_placed_computes_outputs_into_the_given_arrays(queue):
+def test_placed_outputs_compute_outputs_into_the_given_arrays(queue):
     x = pt.make_placeholder("x", (32,), np.float64)
     prg = pt.generate_loopy({"a": 2 * x, "b": x + 1, "same": x})
     xv = cla.to_device(queue, np.arange(32.0))
@@ -230,12 +230,12 @@ def test_call_placed_computes_outputs_into_the_given_arrays(queue):
                "b": cla.empty(queue, (32,), np.float64),
                "same": cla.empty(queue, (32,), np.float64)}
     # a full call allocates its own outputs (the caller compares identities)
-    _, out = prg.call_placed(queue, targets, x=xv)
+    _, out = prg(queue, placed_outputs=targets, x=xv)
     assert all(out[k] is not targets[k] for k in targets)
     np.testing.assert_array_equal(out["a"].get(), 2 * np.arange(32.0))
     for k in range(3):
         xk = cla.to_device(queue, np.arange(32.0) + k)
-        _, out = prg.call_placed(queue, targets, x=xk)
+        _, out = prg(queue, placed_outputs=targets, x=xk)
         # computed in place
         assert out["a"] is targets["a"] and out["b"] is targets["b"]
         np.testing.assert_array_equal(out["same"].get(), np.arange(32.0) + k)
@@ -247,6 +247,6 @@ def test_call_placed_computes_outputs_into_the_given_arrays(queue):
     # an array of the wrong shape or dtype is not used
     wrong = {"a": cla.empty(queue, (31,), np.float64),
              "b": cla.empty(queue, (32,), np.float32)}
-    _, out = prg.call_placed(queue, wrong, x=xv)
+    _, out = prg(queue, placed_outputs=wrong, x=xv)
     assert out["a"] is not wrong["a"] and out["b"] is not wrong["b"]
     np.testing.assert_array_equal(out["b"].get(), np.arange(32.0) + 1)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import pytato_like as pt
+from pytato_like import opencl_build
 from pytato_like import diagnostic
 from pytato_like.partition import (
     NumpyPartProgram,
@@ -19,7 +20,6 @@ from pytato_like.partition import (
     find_partition,
     generate_code_for_partition,
 )
-from pytato_like.target.loopy import cache
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 from pytato_like.target.loopy.lazy import LazyPartProgram, codegen_while_waiting
 
@@ -158,8 +158,8 @@ def _all_awaited(partition):
 def test_while_waiting_generates_a_part_at_a_time_then_builds_once(queue):
     partition, want = three_parts(4.5)
     prgs = generate_code_for_partition(partition, lazy=True)
-    builds = cache.OPENCL_BUILDS
-    built_before = set(cache._KERNEL_PROGRAMS)
+    builds = opencl_build.OPENCL_BUILDS
+    built_before = set(opencl_build._KERNEL_PROGRAMS)
     steps = codegen_while_waiting(prgs, partition, _all_awaited(partition),
                                   queue=queue)
     # nothing before the wait
@@ -170,20 +170,20 @@ def test_while_waiting_generates_a_part_at_a_time_then_builds_once(queue):
         assert pid == order[k]
         assert [type(prgs[q]) is LazyPartProgram for q in order] == (
             [False] * (k + 1) + [True] * (len(order) - k - 1))
-        assert cache.OPENCL_BUILDS == builds   # built after the last
+        assert opencl_build.OPENCL_BUILDS == builds   # built after the last
     # every kernel of every part is built: those not built before (by
     # earlier tests' programs sharing them) by one build, into one program
-    assert cache.OPENCL_BUILDS == builds + 1
+    assert opencl_build.OPENCL_BUILDS == builds + 1
     keys = {(queue.context, source.key)
             for prg in prgs.values() for source in prg.plan.kernels}
-    assert keys <= set(cache._KERNEL_PROGRAMS)
+    assert keys <= set(opencl_build._KERNEL_PROGRAMS)
     new = keys - built_before
     assert new     # part 0 (scaling by 4.5) is new
-    assert len({cache._KERNEL_PROGRAMS[k] for k in new}) == 1
+    assert len({opencl_build._KERNEL_PROGRAMS[k] for k in new}) == 1
     got = execute_partition(partition, prgs, queue, {"x": XV})
     for name, value in want.items():
         np.testing.assert_allclose(got[name].get(), value, rtol=1e-13)
-    assert cache.OPENCL_BUILDS == builds + 1   # running built nothing more
+    assert opencl_build.OPENCL_BUILDS == builds + 1   # running built nothing more
 
 
 def test_a_part_runnable_at_once_generates_all_at_once(queue):
@@ -192,7 +192,7 @@ def test_a_part_runnable_at_once_generates_all_at_once(queue):
     awaited = _all_awaited(partition)
     first = partition.toposorted_part_ids[0]
     awaited[first] = ()
-    builds = cache.OPENCL_BUILDS
+    builds = opencl_build.OPENCL_BUILDS
     steps = codegen_while_waiting(prgs, partition, awaited, queue=queue)
     # generated before the first launch, so that one build has them all
     assert all(type(p) is BoundPyOpenCLProgram for p in prgs.values())
@@ -200,7 +200,7 @@ def test_a_part_runnable_at_once_generates_all_at_once(queue):
     got = execute_partition(partition, prgs, queue, {"x": XV})
     for name, value in want.items():
         np.testing.assert_allclose(got[name].get(), value, rtol=1e-13)
-    assert cache.OPENCL_BUILDS == builds + 1
+    assert opencl_build.OPENCL_BUILDS == builds + 1
 
 
 def test_skipped_parts_are_not_generated(queue):

@@ -28,6 +28,7 @@ import pytest
 import pytato_like as pt
 from pytato_like.scalar_expr import expression_children, expression_size
 from pytato_like.target.loopy import chunks as chunks_module
+from pytato_like.target.loopy.options import CodegenOptions
 
 pytestmark = pytest.mark.usefixtures("loopy_cache_dir")
 
@@ -57,8 +58,9 @@ def test_sum_of_many_inputs_is_few_kernels_of_bounded_arguments(queue):
     prg = pt.generate_loopy(_sum_of_inputs(count))
     # one kernel per chunk structure, not one kernel with 300 arguments
     assert prg.stats.n_kernels <= 3
-    assert prg.stats.n_launches >= count // chunks_module.MAX_KERNEL_READS
-    assert max(_kernel_arguments(prg.source)) <= chunks_module.MAX_KERNEL_READS + 4
+    max_reads = CodegenOptions.from_environment().max_kernel_reads
+    assert prg.stats.n_launches >= count // max_reads
+    assert max(_kernel_arguments(prg.source)) <= max_reads + 4
     data = _host_inputs(count)
     _, (out,) = prg(queue, **data)
     np.testing.assert_allclose(out, sum(data[f"x{k}"] for k in range(count)),
@@ -72,7 +74,7 @@ def test_long_elementwise_chain_is_one_kernel_launched_many_times(queue):
     for _ in range(depth):
         y = 0.5 * y + 1.0
     prg = pt.generate_loopy(y, options={"time_tile": 0})
-    # kernels of at most MAX_KERNEL_OPERATIONS nodes: several launches,
+    # kernels of at most max_kernel_operations nodes: several launches,
     # but only the first, the middle and the last chunk differ
     assert prg.stats.n_launches > 1
     assert prg.stats.n_kernels <= 3
@@ -146,6 +148,40 @@ def test_expression_size_of_a_deep_expression_needs_no_recursion():
     # variable and its name at the bottom
     assert expression_size(expr) == 3 * depth + 2
     assert expression_size(expr, limit=50) == 51
+
+
+def _size_by_children(expr, limit=None):
+    # the definition: every node of the tree expression_children spans
+    count, stack = 0, [expr]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if limit is not None and count > limit:
+            break
+        stack.extend(expression_children(node))
+    return count
+
+
+def test_expression_size_counts_what_expression_children_spans():
+    from pymbolic.primitives import Comparison, If, LogicalNot
+
+    from pytato_like.scalar_expr import Reduce, TypeCast, make_reduce
+    x, y = prim.Variable("x"), prim.Variable("_0")
+    exprs = [
+        x, 3, 2.5, 1j, np.float32(2), True, "s",
+        x[y + 1] * 2 - x[(y, 0)],
+        If(Comparison(y, "<", 4), x[y], np.float64(0.5)),
+        LogicalNot(Comparison(x, "==", 1)),
+        make_reduce(x[prim.Variable("_r0")], "sum", {"_r0": (0, 10)}),
+        TypeCast(np.dtype(np.float32), x + 1),
+        prim.Call(prim.Variable("sin"), (x ** 2,)),
+        (x, (y, 3)), [x, 1],
+    ]
+    assert any(isinstance(e, Reduce) for e in exprs)
+    for expr in exprs:
+        for limit in (None, 0, 1, 2, 5, 12):
+            assert expression_size(expr, limit) == \
+                _size_by_children(expr, limit), (expr, limit)
 
 
 def test_budget_over_100_000_instructions_needs_no_recursion():

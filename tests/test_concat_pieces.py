@@ -17,6 +17,7 @@ from _kernel_source import has_select, kernels
 import pytato_like as pt
 from pytato_like.tags import ImplStored
 from pytato_like.target.loopy import instructions
+from pytato_like.target.loopy.options import CodegenOptions
 
 cl = pytest.importorskip("pyopencl")
 
@@ -24,9 +25,10 @@ cl = pytest.importorskip("pyopencl")
 @pytest.fixture
 def small_pieces(monkeypatch):
     """Small arrays written piece by piece too (by default a stored
-    concatenation of fewer than PIECES_MIN_SIZE elements keeps its
-    selects); the plan cache key includes the setting."""
-    monkeypatch.setattr(instructions, "PIECES_MIN_SIZE", 0)
+    concatenation of fewer than pieces_min_size elements keeps its
+    selects); the variable is read by each generate_loopy, and the plan
+    cache key includes the setting."""
+    monkeypatch.setenv("PYTATO_LIKE_PIECES_MIN_SIZE", "0")
 
 
 def _run(queue, outputs, inputs, expected):
@@ -99,7 +101,7 @@ def test_read_only_concatenation_is_split_where_its_reader_is_stored(queue,
 
 
 def test_small_concatenation_stays_one_kernel(queue, rng):
-    # below PIECES_MIN_SIZE: one instruction, one launch
+    # below pieces_min_size: one instruction, one launch
     a = pt.make_placeholder("a", (3,), np.float64)
     b = pt.make_placeholder("b", (5,), np.float64)
     av, bv = rng.random(3), rng.random(5)
@@ -219,7 +221,7 @@ def test_nested_inlined_concatenations_are_flattened(queue, rng, small_pieces):
 
 
 def test_many_pieces_fall_back_to_one_instruction(queue, rng, small_pieces):
-    n = instructions.PIECES_MAX + 1
+    n = CodegenOptions.from_environment().pieces_max + 1
     phs = [pt.make_placeholder(f"x{k}", (2,), np.float64) for k in range(n)]
     vals = {f"x{k}": rng.random(2) for k in range(n)}
     prg = _run(queue, {"y": pt.concatenate(phs)}, vals,
@@ -357,8 +359,10 @@ def test_runs_break_where_the_pattern_changes(queue, rng):
         + [xv[3 * k:3 * k + 3] for k in range(5)]
         + [xv[k:k + 2] + 1.0 for k in range(20, 30)])
     _run(queue, {"y": y}, {"x": xv, "z": zv}, {"y": want})
+    from pytato_like.transform.lower_to_index_lambda import to_index_lambda
     from pytato_like.transform.piece_runs import piece_runs
-    runs = [(r.first, r.stop) for r in piece_runs(pieces) if r.template]
+    runs = [(r.first, r.stop)
+            for r in piece_runs(pieces, to_index_lambda) if r.template]
     # x[0:2] and x[0:3] have no offset to fill in (k = 0): runs of their
     # own; so have the sums, each reading a slice node of its own
     assert runs == [(1, 6), (6, 12), (13, 18), (23, 27)]
@@ -393,13 +397,15 @@ def test_large_piece_expressions_are_not_compared():
     IndexLambda's expression is hashed recursively when it is built, so
     it cannot be 100 000 deep)."""
     from pytato_like.array import IndexLambda
+    from pytato_like.transform.lower_to_index_lambda import to_index_lambda
     from pytato_like.transform.piece_runs import TEMPLATE_MAX_SIZE, piece_runs
     x = pt.make_placeholder("x", (4,), np.float64)
     expr = prim.Subscript(prim.Variable("_in0"), (prim.Variable("_0"),))
     for k in range(TEMPLATE_MAX_SIZE):
         expr = prim.Sum((expr, k % 3))
     deep = IndexLambda(expr, (4,), np.float64, {"_in0": x}, None)
-    runs = piece_runs([deep] * 6 + [x[k:k + 4] for k in range(0, 24, 4)])
+    runs = piece_runs([deep] * 6 + [x[k:k + 4] for k in range(0, 24, 4)],
+                      to_index_lambda)
     assert [(r.first, r.stop, r.template is None) for r in runs] == [
         *[(k, k + 1, True) for k in range(7)], (7, 12, False)]
 
@@ -414,7 +420,7 @@ def test_deeply_nested_concatenation_is_walked_without_recursion():
     y = x
     for _ in range(100_000):
         y = pt.concatenate([y, x])
-    # every level inlined: more pieces than PIECES_MAX, one instruction
+    # every level inlined: more pieces than pieces_max, one instruction
     assert instructions.stored_pieces(y, lambda ary: True) is None
     pieces = instructions.stored_pieces(y, lambda ary: ary is not y.arrays[0])
     assert [p.offset for _, p in pieces] == [0, 100_000]

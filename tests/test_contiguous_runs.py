@@ -1,6 +1,6 @@
 """Element-wise groups run as loops over runs of the contiguous axis
-(target/loopy/schedule.py, ``CONTIGUOUS_RUN``) and kernels read their
-work-group ids once (target/loopy/codegen.py, ``hoist_group_ids``): the
+(target/loopy/schedule.py, the ``contiguous_run`` option) and kernels read their
+work-group ids once (target/loopy/kernels.py, ``hoist_group_ids``): the
 same values as NumPy at every size around a run's length, and the code
 has the shape the speed depends on."""
 
@@ -15,12 +15,12 @@ import pytest
 from _kernel_source import kernels
 
 import pytato_like as pt
-from pytato_like.target.loopy import schedule
-from pytato_like.target.loopy.codegen import hoist_group_ids
+from pytato_like.target.loopy.options import CodegenOptions
+from pytato_like.target.loopy.kernels import hoist_group_ids
 
 cl = pytest.importorskip("pyopencl")
 
-RUN = schedule.CONTIGUOUS_RUN
+RUN = CodegenOptions.from_environment().contiguous_run
 
 
 @pytest.fixture(scope="module")

@@ -663,8 +663,8 @@ def test_step_by_step_interiors_on_request():
 def test_split_interior_must_be_a_bool():
     from pytato_like.diagnostic import DistributedPartitionError
     with pytest.raises(DistributedPartitionError,
-                       match=r"split_interior must be True or False, not "
-                             r"'yes' \(on rank 0\)"):
+                       match=r"split_interior must be 'auto', True or "
+                             r"False, not 'yes' \(on rank 0\)"):
         find_distributed_partition(None, _periodic_heat(10, 2, 1),
                                    split_interior="yes")
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import pytato_like as pt
+from pytato_like import opencl_build
 from pytato_like._traversal import topological_order
 from pytato_like.target.loopy.cache import dag_key
 
@@ -21,7 +22,8 @@ pytest.importorskip("pyopencl")
 _SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np, pyopencl as cl, pytato_like as pt
-    from pytato_like.target.loopy import cache, generate_loopy
+    from pytato_like import opencl_build
+    from pytato_like.target.loopy import generate_loopy
     x = pt.make_placeholder("x", (50, 40), np.float64)
     d = pt.make_data_wrapper(np.arange(40.0))
     y = pt.make_dict_of_named_arrays({
@@ -31,7 +33,7 @@ _SCRIPT = textwrap.dedent("""
     q = cl.CommandQueue(cl.create_some_context(interactive=False))
     xv = np.linspace(0, 1, 2000).reshape(50, 40)
     _, out = prg(q, x=xv)
-    print(json.dumps({"codegen_calls": cache.CODEGEN_CALLS,
+    print(json.dumps({"codegen_calls": opencl_build.CODEGEN_CALLS,
                       "cache": prg.stats.cache,
                       "loopy_imported": "loopy" in sys.modules,
                       "a": out["a"].tolist(),
@@ -316,12 +318,12 @@ def _heat(steps: int, n: int = 24):
 
 def test_time_loop_compiles_one_kernel_at_any_length(queue, tmp_path, monkeypatch):
     cache = _fresh(tmp_path, monkeypatch)
-    calls = cache.CODEGEN_CALLS
+    calls = opencl_build.CODEGEN_CALLS
     short = pt.generate_loopy(_heat(3))
-    assert cache.CODEGEN_CALLS - calls == 1
+    assert opencl_build.CODEGEN_CALLS - calls == 1
     long = pt.generate_loopy(_heat(40))
     # the 40-step program reuses the kernel of the 3-step one
-    assert cache.CODEGEN_CALLS - calls == 1
+    assert opencl_build.CODEGEN_CALLS - calls == 1
     assert len(long.plan.kernels) == len(short.plan.kernels) == 1
     assert len(long.plan.launches) == 40
     u0 = np.random.default_rng(1).standard_normal((24, 24))
@@ -334,7 +336,7 @@ def test_time_loop_compiles_one_kernel_at_any_length(queue, tmp_path, monkeypatc
 
 def test_kernels_of_one_program_are_built_as_one_opencl_program(queue, tmp_path,
                                                                   monkeypatch):
-    from pytato_like.target.loopy.codegen import merge_device_code
+    from pytato_like.opencl_build import merge_device_code
     _fresh(tmp_path, monkeypatch)
     # integer helpers in one kernel, complex arithmetic in another, float
     # reductions in a third: their preambles merge into one program text
@@ -371,11 +373,11 @@ def test_programs_generated_together_are_built_together(queue, tmp_path,
     prg1 = pt.generate_loopy(y1, function_name="first_part")
     prg2 = pt.generate_loopy(y2, function_name="second_part")
     xv = np.linspace(-1, 1, 40)
-    builds = cache.OPENCL_BUILDS
+    builds = opencl_build.OPENCL_BUILDS
     _, (out1,) = prg1(queue, x=xv)
-    assert cache.OPENCL_BUILDS == builds + 1
+    assert opencl_build.OPENCL_BUILDS == builds + 1
     _, (out2,) = prg2(queue, x=xv)
-    assert cache.OPENCL_BUILDS == builds + 1  # built with the first
+    assert opencl_build.OPENCL_BUILDS == builds + 1  # built with the first
     np.testing.assert_allclose(out1, pt.generate_numpy(y1)(x=xv), rtol=1e-13)
     np.testing.assert_allclose(out2, pt.generate_numpy(y2)(x=xv), rtol=1e-13)
 
@@ -396,11 +398,11 @@ def test_parts_with_alike_numbered_outputs_share_kernels(queue, tmp_path,
             f"_out_{first}": pt.roll(u, 1) * 2 - u,
             f"_out_{second}": pt.roll(v, 2) + d})
 
-    calls = cache.CODEGEN_CALLS
+    calls = opencl_build.CODEGEN_CALLS
     prg1 = pt.generate_loopy(part(1, 5))
-    n_generated = cache.CODEGEN_CALLS - calls
+    n_generated = opencl_build.CODEGEN_CALLS - calls
     prg2 = pt.generate_loopy(part(8, 65))
-    assert cache.CODEGEN_CALLS - calls == n_generated  # nothing new
+    assert opencl_build.CODEGEN_CALLS - calls == n_generated  # nothing new
     assert [k.key for k in prg1.plan.kernels] == [k.key for k in prg2.plan.kernels]
     assert len(prg1.plan.kernels) == 1
     uv, vv = np.linspace(0, 1, 5), np.linspace(2, 3, 5)

@@ -115,14 +115,14 @@ def test_which_constants_become_arguments():
     import pymbolic.primitives as prim
 
     from pytato_like.target.loopy.chunk_spec import (
-        _ChunkScope,
+        ChunkScope,
         _OffsetsAsSizes,
     )
     from pytato_like.target.loopy.naming import ProgramNames
     from types import SimpleNamespace
     names = ProgramNames(SimpleNamespace(size_params={}, placeholders={},
                                          data_wrappers=[]))
-    scope = _ChunkScope(names, canonical=True)
+    scope = ChunkScope(names, canonical=True)
     i, a = prim.Variable("i"), prim.Variable("a")
     mapper = _OffsetsAsSizes(scope)
     expr = prim.If(prim.Comparison(i, "<", 11),

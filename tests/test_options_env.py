@@ -1,14 +1,10 @@
 """Malformed settings raise typed errors naming the setting and the value:
 unknown keys in generate_loopy's options dict, malformed integer
-PYTATO_LIKE_* environment variables read by the loopy schedule, and on/off
+PYTATO_LIKE_* environment variables of code generation
+(:class:`~pytato_like.target.loopy.options.CodegenOptions`), and on/off
 switches (PYTATO_LIKE_CACHE) that are neither on nor off."""
 
 from __future__ import annotations
-
-import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -43,80 +39,57 @@ def test_options_of_the_wrong_type():
 # }}}
 
 
-# {{{ environment variables of the schedule and the time tiles (read once,
-# at import)
+# {{{ environment variables of code generation (read when generate_loopy
+# builds its CodegenOptions)
 
-# variable -> (module constant, smallest accepted value)
-SCHEDULE_SETTINGS = {
-    "PYTATO_LIKE_WORK_GROUP_SIZE": ("WORK_GROUP_SIZE", 1),
-    "PYTATO_LIKE_CONTIGUOUS_RUN": ("CONTIGUOUS_RUN", 0),
-    "PYTATO_LIKE_REDUCTION_ILP": ("REDUCTION_ILP", 1),
-    "PYTATO_LIKE_TILE_ROWS": ("TILE_ROWS", 1),
-    "PYTATO_LIKE_TILE_COLS": ("TILE_COLS", 1),
-    "PYTATO_LIKE_TILE_LOCAL": ("TILE_LOCAL", 1),
-    "PYTATO_LIKE_SMALL_OPERATOR_OUTPUTS": ("SMALL_OPERATOR_OUTPUTS", 0),
-    "PYTATO_LIKE_SMALL_OPERATOR_STAGED": ("SMALL_OPERATOR_STAGED", 0),
-    "PYTATO_LIKE_SMALL_OPERATOR_LOCAL": ("SMALL_OPERATOR_LOCAL", 1),
-    "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH": ("SMALL_OPERATOR_MIN_BATCH", 0),
-    # read by the time tiles (fused stencil steps)
-    "PYTATO_LIKE_TIME_TILE": ("time_tiles.TIME_TILE", 0),
-    "PYTATO_LIKE_TIME_TILE_STAGES": ("time_tiles.TIME_TILE_STAGES", 1),
-}
+def _integer_settings():
+    """``(variable, field, smallest accepted value)`` of every integer
+    field of CodegenOptions with an environment variable."""
+    import dataclasses
 
-# Reloads the schedule module once per (variable, value) in one process
-# and reports, per case, the constant's value or the error raised.
-_PROBE = r"""
-import importlib, json, os, sys
-import pytato_like.target.loopy.schedule as schedule
-import pytato_like.target.loopy.time_tiles as time_tiles
-from pytato_like.diagnostic import ConfigurationError
-cases = json.loads(sys.argv[1])
-out = []
-for name, attr, value in cases:
-    module = time_tiles if attr.startswith("time_tiles.") else schedule
-    attr = attr.rpartition(".")[2]
-    os.environ[name] = value
-    try:
-        importlib.reload(module)
-        out.append(["ok", getattr(module, attr)])
-    except ConfigurationError as exc:
-        out.append(["error", str(exc)])
-    del os.environ[name]
-print(json.dumps(out))
-"""
+    from pytato_like.target.loopy.options import CodegenOptions
+    fields = {f.name: f for f in dataclasses.fields(CodegenOptions)}
+    out = []
+    for name, variable in CodegenOptions.environment_variables().items():
+        if isinstance(fields[name].default, bool):
+            continue
+        # the smallest value the checker accepts (0 or 1)
+        minimum = 0
+        try:
+            CodegenOptions.from_environment(environ={variable: "0"})
+        except ConfigurationError:
+            minimum = 1
+        out.append((variable, name, minimum))
+    return out
 
 
-@pytest.fixture(scope="module")
-def probe():
-    def run(cases):
-        env = {k: v for k, v in os.environ.items()
-               if k not in SCHEDULE_SETTINGS}
-        proc = subprocess.run(
-            [sys.executable, "-c", _PROBE, json.dumps(cases)],
-            capture_output=True, text=True, env=env, check=True)
-        return json.loads(proc.stdout.splitlines()[-1])
-    return run
+def test_every_integer_setting_is_covered():
+    names = {v for v, _, _ in _integer_settings()}
+    # the schedule's, the chunks', the pieces' and the time tiles'
+    assert {"PYTATO_LIKE_WORK_GROUP_SIZE", "PYTATO_LIKE_CONTIGUOUS_RUN",
+            "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH",
+            "PYTATO_LIKE_MAX_KERNEL_READS", "PYTATO_LIKE_PIECES_MAX",
+            "PYTATO_LIKE_TIME_TILE", "PYTATO_LIKE_TIME_TILE_STAGES"} <= names
+    assert len(names) == 17
 
 
-def test_malformed_schedule_variables_raise(probe):
-    cases = []
-    for name, (attr, minimum) in SCHEDULE_SETTINGS.items():
-        cases += [(name, attr, "four"), (name, attr, "2.5"),
-                  (name, attr, str(minimum - 1))]
-    results = probe(cases)
-    for (name, _, value), (status, text) in zip(cases, results, strict=True):
-        assert status == "error", (name, value, text)
-        # the message names the variable and the bad value
-        assert name in text and repr(value) in text, text
+def test_malformed_codegen_variables_raise():
+    from pytato_like.target.loopy.options import CodegenOptions
+    for variable, _name, minimum in _integer_settings():
+        for value in ("four", "2.5", str(minimum - 1)):
+            with pytest.raises(ConfigurationError) as info:
+                CodegenOptions.from_environment(environ={variable: value})
+            # the message names the variable and the bad value
+            assert variable in str(info.value), info.value
+            assert repr(value) in str(info.value), info.value
 
 
-def test_well_formed_schedule_variables_are_used(probe):
-    cases = [(name, attr, f" {minimum + 3} ")
-             for name, (attr, minimum) in SCHEDULE_SETTINGS.items()]
-    results = probe(cases)
-    for (name, _, value), (status, got) in zip(cases, results, strict=True):
-        assert status == "ok", (name, got)
-        assert got == int(value), (name, got)
+def test_well_formed_codegen_variables_are_used():
+    from pytato_like.target.loopy.options import CodegenOptions
+    for variable, name, minimum in _integer_settings():
+        options = CodegenOptions.from_environment(
+            environ={variable: f" {minimum + 3} "})
+        assert getattr(options, name) == minimum + 3, variable
 
 # }}}
 

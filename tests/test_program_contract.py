@@ -33,7 +33,7 @@ def _expected():
     return np.sin(XV) * YV + 1.0
 
 
-def _to_host(value):
+def to_host(value):
     return value.get() if hasattr(value, "get") and hasattr(value, "queue") \
         else np.asarray(value)
 
@@ -71,9 +71,9 @@ def _check_contract_call(prg, queue, dict_result):
     else:
         assert isinstance(outputs, tuple) and len(outputs) == 1
         (value,) = outputs
-    np.testing.assert_allclose(_to_host(value), _expected(), rtol=1e-13)
+    np.testing.assert_allclose(to_host(value), _expected(), rtol=1e-13)
     np.testing.assert_allclose(
-        _to_host(value), pt.generate_numpy(_dag()[2])(x=XV, y=YV), rtol=1e-13)
+        to_host(value), pt.generate_numpy(_dag()[2])(x=XV, y=YV), rtol=1e-13)
 
 
 def test_host_programs_follow_the_contract():
@@ -109,7 +109,7 @@ def test_dict_results_are_dicts_on_every_target(queue):
         _evt, outputs = prg(queue, out_host=True, x=XV, y=YV)
         assert isinstance(outputs, dict) and set(outputs) == set(ref)
         for name, value in ref.items():
-            np.testing.assert_allclose(_to_host(outputs[name]), value,
+            np.testing.assert_allclose(to_host(outputs[name]), value,
                                        rtol=1e-13)
 
 

@@ -282,13 +282,13 @@ def test_placed_arrays_are_checked_when_they_change(queue):
     xv = cla.to_device(queue, np.arange(16.0))
     good = cla.empty(queue, (16,), np.float64)
     wrong = cla.empty(queue, (8,), np.float64)
-    prg.call_placed(queue, {"a": good}, x=xv)
+    prg(queue, placed_outputs={"a": good}, x=xv)
     for placed, computed_into in (({"a": good}, good), ({"a": wrong}, None),
                                   ({"a": good}, good),
                                   ({"a": cla.empty(queue, (16,), np.float32)},
                                    None)):
         xk = cla.to_device(queue, np.arange(16.0) * 3)
-        _, out = prg.call_placed(queue, placed, x=xk)
+        _, out = prg(queue, placed_outputs=placed, x=xk)
         if computed_into is None:
             assert out["a"] is not placed["a"]
         else:

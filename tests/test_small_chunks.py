@@ -85,8 +85,7 @@ def test_pieces_of_a_concatenation_then_a_reader(queue, monkeypatch):
     # length nothing else in the kernel has is a size argument of its
     # own there -- its loop's domain once named a parameter the kernel
     # did not have.)
-    from pytato_like.target.loopy import instructions
-    monkeypatch.setattr(instructions, "PIECES_MIN_SIZE", 8)
+    monkeypatch.setenv("PYTATO_LIKE_PIECES_MIN_SIZE", "8")
     a = pt.make_placeholder("a", (30,), np.float64)
     b = pt.make_placeholder("b", (40,), np.float64)
     cat = pt.concatenate([2 * a, b - 1, a[:5]]).tagged(ImplStored())

@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 
 import pytato_like as pt
-from pytato_like.target.loopy import schedule
+from pytato_like.target.loopy.options import CodegenOptions
+
+#: the options generate_loopy uses here (no PYTATO_LIKE_* variable set)
+OPTIONS = CodegenOptions.from_environment()
 
 # (rows, reduction, columns): tile-divisible, ragged in every axis, and
 # below the size where blocking starts (plain schedule)
@@ -21,7 +24,7 @@ SHAPES = [(256, 64, 128), (203, 77, 157), (33, 5, 70), (7, 9, 11)]
 
 
 def _uses_tiles(m, n):
-    return (m >= schedule.TILE_ROWS * 8 and n >= schedule.TILE_COLS * 8)
+    return (m >= OPTIONS.tile_rows * 8 and n >= OPTIONS.tile_cols * 8)
 
 
 @pytest.mark.parametrize("m,k,n", SHAPES)
@@ -47,7 +50,7 @@ def test_tiles_are_applied_to_large_products(queue):
     pb = pt.make_placeholder("b", (k, n), np.float64)
     prg = pt.generate_loopy(pa @ pb)
     source = prg.source if isinstance(prg.source, str) else prg.get_source()
-    accumulators = schedule.TILE_ROWS * schedule.TILE_COLS
+    accumulators = OPTIONS.tile_rows * OPTIONS.tile_cols
     assert f"[{accumulators - 1}]" in source
 
 
@@ -135,17 +138,17 @@ SMALL_OPERATOR_CASES = [
       for n_batch in (1, 131)
       for dtype in (np.float32, np.complex64, np.complex128)],
 ])
-def test_small_operator_matches_numpy(queue, monkeypatch, spec, op_shape,
+def test_small_operator_matches_numpy(queue, spec, op_shape,
                                       tail, n_batch, dtype):
     # every batch size here runs the small-operator schedule (the test
     # below checks that it is the one chosen)
-    monkeypatch.setattr(schedule, "SMALL_OPERATOR_MIN_BATCH", 1)
     rng = np.random.default_rng(n_batch + op_shape[0])
     d = _integer_valued(rng, op_shape, dtype)
     u = _integer_valued(rng, (n_batch, *tail), dtype)
     pd = pt.make_placeholder("d", d.shape, dtype)
     pu = pt.make_placeholder("u", u.shape, dtype)
-    prg = pt.generate_loopy(pt.einsum(spec, pd, pu))
+    prg = pt.generate_loopy(pt.einsum(spec, pd, pu),
+                            options={"small_operator_min_batch": 1})
     (ilp, _, local_l0, _), = _small_operator_kernels(prg)
     assert ilp and local_l0
     _, got = prg(queue, d=d, u=u)
@@ -184,7 +187,7 @@ def test_small_operator_schedule_is_chosen(queue):
     prg = pt.generate_loopy(pu + 0.1 * pt.einsum("ij,ej->ei", pd, pu))
     (ilp, staged, local_l0, knl), = _small_operator_kernels(prg)
     assert [knl.get_constant_iname_length(i) for i in ilp] == [n]
-    assert any(knl.get_constant_iname_length(i) == schedule.SMALL_OPERATOR_LOCAL
+    assert any(knl.get_constant_iname_length(i) == OPTIONS.small_operator_local
                for i in local_l0)
     (tv,) = staged.values()
     assert tuple(tv.shape) == (n, n)

@@ -21,11 +21,12 @@ import pytato_like as pt
 from pytato_like.target.loopy import time_tiles
 from pytato_like.target.loopy.codegen import BufferSpec
 from pytato_like.target.loopy.instructions import Instruction
+from pytato_like.target.loopy.options import CodegenOptions
 
 cl = pytest.importorskip("pyopencl")
 
-TILE = time_tiles.TIME_TILE
-STAGES = time_tiles.TIME_TILE_STAGES
+TILE = CodegenOptions.from_environment().time_tile
+STAGES = CodegenOptions.from_environment().time_tile_stages
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +246,7 @@ def padded_reference(host, f, steps):
     return heat_steps_numpy(ext.astype(np.float64), steps)
 
 
-@pytest.mark.parametrize("n", [time_tiles.TIME_TILE * 3 + 5, 100_000])
+@pytest.mark.parametrize("n", [TILE * 3 + 5, 100_000])
 @pytest.mark.parametrize(("halo", "steps"), [(1, 1), (8, 8), (8, 3)])
 def test_concatenation_pieces_are_the_first_stage(queue, n, halo, steps):
     prg = pt.generate_loopy(padded_chain(n, halo, steps, fields=2))

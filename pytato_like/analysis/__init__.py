@@ -30,29 +30,44 @@ one-call forms.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-
+from pytato_like._einsum import parse_subscripts as parse
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
     DictOfNamedArrays,
     Einsum,
+    EinsumAxisDescriptor,
     EinsumElementwiseAxis,
+    InputArgumentBase,
     children_of,
     output_arrays,
 )
+from pytato_like.codegen import normalize_outputs
 from pytato_like.diagnostic import UnsupportedArrayError
+from pytato_like.function import Call
+from pytato_like.tags import ImplStored
 from pytato_like.transform._graph import (
     gc_paused,
     stack_headroom,
     structural_representatives,
     walk_children,
 )
-from pytato_like.transform.mapper import ARRAY_MAPPER_METHODS, Mapper
+from pytato_like.transform.mapper import (
+    ARRAY_MAPPER_METHODS,
+    ArrayOrNames,
+    Mapper,
+)
 from pytato_like.transform.walk import CachedWalkMapper
+
+if TYPE_CHECKING:
+    from typing_extensions import Never
+
+    from pytato_like.distributed.nodes import DistributedSendRefHolder
+    from pytato_like.function import FunctionDefinition
 
 __all__ = [
     "CallSiteCountMapper",
@@ -140,8 +155,7 @@ def get_num_nodes(outputs: Array | DictOfNamedArrays,
                if node is rep)
 
 
-def _parse_subscripts(subscripts: str) -> tuple[list[str], str]:
-    from pytato_like._einsum import _parse_subscripts as parse
+def parse_subscripts(subscripts: str) -> tuple[list[str], str]:
     spec = subscripts.replace(" ", "")
     n_operands = spec.split("->")[0].count(",") + 1
     return parse(subscripts, n_operands)
@@ -156,10 +170,10 @@ def is_einsum_similar_to_subscript(expr: Einsum, subscripts: str) -> bool:
         raise UnsupportedArrayError(
             f"is_einsum_similar_to_subscript expects an Einsum, got a "
             f"{type(expr).__name__} of shape {getattr(expr, 'shape', None)}")
-    in_specs, out_spec = _parse_subscripts(subscripts)
+    in_specs, out_spec = parse_subscripts(subscripts)
     if len(in_specs) != len(expr.args) or len(out_spec) != expr.ndim:
         return False
-    letter_to_descr: dict[str, Any] = {
+    letter_to_descr: dict[str, EinsumAxisDescriptor] = {
         c: EinsumElementwiseAxis(i) for i, c in enumerate(out_spec)}
     descr_to_letter = {d: c for c, d in letter_to_descr.items()}
     for spec, acc in zip(in_specs, expr.access_descriptors, strict=True):
@@ -173,7 +187,7 @@ def is_einsum_similar_to_subscript(expr: Einsum, subscripts: str) -> bool:
     return True
 
 
-class DirectPredecessorsGetter(Mapper):
+class DirectPredecessorsGetter(Mapper[frozenset, "Never", []]):
     """Maps a node to the frozenset of the nodes its value is computed from
     directly: its operands, index arrays and shape expressions (for a
     :class:`~pytato_like.array.NamedArray` the array it names, for a
@@ -181,17 +195,18 @@ class DirectPredecessorsGetter(Mapper):
     send-reference holder's predecessor is its passthrough data only: no
     data flows from the sent array into its value."""
 
-    def _predecessors(self, expr: Any) -> frozenset:
+    def _predecessors(self, expr: ArrayOrNames) -> frozenset:
         return frozenset(walk_children(expr))
 
-    def handle_unsupported_array(self, expr: Any) -> frozenset:
+    def handle_unsupported_array(self, expr: ArrayOrNames) -> frozenset:
         return self._predecessors(expr)
 
-    def map_distributed_send_ref_holder(self, expr: Any) -> frozenset:
+    def map_distributed_send_ref_holder(self, expr: DistributedSendRefHolder
+                                        ) -> frozenset:
         return frozenset([expr.passthrough_data]) | frozenset(
             d for d in expr.shape if isinstance(d, Array))
 
-    def rec(self, expr: Any) -> frozenset:
+    def rec(self, expr: ArrayOrNames) -> frozenset:
         if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
             return self.map_foreign(expr)
         return super().rec(expr)
@@ -204,22 +219,23 @@ for _name in ARRAY_MAPPER_METHODS:
 del _name
 
 
-class ListOfDirectPredecessorsGetter(Mapper):
+class ListOfDirectPredecessorsGetter(Mapper[list, "Never", []]):
     """Like :class:`DirectPredecessorsGetter`, but the predecessors as a list
     in field order, one entry per reference (an array bound twice appears
     twice). A send-reference holder lists the sent data and its passthrough
     data."""
 
-    def _predecessors(self, expr: Any) -> list:
+    def _predecessors(self, expr: ArrayOrNames) -> list:
         return list(walk_children(expr))
 
-    def handle_unsupported_array(self, expr: Any) -> list:
+    def handle_unsupported_array(self, expr: ArrayOrNames) -> list:
         return self._predecessors(expr)
 
-    def map_distributed_send_ref_holder(self, expr: Any) -> list:
+    def map_distributed_send_ref_holder(self, expr: DistributedSendRefHolder
+                                        ) -> list:
         return [expr.send.data, expr.passthrough_data]
 
-    def rec(self, expr: Any) -> list:
+    def rec(self, expr: ArrayOrNames) -> list:
         if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
             return self.map_foreign(expr)
         return super().rec(expr)
@@ -234,23 +250,23 @@ del _name
 
 # {{{ counting walks
 
-class NodeCountMapper(CachedWalkMapper):
+class NodeCountMapper(CachedWalkMapper[[]]):
     """Counts the nodes of each type in :attr:`expr_type_counts` (a dict from
     node class to count). With *count_duplicates*, distinct objects that are
     structurally equal count separately; without, once.
     :class:`~pytato_like.array.DictOfNamedArrays` roots are not counted."""
 
     def __init__(self, count_duplicates: bool = False,
-                 _visited_functions: set[Any] | None = None) -> None:
+                 _visited_functions: set[FunctionDefinition] | None = None) -> None:
         super().__init__(_visited_functions=_visited_functions)
         self.expr_type_counts: defaultdict[type, int] = defaultdict(int)
         self.count_duplicates = count_duplicates
 
-    def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def get_cache_key(self, expr: ArrayOrNames) -> Hashable:
         # equal nodes share a key unless duplicates are counted
         return id(expr) if self.count_duplicates else expr
 
-    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+    def post_visit(self, expr: ArrayOrNames) -> None:
         if not isinstance(expr, DictOfNamedArrays):
             self.expr_type_counts[type(expr)] += 1
 
@@ -264,24 +280,25 @@ def get_node_type_counts(outputs: Array | DictOfNamedArrays,
     return mapper.expr_type_counts
 
 
-class NodeMultiplicityMapper(CachedWalkMapper):
+class NodeMultiplicityMapper(CachedWalkMapper[[]]):
     """:attr:`expr_multiplicity_counts` maps each node (up to structural
     equality) to its multiplicity: the number of distinct objects in the DAG
     equal to it."""
 
-    def __init__(self, _visited_functions: set[Any] | None = None) -> None:
+    def __init__(self, _visited_functions: set[FunctionDefinition] | None = None) -> None:
         super().__init__(_visited_functions=_visited_functions)
-        self.expr_multiplicity_counts: defaultdict[Any, int] = defaultdict(int)
+        self.expr_multiplicity_counts: defaultdict[ArrayOrNames, int] = (
+            defaultdict(int))
 
     # (the default cache key, id(expr), visits every object once)
 
-    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+    def post_visit(self, expr: ArrayOrNames) -> None:
         if not isinstance(expr, DictOfNamedArrays):
             self.expr_multiplicity_counts[expr] += 1
 
 
 def get_node_multiplicities(outputs: Array | DictOfNamedArrays
-                            ) -> dict[Array, int]:
+                            ) -> dict[ArrayOrNames, int]:
     """The multiplicity of every node of *outputs* (see
     :class:`NodeMultiplicityMapper`)."""
     mapper = NodeMultiplicityMapper()
@@ -289,13 +306,13 @@ def get_node_multiplicities(outputs: Array | DictOfNamedArrays
     return mapper.expr_multiplicity_counts
 
 
-def _as_tag_type_set(tag_types: Any) -> frozenset[type]:
+def _as_tag_type_set(tag_types: type | Iterable[type]) -> frozenset[type]:
     if isinstance(tag_types, type):
         return frozenset([tag_types])
     return frozenset(tag_types)
 
 
-class TagCountMapper(CachedWalkMapper):
+class TagCountMapper(CachedWalkMapper[[]]):
     """Counts the nodes (up to structural equality, each once) that carry a
     tag of every type in *tag_types* (a tag class or an iterable of them).
     Calling it returns the count; :attr:`count` keeps the running total."""
@@ -305,16 +322,18 @@ class TagCountMapper(CachedWalkMapper):
         self._tag_types = _as_tag_type_set(tag_types)
         self.count = 0
 
-    def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def get_cache_key(self, expr: ArrayOrNames) -> Hashable:
         return expr
 
-    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+    def post_visit(self, expr: ArrayOrNames) -> None:
         if isinstance(expr, Array) and self._tag_types <= frozenset(
                 type(tag) for tag in expr.tags):
             self.count += 1
 
-    def __call__(self, expr: Any, *args: Any, **kwargs: Any) -> int:
-        super().__call__(expr, *args, **kwargs)
+    # (returns the count where a walk returns None: pytato's counters do)
+    def __call__(self,  # type: ignore[override]
+                 expr: ArrayOrNames) -> int:
+        super().__call__(expr)
         return self.count
 
 
@@ -324,7 +343,7 @@ def get_num_tags_of_type(outputs: Array | DictOfNamedArrays,
     return TagCountMapper(tag_types)(outputs)
 
 
-class CallSiteCountMapper(CachedWalkMapper):
+class CallSiteCountMapper(CachedWalkMapper[[]]):
     """Counts the :class:`~pytato_like.function.Call` nodes of a DAG and of
     the bodies of the functions they call, as pytato does: structurally equal
     calls of one DAG count once; each
@@ -338,25 +357,25 @@ class CallSiteCountMapper(CachedWalkMapper):
     walks, so neither the depth of a DAG nor the nesting of functions uses
     frames."""
 
-    def __init__(self, _visited_functions: set[Any] | None = None) -> None:
+    def __init__(self, _visited_functions: set[FunctionDefinition] | None = None) -> None:
         super().__init__(_visited_functions=_visited_functions)
         self.count = 0
         # definitions reached but not walked yet (shared with the mappers
         # of the bodies, so that nested definitions join the same list)
-        self._pending_functions: list[Any] = []
+        self._pending_functions: list[FunctionDefinition] = []
 
-    def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def get_cache_key(self, expr: ArrayOrNames) -> Hashable:
         return expr
 
-    def clone_for_callee(self, function: Any) -> CallSiteCountMapper:
+    def clone_for_callee(self, function: FunctionDefinition
+                         ) -> CallSiteCountMapper:
         """A mapper for the body of *function*: its own node cache, the
         same set of visited definitions and the same work list."""
         callee = type(self)(_visited_functions=self._visited_functions)
         callee._pending_functions = self._pending_functions
         return callee
 
-    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
-        from pytato_like.function import Call
+    def post_visit(self, expr: ArrayOrNames) -> None:
         if isinstance(expr, Call):
             self.count += 1
             function = expr.function
@@ -364,8 +383,10 @@ class CallSiteCountMapper(CachedWalkMapper):
                 self._visited_functions.add(function)
                 self._pending_functions.append(function)
 
-    def __call__(self, expr: Any, *args: Any, **kwargs: Any) -> int:
-        super().__call__(expr, *args, **kwargs)
+    # (returns the count where a walk returns None: pytato's counters do)
+    def __call__(self,  # type: ignore[override]
+                 expr: ArrayOrNames) -> int:
+        super().__call__(expr)
         pending = self._pending_functions
         while pending:
             function = pending.pop()
@@ -383,16 +404,13 @@ def get_num_call_sites(outputs: Array | DictOfNamedArrays
     :class:`~pytato_like.array.DictOfNamedArrays` or a dict of arrays),
     counting the calls inside the bodies of called functions (see
     :class:`CallSiteCountMapper`)."""
-    from pytato_like.codegen import normalize_outputs
     return CallSiteCountMapper()(normalize_outputs(outputs))
 
 
-def is_materialized(expr: Any) -> bool:
+def is_materialized(expr: object) -> TypeGuard[Array]:
     """Whether *expr* has its own storage when a program runs: inputs
     (placeholders, data wrappers, size parameters), received arrays, and
     arrays tagged :class:`~pytato_like.tags.ImplStored`."""
-    from pytato_like.array import InputArgumentBase
-    from pytato_like.tags import ImplStored
     if not isinstance(expr, Array):
         return False
     if isinstance(expr, InputArgumentBase) \
@@ -401,7 +419,7 @@ def is_materialized(expr: Any) -> bool:
     return any(isinstance(t, ImplStored) for t in expr.tags)
 
 
-class MaterializedNodeCollector(CachedWalkMapper):
+class MaterializedNodeCollector(CachedWalkMapper[[]]):
     """Collects in :attr:`materialized_nodes` the nodes for which
     :func:`is_materialized` holds."""
 
@@ -409,7 +427,7 @@ class MaterializedNodeCollector(CachedWalkMapper):
         super().__init__()
         self.materialized_nodes: set[Array] = set()
 
-    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+    def post_visit(self, expr: ArrayOrNames) -> None:
         if is_materialized(expr):
             self.materialized_nodes.add(expr)
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from loopy.tools import LoopyKeyBuilder
 
-from pytato_like._traversal import topological_order
+from pytato_like._traversal import ArrayRef, topological_order
 from pytato_like.array import Array, DictOfNamedArrays
 
 __all__ = ["PytatoKeyBuilder"]
@@ -66,7 +66,6 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
         # position: linear in the DAG, no recursion over its depth. Field
         # values (expressions, dtypes, axes) are shared by many nodes, so
         # each distinct object is keyed once and its digest reused.
-        from pytato_like._traversal import ArrayRef
         memo: dict[int, tuple[bytes, Any]] = {}
 
         def digest(value: Any, identity: bool = False) -> bytes:

@@ -40,19 +40,26 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
+
+    from pytato_like.distributed.partition import DistributedGraphPartition
+    from pytato_like.distributed.safety import Communicator
 
 #: (first tag, last tag + 1, channel) of a numbered partition
 TagRange = tuple[int, int, int]
 
 _LOCK = threading.Lock()
 # id(base communicator) -> (the communicator, its channels by number)
-_CHANNELS: dict[int, tuple[Any, list[Any]]] = {}
+_CHANNELS: dict[int, tuple[MPI.Comm, list[MPI.Comm]]] = {}
 # id(base communicator) -> id(partition) -> (weak reference, tag range)
-_NUMBERED: dict[int, dict[int, tuple[Any, TagRange]]] = {}
+_NUMBERED: dict[int, dict[int, tuple[
+    weakref.ref[DistributedGraphPartition], TagRange]]] = {}
 
 
-def live_ranges(comm: Any) -> list[TagRange]:
+def live_ranges(comm: Communicator) -> list[TagRange]:
     """The tag ranges and channels of the partitions numbered on *comm*
     (by this process) that are still alive."""
     with _LOCK:
@@ -72,7 +79,7 @@ def choose_channel(ranges: Iterable[TagRange], first: int, end: int) -> int:
     return channel
 
 
-def channel_communicator(comm: Any, channel: int) -> Any:
+def channel_communicator(comm: MPI.Comm, channel: int) -> MPI.Comm:
     """The communicator of *channel* on *comm* (channel 0: *comm*); a
     channel not made yet is made by duplicating *comm*, which is
     collective: every rank must ask for it at the same point (numbering
@@ -95,7 +102,8 @@ def channel_communicator(comm: Any, channel: int) -> Any:
     return duplicate
 
 
-def remember(partition: Any, comm: Any, tag_range: TagRange) -> None:
+def remember(partition: DistributedGraphPartition, comm: MPI.Comm,
+             tag_range: TagRange) -> None:
     """Note that *partition* was numbered on *comm* with *tag_range*
     (forgotten when the partition is garbage-collected)."""
     key, pid = id(comm), id(partition)
@@ -111,7 +119,8 @@ def _forget(comm_key: int, partition_key: int) -> None:
         _NUMBERED.get(comm_key, {}).pop(partition_key, None)
 
 
-def communicator_for(partition: Any, comm: Any) -> Any:
+def communicator_for(partition: DistributedGraphPartition,
+                     comm: Communicator) -> Communicator:
     """The communicator *partition*'s messages travel on when it is
     executed on *comm*: its channel if it was numbered on *comm* in this
     process, else *comm*."""

@@ -36,7 +36,8 @@ one dtype and byte count (a halo: the same cells of several fields) lives
 on the device as sub-buffers of one buffer (:class:`_PaddedMessage`): the
 sending part program computes its outputs straight into them (from the
 second execution on, see
-:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`),
+:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.__call__`,
+``placed_outputs``),
 the receiving parts read them, and one rectangular copy moves the message
 -- no pack or unpack kernel. A message of zero bytes (empty arrays only)
 is sent and received as such, with no copy and no packer: its receiver's
@@ -81,8 +82,9 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import numpy as np
 
@@ -110,27 +112,60 @@ from pytato_like.runtime.pool import get_buffer_pool
 from pytato_like.runtime.recv_buffers import ReceiveBufferRegistry
 from pytato_like.runtime.trace import TraceRecorder
 
+if TYPE_CHECKING:
+    from typing import TypeAlias, TypedDict
+
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from mpi4py import MPI
+    from pyopencl.typing import Allocator
+
+    from pytato_like.distributed.nodes import DistributedSend
+    from pytato_like.distributed.partition import DistributedGraphPartition
+    from pytato_like.distributed.safety import Communicator
+    from pytato_like.distributed.steady import SteadyParts
+    from pytato_like.runtime.trace import TraceRecord
+    from pytato_like.target.program import BoundProgram
+
+    #: a value handed to or received from the part programs: a NumPy array
+    #: (host part programs) or a pyopencl array (device ones)
+    PartValue: TypeAlias = "np.ndarray | cla.Array"
+    #: the messages of one part, sent together (see Exchange.send_placed)
+    PartMessages: TypeAlias = "tuple[_Outgoing, ...]"
+    #: a receive an execution posted: (message, request, record)
+    PostedReceive: TypeAlias = "tuple[_Incoming, MPI.Request, TraceRecord]"
+    #: an array's (shape, dtype) as the message headers say it
+    HeaderEntry: TypeAlias = "tuple[tuple[int | None, ...], str | np.dtype]"
+
+    class MessageHeader(TypedDict):
+        """What a rank sends to and expects from one peer (see
+        :meth:`MessagePlan.check_headers`): per message tag, ``[(comm
+        tag, shape, dtype), ...]``."""
+        packed: bool
+        send: dict[int, list[tuple[int, tuple, str]]]
+        recv: dict[int, list[tuple[int, tuple, str]]]
+
 logger = logging.getLogger("pytato_like")
 
 MESSAGE_MODES = ("packed", "per_array")
 PACK_PLACES = ("device", "host")
 
 
-def is_device_array(value: Any) -> bool:
+def is_device_array(value: object) -> TypeGuard[cla.Array]:
     """Whether *value* is a :class:`pyopencl.array.Array` (without
     importing pyopencl)."""
     return (not isinstance(value, np.ndarray) and hasattr(value, "base_data")
             and hasattr(value, "queue"))
 
 
-def to_host(value: Any) -> np.ndarray:
+def to_host(value: object) -> np.ndarray:
     """*value* (NumPy or pyopencl array) as a NumPy array."""
     if is_device_array(value):
         return value.get()
     return np.asarray(value)
 
 
-def _mpi_tag(tag: Any, what: str, limit: int | None) -> int:
+def _mpi_tag(tag: object, what: str, limit: int | None) -> int:
     if not isinstance(tag, (int, np.integer)) or isinstance(tag, bool):
         raise CommunicationTagError(
             f"{what} has tag {tag!r}, which is not an MPI tag; call "
@@ -142,7 +177,7 @@ def _mpi_tag(tag: Any, what: str, limit: int | None) -> int:
     return int(tag)
 
 
-def _dims(shape: tuple[Any, ...]) -> tuple[int | None, ...]:
+def _dims(shape: tuple[object, ...]) -> tuple[int | None, ...]:
     """*shape* with symbolic dimensions as ``None`` (compared with any)."""
     return tuple(int(d) if isinstance(d, (int, np.integer)) else None
                  for d in shape)
@@ -163,7 +198,7 @@ def _total_entry(entries: list[tuple[tuple[int, ...], np.dtype]]
                  for shape, dtype in entries),), np.dtype(np.uint8))
 
 
-def _describe(entry: tuple[Any, ...]) -> str:
+def _describe(entry: HeaderEntry) -> str:
     shape, dtype = entry
     nbytes = _payload_bytes(shape, np.dtype(dtype))
     dims = tuple("?" if d is None else d for d in shape)
@@ -171,7 +206,7 @@ def _describe(entry: tuple[Any, ...]) -> str:
     return f"shape {dims} {dtype}{size}"
 
 
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+def _same(a: HeaderEntry, b: HeaderEntry) -> bool:
     (sa, da), (sb, db) = a, b
     return (np.dtype(da) == np.dtype(db) and len(sa) == len(sb)
             and all(x is None or y is None or x == y
@@ -205,7 +240,8 @@ class _PaddedMessage:
         (offset 0); reused by every execution.
     """
 
-    def __init__(self, queue: Any, entries: list[tuple[tuple[int, ...], np.dtype]]
+    def __init__(self, queue: cl.CommandQueue,
+                 entries: list[tuple[tuple[int, ...], np.dtype]]
                  ) -> None:
         import pyopencl as cl
         import pyopencl.array as cla
@@ -234,8 +270,8 @@ class _PaddedMessage:
         self._write_rect = getattr(raw, "_enqueue_write_buffer_rect", None)
 
     @staticmethod
-    def fits(queue: Any, entries: list[tuple[tuple[int, ...], np.dtype]]
-             ) -> bool:
+    def fits(queue: cl.CommandQueue | None,
+             entries: list[tuple[tuple[int, ...], np.dtype]]) -> bool:
         """Whether *entries* (shape, dtype) can travel this way."""
         if queue is None or not entries:
             return False
@@ -245,7 +281,8 @@ class _PaddedMessage:
             np.dtype(d) == first[1] and int(np.prod(s, dtype=np.int64))
             * np.dtype(d).itemsize == nbytes for s, d in entries)
 
-    def to_host(self, host: np.ndarray, wait_for: list[Any] | None) -> Any:
+    def to_host(self, host: np.ndarray, wait_for: list[cl.Event] | None
+                ) -> cl.Event:
         """Enqueue the copy of every array to *host* (back to back); its
         event."""
         if self._read_rect is not None:
@@ -256,21 +293,24 @@ class _PaddedMessage:
         return cl.enqueue_copy(self.queue, host, self.parent, is_blocking=False,
                                wait_for=wait_for, **self._rect)
 
-    def from_host(self, host: np.ndarray) -> Any:
+    def from_host(self, host: np.ndarray) -> cl.Event:
         """Enqueue the copy of *host* (back to back) into the arrays; its
         event."""
         if self._write_rect is not None:
             return self._write_rect(self.queue, self.parent, host,
                                     is_blocking=False, **self._rect)
         import pyopencl as cl
+        # (pyopencl's stubs call the rectangle's buffer_origin "origin")
         return cl.enqueue_copy(self.queue, self.parent, host, is_blocking=False,
-                               **self._rect)
+                               **self._rect)  # type: ignore[arg-type]
 
-    def copy_in(self, i: int, value: Any) -> None:
+    def copy_in(self, i: int, value: cla.Array) -> None:
         """Enqueue the copy of the device array *value* (contiguous) into
         array *i* (when the part program did not write it there)."""
         import pyopencl as cl
-        cl.enqueue_copy(self.queue, cast("cl.Buffer", self.arrays[i].base_data),
+        # (value.base_data: its Buffer; pyopencl types it more widely)
+        cl.enqueue_copy(  # type: ignore[call-overload]
+                        self.queue, cast("cl.Buffer", self.arrays[i].base_data),
                         value.base_data,
                         byte_count=self.each, src_offset=value.offset,
                         wait_for=value.events or None)
@@ -292,9 +332,13 @@ class _Outgoing:
         self.header = header or []
         self.packer: HaloDataTransformer | None = None
         self.padded: _PaddedMessage | None = None   # instead of the packer
-        self.device_buffer: Any = None   # device pack buffer (device packing)
+        # device pack buffer (device packing). Any, not cla.Array | None:
+        # the send path uses it wherever plan.pack_on_device says it is
+        # set, which mypy cannot follow, and a cast per message costs (the
+        # same for the requests: set whenever the plan has MPI)
+        self.device_buffer: Any = None
         self.buffer: np.ndarray | None = None   # host bytes handed to MPI
-        self.request: Any = None          # persistent send request
+        self.request: Any = None   # persistent send request (MPI.Prequest)
 
 
 class _Incoming:
@@ -313,19 +357,20 @@ class _Incoming:
                                                     strict=True)]
         self.unpacker: HaloDataTransformer | None = None
         self.padded: _PaddedMessage | None = None   # instead of the unpacker
+        # (Any: see _Outgoing; a cla.Array when device packing)
         self.device_buffer: Any = None
         self.buffer: np.ndarray | None = None
         self.views: list[np.ndarray] | None = None
         # device arrays the message unpacks into, made once (device packing)
-        self.device_values: list[Any] | None = None
-        self.request: Any = None
+        self.device_values: list[cla.Array] | None = None
+        self.request: Any = None   # persistent receive request (MPI.Prequest)
         self.nbytes = 0
 
 # }}}
 
 
 def _compare(src: int, dest: int, sent: dict[int, list], received: dict[int, list]
-             ) -> list[tuple[int, int, Any, type, str]]:
+             ) -> list[tuple[int, int, int, type, str]]:
     """Disagreements between what rank *src* sends to rank *dest* and what
     *dest* receives from *src*: ``(src, dest, tag, error class, text)``."""
     def by_tag(messages):
@@ -333,7 +378,7 @@ def _compare(src: int, dest: int, sent: dict[int, list], received: dict[int, lis
                 for msg_tag, entries in messages.items()
                 for t, shape, dtype in entries}
     sent_by_tag, recv_by_tag = by_tag(sent), by_tag(received)
-    problems: list[tuple[int, int, Any, type, str]] = []
+    problems: list[tuple[int, int, int, type, str]] = []
     for t in sorted(sent_by_tag.keys() | recv_by_tag.keys()):
         s, r = sent_by_tag.get(t), recv_by_tag.get(t)
         if r is None:
@@ -373,9 +418,10 @@ class MessagePlan:
     :arg allocator: allocator for device arrays (received values).
     """
 
-    def __init__(self, partition: Any, comm: Any, queue: Any = None, *,
+    def __init__(self, partition: DistributedGraphPartition,
+                 comm: Communicator, queue: cl.CommandQueue | None = None, *,
                  messages: str = "packed", pack_on: str = "device",
-                 allocator: Any = None) -> None:
+                 allocator: Allocator | None = None) -> None:
         if messages not in MESSAGE_MODES:
             raise DistributedExecutionError(
                 f"messages={messages!r}; expected one of {MESSAGE_MODES}")
@@ -385,7 +431,10 @@ class MessagePlan:
         self.comm = comm
         self.rank = comm.Get_rank()
         self.use_mpi = hasattr(comm, "Irecv")
-        self.queue = queue
+        # (Any, not cl.CommandQueue | None: the device paths, per message,
+        # use it where pack_on_device / on_device say it is set, which
+        # mypy cannot follow)
+        self.queue: Any = queue
         self.allocator = allocator
         # partitions numbered by hand-made means may lack the grouping
         self.packed = messages == "packed" and partition.messages is not None
@@ -407,21 +456,25 @@ class MessagePlan:
         #: what the part scheduler derives from the partition (see
         #: :meth:`~pytato_like.scheduler.PartHooks.table_cache`)
         self.scheduler_tables: dict = {}
-        #: the executor's steady loops, per set of part programs (see
-        #: :class:`~pytato_like.distributed.steady.SteadyLoop`)
-        self.steady_loops: dict[tuple, Any] = {}
+        #: the executor's steady hooks, per set of part programs (see
+        #: :class:`~pytato_like.distributed.steady.SteadyParts`)
+        #: (keyed by the part programs' ids; with those programs, kept
+        #: alive, and the input names the parts wait for)
+        self.steady_loops: dict[tuple[int, ...], tuple[
+            SteadyParts, list[BoundProgram | None], frozenset[str]]] = {}
         #: id -> array: the outputs of frozen part calls (kept from one
-        #: execution to the next; see pytato_like.target.loopy.frozen)
-        self.kept_arrays: dict[int, Any] = {}
+        #: execution to the next; see
+        #: pytato_like.target.loopy.replay.FrozenLaunches)
+        self.kept_arrays: dict[int, cla.Array] = {}
         # id -> array: the device arrays of messages (see
         # is_reused_device_array; a check per result, not a set per
         # execution: that cost 2 µs per message)
-        self._message_arrays: dict[int, Any] = {}
+        self._message_arrays: dict[int, cla.Array] = {}
         # MPI status objects for the receives' tests (see Exchange)
-        self._recv_statuses: list[Any] = []
+        self._recv_statuses: list[MPI.Status] = []
         # part -> its placed outputs, once every message of it has its
         # padded buffer (see placed_outputs)
-        self._placed: dict[Hashable, dict[str, Any]] = {}
+        self._placed: dict[Hashable, dict[str, cla.Array]] = {}
         # message headers compared with every peer (first execution)
         self.headers_checked = not is_mpi(comm)
         self.registry = ReceiveBufferRegistry(np)
@@ -437,14 +490,15 @@ class MessagePlan:
                  for part in partition.parts.values()
                  for send in part.output_name_to_send_node.values()],
                 [(recv.src_rank, recv.comm_tag) for recv in recvs.values()])
-        self.local_recv: dict[Any, str] = {}
+        self.local_recv: dict[Hashable, str] = {}
         remote: dict[tuple[int, int], tuple[str, DistributedRecv]] = {}
-        recv_names: dict[Any, str] = {}
+        recv_names: dict[Hashable, str] = {}
         for name, recv in sorted(recvs.items()):
+            peer_tag: tuple[int, int] | None = None
             if recv.src_rank == rank:
-                key = recv.comm_tag
+                key: Hashable = recv.comm_tag
             else:
-                key = (recv.src_rank, _mpi_tag(
+                key = peer_tag = (recv.src_rank, _mpi_tag(
                     recv.comm_tag, f"receive on rank {rank} from rank "
                     f"{recv.src_rank}", limit))
             if key in recv_names:
@@ -453,21 +507,21 @@ class MessagePlan:
                     f"with tag {recv.comm_tag!r} ({recv_names[key]!r} and "
                     f"{name!r}); a tag names one message per pair of ranks")
             recv_names[key] = name
-            if recv.src_rank == rank:
+            if peer_tag is None:
                 self.local_recv[key] = name
             else:
-                remote[key] = (name, recv)
+                remote[peer_tag] = (name, recv)
         if remote and not self.use_mpi:
             src = next(iter(remote))[0]
             raise DistributedPartitionError(
                 f"rank {rank} receives from rank {src} but runs without an "
                 "MPI communicator")
 
-        self.local_sends: dict[Hashable, list[tuple[str, Any]]] = {}
+        self.local_sends: dict[Hashable, list[tuple[str, DistributedSend]]] = {}
         self.outgoing: dict[Hashable, list[_Outgoing]] = {}
         send_names: dict[tuple[int, int], tuple[Hashable, str]] = {}
         self.send_header: dict[tuple[int, int], tuple[tuple, str]] = {}
-        local_tags: dict[Any, str] = {}
+        local_tags: dict[Hashable, str] = {}
         for pid in partition.toposorted_part_ids:
             for name, send in partition.parts[pid].output_name_to_send_node.items():
                 if send.dest_rank == rank:
@@ -587,8 +641,9 @@ class MessagePlan:
             self.registry.register(msg.src, msg.tag, msg.buffer)
         if self.use_mpi:
             from mpi4py import MPI
-            msg.request = self.comm.Recv_init([msg.buffer, MPI.BYTE],
-                                              source=msg.src, tag=msg.tag)
+            # (use_mpi: an MPI communicator)
+            msg.request = self.comm.Recv_init(  # type: ignore[union-attr]
+                [msg.buffer, MPI.BYTE], source=msg.src, tag=msg.tag)
 
     def _prepare_empty_incoming(self, msg: _Incoming) -> None:
         """An incoming message of zero bytes: nothing to unpack; its values
@@ -603,7 +658,8 @@ class MessagePlan:
         else:
             msg.views = [np.empty(shape, dtype) for shape, dtype in msg.entries]
 
-    def _prepare_outgoing(self, msg: _Outgoing, values: list[Any]) -> None:
+    def _prepare_outgoing(self, msg: _Outgoing,
+                          values: Sequence[PartValue]) -> None:
         """Packer, buffers and persistent request of a packed outgoing
         message, from the first values sent (their shapes may be symbolic
         in the DAG)."""
@@ -626,14 +682,15 @@ class MessagePlan:
             msg.packer = HaloDataTransformer.get(np, specs)
             msg.buffer = msg.packer.get_pack_buffer()
         from mpi4py import MPI
-        msg.request = self.comm.Send_init([msg.buffer, MPI.BYTE],
-                                          dest=msg.dest, tag=msg.tag)
+        # (a rank with outgoing messages has an MPI communicator)
+        msg.request = self.comm.Send_init(  # type: ignore[union-attr]
+            [msg.buffer, MPI.BYTE], dest=msg.dest, tag=msg.tag)
 
     # }}}
 
     # {{{ headers: what each side believes travels (first execution)
 
-    def _header_for(self, peer: int) -> dict[str, Any]:
+    def _header_for(self, peer: int) -> MessageHeader:
         """What this rank sends to and expects from *peer*, per message
         tag: ``[(comm tag, shape, dtype), ...]``."""
         return {
@@ -651,12 +708,13 @@ class MessagePlan:
         noticed."""
         if self.headers_checked:
             return
-        comm, rank = self.comm, self.rank
+        # (checked only with MPI: see headers_checked)
+        comm, rank = cast("MPI.Comm", self.comm), self.rank
         tag = header_tag(comm)
         peers = [p for p in range(comm.Get_size()) if p != rank]
         mine = {p: self._header_for(p) for p in peers}
         sends = [comm.isend(mine[p], dest=p, tag=tag) for p in peers]
-        theirs: dict[int, dict[str, Any]] = {}
+        theirs: dict[int, MessageHeader] = {}
 
         def all_arrived() -> bool:
             for p in peers:
@@ -676,10 +734,10 @@ class MessagePlan:
             MPI.Request.Waitall(sends)
         self.headers_checked = True
 
-    def _raise_on_disagreement(self, mine: dict[int, Any],
-                               theirs: dict[int, Any]) -> None:
+    def _raise_on_disagreement(self, mine: dict[int, MessageHeader],
+                               theirs: dict[int, MessageHeader]) -> None:
         rank = self.rank
-        problems: list[tuple[int, int, Any, type, str]] = []
+        problems: list[tuple[int, int, int, type, str]] = []
         for p in sorted(theirs):
             if mine[p]["packed"] != theirs[p]["packed"]:
                 problems.append((rank, p, 0, DistributedExecutionError,
@@ -713,7 +771,7 @@ class MessagePlan:
             self._turn.notify_all()
 
     @property
-    def receive_buffers(self) -> ReceiveBufferRegistry:
+    def receive_buffers(self) -> ReceiveBufferRegistry[np.ndarray]:
         """The host buffers MPI receives packed messages into, by
         ``(source rank, message tag, shape, dtype)``."""
         return self.registry
@@ -734,7 +792,7 @@ class MessagePlan:
         return [cast(np.ndarray, m.buffer) for m in self.incoming
                 if m.views is not None]
 
-    def is_reused_device_array(self, value: Any) -> bool:
+    def is_reused_device_array(self, value: object) -> bool:
         """Whether *value* is one of the device arrays the same in every
         execution: received values are unpacked into them, sent ones
         computed into them, frozen part calls compute into them (a result
@@ -742,20 +800,20 @@ class MessagePlan:
         key = id(value)
         return key in self._message_arrays or key in self.kept_arrays
 
-    def _keep_message_arrays(self, arrays: Iterable[Any]) -> None:
+    def _keep_message_arrays(self, arrays: Iterable[cla.Array]) -> None:
         """Register a message's device arrays, made once for every
         execution (see :meth:`is_reused_device_array`)."""
         for ary in arrays:
             self._message_arrays[id(ary)] = ary
 
-    def placed_outputs(self, pid: Hashable) -> dict[str, Any]:
+    def placed_outputs(self, pid: Hashable) -> dict[str, cla.Array]:
         """Output name -> the device array part *pid* should compute it
         into: the sub-buffers of its outgoing messages (see
         :class:`_PaddedMessage`; known after the first execution)."""
         cached = self._placed.get(pid)
         if cached is not None:
             return cached
-        placed: dict[str, Any] = {}
+        placed: dict[str, cla.Array] = {}
         messages = self.outgoing.get(pid, ())
         for msg in messages:
             if msg.padded is not None:
@@ -810,10 +868,10 @@ class MessagePlan:
         self.registry.clear()
 
 
-_MPI_MODULE: Any = None
+_MPI_MODULE: ModuleType | None = None
 
 
-def _mpi() -> Any:
+def _mpi() -> ModuleType:
     """mpi4py's ``MPI`` (imported on first use: host-only programs run
     without it; a function-level import costs a microsecond per call)."""
     global _MPI_MODULE
@@ -823,7 +881,7 @@ def _mpi() -> Any:
     return _MPI_MODULE
 
 
-class _Described:
+class LazyDescription:
     """A description made only if it is shown (a wait's, for its error)."""
 
     __slots__ = ("make",)
@@ -838,12 +896,12 @@ class _Described:
         return format(self.make(), spec)
 
 
-_CL_MODULE: Any = None
+_CL_MODULE: ModuleType | None = None
 #: pyopencl's CL_COMPLETE (set with the module)
-_COMPLETE: Any = None
+_COMPLETE: cl.command_execution_status | None = None
 
 
-def _cl() -> Any:
+def _cl() -> ModuleType:
     """pyopencl (imported on first use, as :func:`_mpi`)."""
     global _CL_MODULE, _COMPLETE
     if _CL_MODULE is None:
@@ -859,8 +917,8 @@ def describe_waiting(messages: Iterable[_Incoming]) -> str:
         f"(rank {m.src}, tag {m.tag})" for m in messages)
 
 
-def test_receives(rank: int, requests: list[Any], statuses: list[Any]
-                  ) -> list[int]:
+def test_receives(rank: int, requests: list[MPI.Request],
+                  statuses: list[MPI.Status]) -> list[int]:
     """Indices of the *requests* (receives of rank *rank*) completed now,
     their statuses filling *statuses* in that order (inactive requests,
     those already completed, are skipped). A message larger than its
@@ -884,16 +942,17 @@ class Exchange:
         self.comm = plan.comm
         self.recorder = recorder
         self.on_device = plan.queue is not None
-        self._arrived: list[tuple[str, Any]] = []
+        self._arrived: list[tuple[str, PartValue]] = []
         self._pending_local = set(plan.local_recv)
         # incoming messages not arrived yet: (message, request, record)
-        self._recv_waiting: list[tuple[_Incoming, Any, Any]] = []
+        self._recv_waiting: list[PostedReceive] = []
         # their requests and statuses, in the same order (for Testsome)
-        self._recv_requests: list[Any] = []
-        self._recv_statuses: list[Any] = []
-        self._sends_active: list[tuple[Any, Any, Any]] = []   # (req, record, keep)
-        self._device_copies: list[tuple[_Outgoing, Any, Any]] = []
-        self._upload_events: list[Any] = []
+        self._recv_requests: list[MPI.Request] = []
+        self._recv_statuses: list[MPI.Status] = []
+        # (request, record, the buffer kept alive until sent)
+        self._sends_active: list[tuple[MPI.Request, TraceRecord, np.ndarray]] = []
+        self._device_copies: list[tuple[_Outgoing, cl.Event, TraceRecord]] = []
+        self._upload_events: list[cl.Event] = []
         self.n_messages_sent = 0
         self.n_messages_received = 0
         self.bytes_sent = 0
@@ -923,7 +982,7 @@ class Exchange:
         :func:`~pytato_like.distributed.safety.poll_until`); *what* is
         described only if an error shows it."""
         poll_until(test, self.comm, peers,
-                   _Described(lambda: f"rank {self.rank} {what}"),
+                   LazyDescription(lambda: f"rank {self.rank} {what}"),
                    self.is_cancelled)
 
     def is_cancelled(self) -> bool:
@@ -945,8 +1004,9 @@ class Exchange:
                 # the old way: a fresh buffer and request per array and run
                 shape, dtype = msg.entries[0]
                 msg.buffer = np.empty(shape, dtype)
-                req = self.comm.Irecv([msg.buffer, MPI.BYTE], source=msg.src,
-                                      tag=msg.tag)
+                # (incoming messages: an MPI communicator)
+                req = self.comm.Irecv(  # type: ignore[union-attr]
+                    [msg.buffer, MPI.BYTE], source=msg.src, tag=msg.tag)
             rec = self.recorder.message(
                 "recv", msg.src, tag=msg.tag,
                 nbytes=cast(np.ndarray, msg.buffer).nbytes,  # allocated
@@ -968,7 +1028,7 @@ class Exchange:
         return (len(self._recv_waiting) + len(self._pending_local)
                 + len(self._arrived))
 
-    def arrivals(self, block: bool) -> list[tuple[str, Any]]:
+    def arrivals(self, block: bool) -> list[tuple[str, PartValue]]:
         """``(name, value)`` of values arrived since the last call, ready
         for the parts (device arrays for device part programs); with
         *block*, waits until at least one has arrived."""
@@ -983,7 +1043,7 @@ class Exchange:
             self.overhead_ns["poll"] += (time.perf_counter_ns() - t0
                                          - self.overhead_ns["unpack"] + unpack0)
 
-    def _arrivals(self, block: bool) -> list[tuple[str, Any]]:
+    def _arrivals(self, block: bool) -> list[tuple[str, PartValue]]:
         self.start_ready_device_sends(block=False)
         self._poll_sends()
         result, self._arrived = self._arrived, []
@@ -1009,7 +1069,7 @@ class Exchange:
             with self.recorder.wait("wait for messages"):
                 self._wait(test, lambda: {m.src for m, _, _ in
                                           self._recv_waiting},
-                           _Described(self._waiting_for))
+                           LazyDescription(self._waiting_for))
         else:
             found = self._test_receives()
             if not found:
@@ -1020,10 +1080,10 @@ class Exchange:
     def _waiting_for(self) -> str:
         return describe_waiting(m for m, _, _ in self._recv_waiting)
 
-    def _take_arrived(self, found: list[int]) -> list[tuple[str, Any]]:
+    def _take_arrived(self, found: list[int]) -> list[tuple[str, PartValue]]:
         """The values of the receives *found* complete (indices into the
         waiting receives, their statuses in that order), unpacked."""
-        result: list[tuple[str, Any]] = []
+        result: list[tuple[str, PartValue]] = []
         done = set(found)
         # statuses are filled in completion order, not by request index
         for i, status in zip(found, self._recv_statuses, strict=False):
@@ -1037,7 +1097,7 @@ class Exchange:
             result.extend(self.take_in(msg, rec))
         return result
 
-    def check_arrival(self, msg: _Incoming, status: Any) -> None:
+    def check_arrival(self, msg: _Incoming, status: MPI.Status) -> None:
         """Raise if the message that completed receive *msg* (its MPI
         *status*) is not the byte count the receive expects."""
         buffer = cast(np.ndarray, msg.buffer)  # a posted receive's
@@ -1048,7 +1108,8 @@ class Exchange:
                 f"tag {msg.tag} where rank {self.rank} receives "
                 f"{buffer.nbytes} bytes")
 
-    def take_in(self, msg: _Incoming, rec: Any) -> list[tuple[str, Any]]:
+    def take_in(self, msg: _Incoming, rec: TraceRecord
+                ) -> list[tuple[str, PartValue]]:
         """The values of the arrived (and checked) message *msg*, its
         receive's record *rec* completed and counted, unpacked."""
         if msg.padded is not None and self.plan.packed:
@@ -1059,7 +1120,8 @@ class Exchange:
         self.bytes_received += int(cast(np.ndarray, msg.buffer).nbytes)
         return self._unpack(msg)
 
-    def take_in_padded(self, msg: _Incoming, rec: Any) -> list[Any]:
+    def take_in_padded(self, msg: _Incoming, rec: TraceRecord
+                       ) -> list[cla.Array]:
         """:meth:`take_in` of a message in a padded buffer (the steady
         loop's every message): its device arrays, in the order of its
         names, once one copy into them is enqueued."""
@@ -1085,14 +1147,14 @@ class Exchange:
         return test_receives(self.rank, self._recv_requests,
                              self._recv_statuses)
 
-    def _unpack(self, msg: _Incoming) -> list[tuple[str, Any]]:
+    def _unpack(self, msg: _Incoming) -> list[tuple[str, PartValue]]:
         t0 = time.perf_counter_ns()
         try:
             return self._unpack_values(msg)
         finally:
             self.overhead_ns["unpack"] += time.perf_counter_ns() - t0
 
-    def _unpack_values(self, msg: _Incoming) -> list[tuple[str, Any]]:
+    def _unpack_values(self, msg: _Incoming) -> list[tuple[str, PartValue]]:
         plan = self.plan
         buffer = cast(np.ndarray, msg.buffer)  # the message arrived in it
         if not plan.packed:
@@ -1100,6 +1162,7 @@ class Exchange:
         with self.recorder.record("unpack", f"unpack {msg.src}", peer=msg.src,
                                   tag=msg.tag, nbytes=msg.nbytes) as _:
             # (messages in padded buffers: take_in_padded)
+            values: Sequence[PartValue]
             if msg.nbytes == 0:
                 # empty arrays only, made once (_prepare_empty_incoming)
                 values = (msg.device_values if msg.device_values is not None
@@ -1128,7 +1191,7 @@ class Exchange:
                 values = [self._for_parts(v) for v in views]
         return list(zip(msg.names, values, strict=True))
 
-    def _for_parts(self, value: Any) -> Any:
+    def _for_parts(self, value: PartValue) -> PartValue:
         """*value* where the part programs compute."""
         if self.on_device and not is_device_array(value):
             import pyopencl.array as cla
@@ -1142,7 +1205,7 @@ class Exchange:
 
     # {{{ sending
 
-    def send_part_outputs(self, pid: Hashable, outputs: Mapping[str, Any]
+    def send_part_outputs(self, pid: Hashable, outputs: Mapping[str, object]
                           ) -> None:
         """Start the messages of part *pid*, which has just computed
         *outputs*."""
@@ -1156,8 +1219,8 @@ class Exchange:
             overhead["pack"] += (time.perf_counter_ns() - t0
                                  - overhead["post"] + post0)
 
-    def _send_part_outputs(self, pid: Hashable, outputs: Mapping[str, Any]
-                           ) -> None:
+    def _send_part_outputs(self, pid: Hashable,
+                           outputs: Mapping[str, object]) -> None:
         plan = self.plan
         for name, send in plan.local_sends.get(pid, ()):
             recv_name = plan.local_recv.get(send.comm_tag)
@@ -1179,8 +1242,8 @@ class Exchange:
                 self._start_send(msg, None, np.ascontiguousarray(
                     to_host(outputs[msg.names[0]])))
 
-    def send_placed(self, messages: tuple[_Outgoing, ...],
-                    outputs: Mapping[str, Any]) -> bool:
+    def send_placed(self, messages: PartMessages,
+                    outputs: Mapping[str, object]) -> bool:
         """Start *messages* (of one part, in padded buffers) if the part
         program computed each of their arrays into its buffer (*outputs*:
         the part's, by name): the common case from the second execution
@@ -1210,6 +1273,8 @@ class Exchange:
         return True
 
     def _send_packed(self, msg: _Outgoing, values: list[Any]) -> None:
+        # (values: the part's outputs, whatever it returned, made arrays
+        # where the part programs compute below)
         plan = self.plan
         padded = msg.padded
         if plan.pack_on_device:
@@ -1288,7 +1353,8 @@ class Exchange:
                 still.append((msg, evt, rec))
         self._device_copies = still
 
-    def _start_send(self, msg: _Outgoing, request: Any, data: np.ndarray
+    def _start_send(self, msg: _Outgoing, request: MPI.Request | None,
+                    data: np.ndarray
                     ) -> None:
         MPI = _mpi()
         t0 = time.perf_counter_ns()
@@ -1296,10 +1362,12 @@ class Exchange:
                                 msg.tag, data.nbytes, msg.pid,
                                 {"n_arrays": len(msg.names)})
         if request is None:
-            request = self.comm.Isend([data, MPI.BYTE], dest=msg.dest,
-                                      tag=msg.tag)
+            # (outgoing messages: an MPI communicator)
+            request = self.comm.Isend(  # type: ignore[union-attr]
+                [data, MPI.BYTE], dest=msg.dest, tag=msg.tag)
         else:
-            request.Start()
+            # (a persistent request: _Outgoing.request)
+            request.Start()  # type: ignore[attr-defined]
         self._sends_active.append((request, rec, data))
         self.n_messages_sent += 1
         self.bytes_sent += int(data.nbytes)

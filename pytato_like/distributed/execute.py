@@ -16,11 +16,13 @@ enqueued before the executor blocks for them. A part that only passes
 received values on runs without calling its program (no kernel launch),
 and with device part programs the host inputs are copied to the device
 once, before the first part runs. Loopy part programs are called through
-:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`:
+:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.__call__` with
+``placed_outputs``:
 from the second execution on they replay their recorded launches (see
 :mod:`~pytato_like.target.loopy.replay`) and compute the values they send
-into their messages' device buffers, and the parts are run by the loop of
-:mod:`~pytato_like.distributed.steady` (the same rule, made for the
+into their messages' device buffers, and the parts are run by the
+scheduler's prepared mode (:class:`~pytato_like.scheduler.PreparedParts`)
+with the hooks of :mod:`~pytato_like.distributed.steady` (made for the
 partition once the first execution has settled its messages).
 
 What does not change between executions -- the messages, their buffers,
@@ -71,10 +73,12 @@ import threading
 import time
 import weakref
 from collections.abc import Hashable, Mapping
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import numpy as np
 
+from pytato_like._traversal import depth_first
+from pytato_like.array import DataWrapper, Placeholder
 from pytato_like.diagnostic import (
     DistributedExecutionError,
     DistributedPartitionError,
@@ -88,14 +92,26 @@ from pytato_like.distributed.safety import (
     at_exit_before_finalize,
     track_execution,
 )
-from pytato_like.distributed.steady import SteadyLoop
+from pytato_like.distributed.steady import SteadyParts
 from pytato_like.distributed.threads import configure_device_threads
 from pytato_like.runtime.collector import collection_paused, pausing_enabled
 from pytato_like.runtime.handles import Handle
+from pytato_like.runtime.pool import get_buffer_pool
 from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
 from pytato_like.scheduler import PartHooks, run_parts
 from pytato_like.target import BoundProgram
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from pyopencl.typing import Allocator
+
+    from pytato_like.distributed.comm import PartValue
+    from pytato_like.distributed.safety import Communicator
+    from pytato_like.partition import GraphPart
 from pytato_like.target.loopy.lazy import codegen_while_waiting
 from pytato_like.target.program import HostBoundProgram
 
@@ -130,7 +146,7 @@ def _free_all_plans() -> None:
 _DATA_ON_HOST: dict[int, bool] = {}
 
 
-def _is_host_value(value: Any) -> bool:
+def _is_host_value(value: object) -> bool:
     return isinstance(value, np.ndarray) or np.isscalar(value)
 
 
@@ -139,8 +155,6 @@ def _data_on_host(partition: DistributedGraphPartition) -> bool:
     NumPy array or a scalar (computed once per partition)."""
     known = _DATA_ON_HOST.get(id(partition))
     if known is None:
-        from pytato_like._traversal import depth_first
-        from pytato_like.array import DataWrapper
         results = getattr(partition, "var_name_to_result", None) \
             or partition.name_to_output
         known = all(_is_host_value(node.data)
@@ -154,7 +168,7 @@ def _data_on_host(partition: DistributedGraphPartition) -> bool:
 
 
 def outputs_on_host(partition: DistributedGraphPartition,
-                    input_args: Mapping[str, Any]) -> bool:
+                    input_args: Mapping[str, object]) -> bool:
     """The ``out_host=None`` rule of :func:`execute_distributed_partition`
     (loopy's, as pytato's bound programs apply it): this rank's results are
     NumPy arrays when every input argument and the data of every data
@@ -164,16 +178,18 @@ def outputs_on_host(partition: DistributedGraphPartition,
             and _data_on_host(partition))
 
 
-def _on_device(prg_per_partition: Mapping[Hashable, Any], queue: Any) -> bool:
+def _on_device(prg_per_partition: Mapping[Hashable, BoundProgram],
+               queue: cl.CommandQueue | None) -> bool:
     """Whether the part programs compute on *queue*'s device (not all of
     them are host programs of the contract)."""
     return queue is not None and not all(
         isinstance(p, HostBoundProgram) for p in prg_per_partition.values())
 
 
-def message_plan(partition: DistributedGraphPartition, comm: Any,
-                 queue: Any = None, *, messages: str = "packed",
-                 pack_on: str = "device", allocator: Any = None
+def message_plan(partition: DistributedGraphPartition, comm: Communicator,
+                 queue: cl.CommandQueue | None = None, *,
+                 messages: str = "packed", pack_on: str = "device",
+                 allocator: Allocator | None = None
                  ) -> MessagePlan:
     """The :class:`~pytato_like.distributed.comm.MessagePlan` of
     *partition* for *comm* and *queue* (``None`` for host part programs):
@@ -221,7 +237,8 @@ class DistributedExecution:
         ``n_messages_sent``, ``n_messages_received``, ``bytes_sent``,
         ``bytes_received``, ``messages`` (the mode used), ``scheduler``
         (``"steady"`` if the loop of
-        :class:`~pytato_like.distributed.steady.SteadyLoop` ran the parts,
+        :class:`~pytato_like.distributed.steady.SteadyParts` hooks ran the
+        parts in the scheduler's prepared mode,
         ``"general"`` if :func:`~pytato_like.scheduler.run_parts` did),
         ``overhead_ns``
         (host time of the executor's own work by kind: ``enqueue`` -- calling
@@ -239,10 +256,10 @@ class DistributedExecution:
     def __init__(self, plan: MessagePlan, recorder: TraceRecorder) -> None:
         self.plan = plan
         self.recorder = recorder
-        self.stats: dict[str, Any] = {}
+        self.stats: dict[str, object] = {}
         self.comm = plan.comm
-        self.exchange: Any = None     # the running Exchange (for cancel)
-        self._forget: Any = None
+        self.exchange: Exchange | None = None     # the running one (for cancel)
+        self._forget: Callable[[], None] | None = None
         self._handle: Handle | None = None
         self._result: dict[str, Any] | None = None
         self._error: BaseException | None = None
@@ -313,10 +330,11 @@ class DistributedExecution:
 # {{{ running
 
 def _run(partition: DistributedGraphPartition,
-         prg_per_partition: Mapping[Hashable, BoundProgram], queue: Any,
-         plan: MessagePlan, ticket: int, allocator: Any,
-         input_args: Mapping[str, Any], recorder: TraceRecorder,
-         stats: dict[str, Any], control: DistributedExecution | None = None,
+         prg_per_partition: Mapping[Hashable, BoundProgram],
+         queue: cl.CommandQueue | None,
+         plan: MessagePlan, ticket: int, allocator: Allocator | None,
+         input_args: Mapping[str, object], recorder: TraceRecorder,
+         stats: dict[str, object], control: DistributedExecution | None = None,
          out_host: bool = False) -> dict[str, Any]:
     plan.wait_for_turn(ticket)
     try:
@@ -370,7 +388,8 @@ def _run(partition: DistributedGraphPartition,
 
 
 def _device_to_host(partition: DistributedGraphPartition, name: str,
-                    value: Any, queue: Any) -> np.ndarray:
+                    value: cla.Array, queue: cl.CommandQueue | None
+                    ) -> np.ndarray:
     """The device result *name* copied to the host, with the dtype of the
     partition's output (booleans live as bytes on the device)."""
     host = value.get(queue=queue if queue is not None else value.queue)
@@ -387,7 +406,6 @@ def _forwarding_parts(partition: DistributedGraphPartition
     """Parts that compute nothing: every output is one of the part's inputs
     (a received value passed on), as ``{output name: input name}``. They
     run without calling their program (no kernel launch)."""
-    from pytato_like.array import Placeholder
     results = partition.var_name_to_result
     forwarding = {}
     for pid, part in partition.parts.items():
@@ -422,10 +440,12 @@ class _MPIHooks(PartHooks):
     names, a part's outputs are sent as soon as it has run, and sent
     outputs are computed into their messages' buffers."""
 
-    def __init__(self, partition: DistributedGraphPartition, queue: Any,
-                 exchange: Exchange, allocator: Any,
+    def __init__(self, partition: DistributedGraphPartition,
+                 queue: cl.CommandQueue | None,
+                 exchange: Exchange, allocator: Allocator | None,
                  recorder: TraceRecorder,
-                 prg_per_partition: Mapping[Hashable, Any] | None = None
+                 prg_per_partition: Mapping[Hashable, BoundProgram] | None
+                 = None
                  ) -> None:
         super().__init__(queue)
         plan = exchange.plan
@@ -446,7 +466,7 @@ class _MPIHooks(PartHooks):
         self.recorder = recorder
         self.records: dict[Hashable, TraceRecord] = {}
 
-    def awaited_names(self, pid: Hashable, part: Any) -> tuple[str, ...]:
+    def awaited_names(self, pid: Hashable, part: GraphPart) -> tuple[str, ...]:
         return self.awaited[pid]
 
     def n_pending(self) -> int:
@@ -455,7 +475,7 @@ class _MPIHooks(PartHooks):
     def table_cache(self) -> dict:
         return self.plan.scheduler_tables
 
-    def arrivals(self, block: bool) -> Any:
+    def arrivals(self, block: bool) -> list[tuple[str, PartValue]]:
         if block:
             # code generation overlaps with the wait, a part at a time
             for _ in self.codegen:
@@ -467,21 +487,25 @@ class _MPIHooks(PartHooks):
     def part_ready(self, pid: Hashable) -> None:
         self.records[pid] = self.recorder.part(pid)     # posted: runnable now
 
-    def part_running(self, pid: Hashable) -> Any:
+    def part_running(self, pid: Hashable) -> TraceRecord:
         return self.records.pop(pid)
 
-    def forwarded_outputs(self, pid: Hashable, part: Any,
-                          values: Mapping[str, Any]) -> dict[str, Any] | None:
+    def forwarded_outputs(self, pid: Hashable, part: GraphPart,
+                          values: Mapping[str, object]
+                          ) -> dict[str, object] | None:
         names = self.forwarding.get(pid)
         if names is None:
             return None
         return {out: values[name] for out, name in names.items()}
 
-    def call_options(self, pid: Hashable, prg: Any) -> dict[str, Any]:
+    def call_options(self, pid: Hashable, prg: BoundProgram
+                     ) -> dict[str, object]:
         return dict(self.options)
 
-    def call_program(self, pid: Hashable, prg: Any, queue: Any,
-                     kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    def call_program(self, pid: Hashable, prg: BoundProgram,
+                     queue: cl.CommandQueue | None,
+                     kwargs: dict[str, Any]
+                     ) -> tuple[object, Mapping[str, object]]:
         t0 = time.perf_counter_ns()
         c0 = time.thread_time_ns()
         # outputs stay on the device (sent from there, fed to parts); those
@@ -491,17 +515,18 @@ class _MPIHooks(PartHooks):
         placed = (self.plan.placed_outputs(pid)
                   if isinstance(prg, BoundPyOpenCLProgram) else None)
         if placed:
-            result = prg.call_placed(queue, placed, **kwargs)
+            # (an input named like the option is the input)
+            result = prg(queue, **{"placed_outputs": placed, **kwargs})
         else:
             result = prg(queue, **kwargs)
         self.exchange.count_program_calls(
             time.perf_counter_ns() - t0, time.thread_time_ns() - c0,
             prg.last_launch_ns() if isinstance(prg, BoundPyOpenCLProgram)
             else 0)
-        return cast("tuple[Any, Any]", result)
+        return cast("tuple[object, Mapping[str, object]]", result)
 
-    def part_done(self, pid: Hashable, outputs: Mapping[str, Any],
-                  event: Any) -> None:
+    def part_done(self, pid: Hashable, outputs: Mapping[str, object],
+                  event: object) -> None:
         self.exchange.send_part_outputs(pid, outputs)
 
     def blocked(self, waiting: dict[Hashable, list[str]]) -> NoReturn:
@@ -514,9 +539,10 @@ class _MPIHooks(PartHooks):
 
 
 def _schedule(partition: DistributedGraphPartition,
-              prg_per_partition: Mapping[Hashable, BoundProgram], queue: Any,
-              exchange: Exchange, allocator: Any,
-              input_args: Mapping[str, Any], recorder: TraceRecorder
+              prg_per_partition: Mapping[Hashable, BoundProgram],
+              queue: cl.CommandQueue | None,
+              exchange: Exchange, allocator: Allocator | None,
+              input_args: Mapping[str, object], recorder: TraceRecorder
               ) -> tuple[int, dict[str, Any], str]:
     """Run every part; the number run, every value by name, and which
     scheduler ran them (``"steady"`` or ``"general"``)."""
@@ -525,15 +551,18 @@ def _schedule(partition: DistributedGraphPartition,
         # once, while the queue is empty: a part program converting a host
         # input itself would block until the kernels before it finished
         import pyopencl.array as cla
+        device_queue = cast("cl.CommandQueue", queue)   # (on a device)
         for name, value in values.items():
             if isinstance(value, np.ndarray):
                 values[name] = cla.to_device(
-                    queue, np.ascontiguousarray(value), allocator=allocator)
-    # from the second execution on, usually: the loop made for it
-    loop = SteadyLoop.for_execution(partition, prg_per_partition,
-                                    exchange.plan, set(values))
-    if loop is not None:
-        n_done = loop.run(exchange, queue, allocator, values, recorder)
+                    device_queue, np.ascontiguousarray(value),
+                    allocator=allocator)
+    # from the second execution on, usually: the scheduler's prepared mode
+    # with the hooks made for it
+    steady = SteadyParts.for_execution(partition, prg_per_partition,
+                                       exchange.plan, frozenset(values))
+    if steady is not None:
+        n_done = steady.run(exchange, queue, allocator, values, recorder)
         return n_done, values, "steady"
     hooks = _MPIHooks(partition, queue, exchange, allocator, recorder,
                       prg_per_partition)
@@ -541,7 +570,7 @@ def _schedule(partition: DistributedGraphPartition,
     return n_done, values, "general"
 
 
-def _threads_allowed(comm: Any) -> bool:
+def _threads_allowed(comm: Communicator) -> bool:
     if not hasattr(comm, "Irecv"):
         return True
     from mpi4py import MPI
@@ -551,9 +580,10 @@ def _threads_allowed(comm: Any) -> bool:
 def execute_distributed_partition(
         partition: DistributedGraphPartition,
         prg_per_partition: Mapping[Hashable, BoundProgram],
-        queue: Any, mpi_communicator: Any, *, allocator: Any = None,
-        input_args: Mapping[str, Any] | None = None,
-        stats: dict[str, Any] | None = None, wait: bool = True,
+        queue: cl.CommandQueue | None, mpi_communicator: Communicator | None,
+        *, allocator: Allocator | None = None,
+        input_args: Mapping[str, object] | None = None,
+        stats: dict[str, object] | None = None, wait: bool = True,
         messages: str = "packed", pack_on: str = "device",
         recorder: TraceRecorder | None = None, out_host: bool | None = None
         ) -> dict[str, Any] | DistributedExecution:
@@ -588,8 +618,8 @@ def execute_distributed_partition(
     comm = communicator_for(partition, as_communicator(mpi_communicator))
     on_device = _on_device(prg_per_partition, queue)
     if on_device and allocator is None:
-        from pytato_like.runtime.pool import get_buffer_pool
-        allocator = get_buffer_pool(queue).memory_pool
+        allocator = get_buffer_pool(
+            cast("cl.CommandQueue", queue)).memory_pool     # (on a device)
     plan = message_plan(partition, comm, queue if on_device else None,
                         messages=messages, pack_on=pack_on,
                         allocator=allocator if on_device else None)
@@ -645,7 +675,8 @@ def execute_distributed_partition(
 def execute_distributed_partition_async(
         partition: DistributedGraphPartition,
         prg_per_partition: Mapping[Hashable, BoundProgram],
-        queue: Any, mpi_communicator: Any, **kwargs: Any
+        queue: cl.CommandQueue | None, mpi_communicator: Communicator | None,
+        **kwargs: Any
         ) -> DistributedExecution:
     """:func:`execute_distributed_partition` with ``wait=False``: start the
     execution and return its :class:`DistributedExecution` handle."""

@@ -21,7 +21,7 @@ the data that is sent.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from pytools.tag import Tag, check_tag_uniqueness, normalize_tags
@@ -35,12 +35,18 @@ from pytato_like.array import (
 )
 from pytato_like.diagnostic import DistributedPartitionError, NotAnArrayError
 
+if TYPE_CHECKING:
+    from pytato_like.array import Axis, ShapeArg
+    from pytato_like.dtype import DTypeLike
+
+_T = TypeVar("_T")
+
 CommTagType = Hashable
 
 _NO_TAGS: frozenset[Tag] = frozenset()
 
 
-def _check_rank(rank: Any, what: str) -> int:
+def _check_rank(rank: object, what: str) -> int:
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) \
             or rank < 0:
         raise DistributedPartitionError(
@@ -48,7 +54,7 @@ def _check_rank(rank: Any, what: str) -> int:
     return int(rank)
 
 
-def _check_comm_tag(comm_tag: Any) -> Any:
+def _check_comm_tag(comm_tag: _T) -> _T:
     try:
         hash(comm_tag)
     except TypeError:
@@ -57,7 +63,7 @@ def _check_comm_tag(comm_tag: Any) -> Any:
     return comm_tag
 
 
-def _check_array(ary: Any, what: str) -> Array:
+def _check_array(ary: object, what: str) -> Array:
     if not isinstance(ary, Array):
         raise NotAnArrayError(f"{what} is a {type(ary).__name__}, not an Array")
     return ary
@@ -241,9 +247,9 @@ def staple_distributed_send(sent_data: Array, dest_rank: int,
 
 
 def make_distributed_recv(src_rank: int, comm_tag: CommTagType,
-                          shape: int | Sequence[Any],
-                          dtype: Any = np.float64,
-                          axes: Sequence[Any] | None = None,
+                          shape: ShapeArg,
+                          dtype: DTypeLike = np.float64,
+                          axes: Sequence[Axis] | None = None,
                           tags: Tag | Iterable[Tag] = frozenset()
                           ) -> DistributedRecv:
     """An array of *shape* and *dtype* received from *src_rank* under

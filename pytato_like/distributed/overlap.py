@@ -20,7 +20,9 @@ arrays and rewrites each as ``concatenate([head, interior, tail])``:
   need, so the sending part computes the boundary cells only.
 
 The values are unchanged, bit for bit (each cell is the same expression of
-the same operands).
+the same operands). Whether :func:`~pytato_like.find_distributed_partition`
+keeps the split for a DAG is decided by the cost model of
+:mod:`~pytato_like.distributed.overlap_cost` (``split_interior="auto"``).
 
 **Deep interiors** (``deep_interiors=True``, the default). Split step by
 step, step *k*'s interior still waits for step *k-1*'s boundary, so a chain
@@ -103,9 +105,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymbolic.primitives as prim
 
@@ -132,6 +134,10 @@ from pytato_like.tags import ImplStored
 from pytato_like.transform._graph import toposort, walk_children
 from pytato_like.transform.copy import rebuild_with
 
+if TYPE_CHECKING:
+    from pytato_like.scalar_expr import ScalarExpression
+    from pytato_like.tags import Tag
+
 #: The smallest interior (elements) worth a split: below it the two extra
 #: boundary kernels cost more than the overlap gains.
 MIN_INTERIOR_ELEMENTS = 32768
@@ -139,7 +145,8 @@ MIN_INTERIOR_ELEMENTS = 32768
 #: every row depends on this time's receives
 ALL = "all"
 #: the rows that depend on this time's receives: None (no row), ALL, or
-#: ``(p, s)``: the first *p* and the last *s* rows
+#: ``(p, s)``: the first *p* and the last *s* rows (Any, not that union:
+#: the code tells them apart with ``is ALL``, which mypy does not narrow on)
 Rows = Any
 
 _ROW = index_var(0)
@@ -148,9 +155,10 @@ _ROW_NAME = (_ROW.name,)
 
 # {{{ reading the first axis of index lambdas
 
-def _row_offset(index: Any) -> int | None:
+def _row_offset(index: ScalarExpression | None) -> int | None:
     """``c`` if *index* is ``_0 + c`` (integer *c*), else None."""
-    form = affine_form(index, _ROW_NAME)
+    # (affine_form answers None for None too, as for any non-affine value)
+    form = affine_form(index, _ROW_NAME)  # type: ignore[arg-type]
     return form[1] if form is not None and form[0] == {"_0": 1} else None
 
 
@@ -173,7 +181,7 @@ class _Accesses(WalkMapper):
         idx = expr.index_tuple
         if isinstance(agg, prim.Variable) and agg.name in self.names:
             first = idx[0] if idx else None
-            offset: Any = _row_offset(first)
+            offset: int | tuple[str, int] | None = _row_offset(first)
             if offset is None and isinstance(first, INT_CLASSES):
                 offset = ("row", int(first))
             self.reads.setdefault(agg.name, []).append(offset)
@@ -184,7 +192,8 @@ class _Accesses(WalkMapper):
 
 
 @functools.lru_cache(maxsize=4096)
-def _reads(expr: Any, names: frozenset[str]) -> dict[str, tuple]:
+def _reads(expr: ScalarExpression, names: frozenset[str]
+           ) -> dict[str, tuple]:
     """:class:`_Accesses` of *expr* (the same expressions recur across a
     DAG's index lambdas)."""
     walker = _Accesses(names)
@@ -193,8 +202,8 @@ def _reads(expr: Any, names: frozenset[str]) -> dict[str, tuple]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _shift_rows(expr: Any, a: int, starts: tuple[tuple[str, int], ...]
-                ) -> Any:
+def _shift_rows(expr: ScalarExpression, a: int,
+                starts: tuple[tuple[str, int], ...]) -> ScalarExpression:
     return _ShiftRows(a, dict(starts))(expr)
 
 
@@ -208,12 +217,12 @@ class _ShiftRows(IdentityMapper):
         self.a = a
         self.starts = starts
 
-    def map_variable(self, expr: prim.Variable) -> Any:
+    def map_variable(self, expr: prim.Variable) -> ScalarExpression:
         if expr == _ROW and self.a:
             return prim.Sum((_ROW, self.a))
         return expr
 
-    def map_subscript(self, expr: prim.Subscript) -> Any:
+    def map_subscript(self, expr: prim.Subscript) -> ScalarExpression:
         agg = expr.aggregate
         if isinstance(agg, prim.Variable) and agg.name in self.starts:
             idx = expr.index_tuple
@@ -227,13 +236,14 @@ class _ShiftRows(IdentityMapper):
 # }}}
 
 
-def _is_row_slice(index: Any) -> bool:
+def _is_row_slice(index: object) -> bool:
     """Whether *index* takes consecutive rows ``start:stop``."""
     return (isinstance(index, NormalizedSlice) and index.step == 1
             and index.stop is not None)
 
 
-def _index_rest(rows: Array, n: int, rest: tuple, tags: Any) -> Array:
+def _index_rest(rows: Array, n: int, rest: tuple, tags: frozenset[Tag]
+                ) -> Array:
     """*rows* (an array of *n* rows) indexed on its other axes by *rest*:
     *rows* itself when *rest* takes them whole."""
     if all(isinstance(i, NormalizedSlice) and i.step == 1 and i.start == 0
@@ -242,7 +252,7 @@ def _index_rest(rows: Array, n: int, rest: tuple, tags: Any) -> Array:
     return BasicIndex(rows, (NormalizedSlice(0, n, 1), *rest), tags=tags)
 
 
-def _rows_len(ary: Any) -> int | None:
+def _rows_len(ary: object) -> int | None:
     if not isinstance(ary, Array) or not ary.shape:
         return None
     n = ary.shape[0]
@@ -292,7 +302,7 @@ class _Splitter:
         # by id of every node built or kept (references held in _keep)
         self.time: dict[int, int] = {}
         self.rows: dict[int, Rows] = {}
-        self._keep: list[Any] = []
+        self._keep: list[object] = []
         self._pushed: dict[tuple, Array] = {}
         #: ids of the arrays with several users (computed once, so slices
         #: are views of them, never recomputed pieces)
@@ -301,7 +311,7 @@ class _Splitter:
 
     # {{{ time and rows of a node from its children
 
-    def annotate(self, node: Any) -> None:
+    def annotate(self, node: object) -> None:
         key = id(node)
         if key in self.time:
             return
@@ -322,12 +332,12 @@ class _Splitter:
             return
         self.rows[key] = self._rows_from_children(node, t, kids)
 
-    def _child_rows(self, child: Any, t: int) -> Rows:
+    def _child_rows(self, child: object, t: int) -> Rows:
         if self.any_time:
             return self.rows[id(child)]
         return self.rows[id(child)] if self.time[id(child)] == t else None
 
-    def _rows_from_children(self, node: Any, t: int, kids) -> Rows:
+    def _rows_from_children(self, node: object, t: int, kids) -> Rows:
         if all(self._child_rows(k, t) is None for k in kids):
             return None
         n = _rows_len(node)
@@ -577,7 +587,7 @@ class _Splitter:
         return ary
 
 
-def _value_of(node: Any) -> Any:
+def _value_of(node: Array) -> Array:
     while isinstance(node, DistributedSendRefHolder):
         node = node.passthrough_data
     return node
@@ -669,7 +679,7 @@ def _split(outputs, order, source_time, min_interior_elements,
 
     # }}}
 
-    new: dict[int, Any] = {}
+    new: dict[int, Array] = {}
     sends: dict[DistributedSend, None] = {}
     split_results: set[int] = set()
     for node in order:
@@ -779,8 +789,8 @@ def _deep_splits(order, source_time, wanted: set[int], shared: set[int],
             if narrow(key)}
 
 
-def _deep_reads(by_id: Mapping[int, Any], seeds: AbstractSet[int],
-                candidates: Mapping[int, Any], shared: set[int],
+def _deep_reads(by_id: Mapping[int, Array], seeds: AbstractSet[int],
+                candidates: Mapping[int, object], shared: set[int],
                 known: AbstractSet[int] = frozenset()) -> set[int]:
     """The ids of *seeds* and of every array whose rows the deep rows of a
     seed read (*by_id*: the DAG's nodes by id): through send holders, row
@@ -799,7 +809,7 @@ def _deep_reads(by_id: Mapping[int, Any], seeds: AbstractSet[int],
             continue
         seen.add(key)
         if isinstance(node, DistributedSendRefHolder):
-            kids: Any = (node.passthrough_data,)
+            kids: Iterable[Array] = (node.passthrough_data,)
         elif isinstance(node, (BasicIndex, Concatenate)):
             kids = walk_children(node)
         elif isinstance(node, IndexLambda) and (key in candidates
@@ -838,7 +848,7 @@ def _strip_needs(order, edges: dict[int, tuple[int, int]], shared: set[int]
     return need
 
 
-def _strip_reads(node: Any, left: int, right: int, into_expression: bool):
+def _strip_reads(node: Array, left: int, right: int, into_expression: bool):
     """``(child, first rows, last rows)`` that rows ``:left`` and
     ``-right:`` of *node* read (an index lambda only if *into_expression*:
     else its strips are views of it, computed whole)."""

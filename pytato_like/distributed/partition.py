@@ -13,8 +13,9 @@ communicator):
    the longest chain of communications leading to it. All ranks compute the
    same batches; a cycle is a certain deadlock
    (:class:`~pytato_like.diagnostic.CycleAcrossRanksError`).
-   Then, unless ``split_interior=False``, each rank rewrites its own DAG
-   so that arrays whose first-axis ends alone need the receives of their
+   Then, where the split pays (``split_interior="auto"``, see
+   :mod:`~pytato_like.distributed.overlap_cost`), each rank rewrites its
+   own DAG so that arrays whose first-axis ends alone need the receives of their
    time are computed as boundary and interior
    (:mod:`~pytato_like.distributed.overlap`); this only removes
    dependencies of sends on receives, so the batches stay valid.
@@ -68,8 +69,11 @@ from pytato_like.diagnostic import (
     CycleAcrossRanksError,
     DistributedPartitionError,
     NotAnArrayError,
+    PartitionInducedCycleError,
 )
 from pytato_like.distributed.nodes import DistributedRecv, DistributedSend
+from pytato_like.distributed.overlap import split_interior_from_boundary
+from pytato_like.distributed.overlap_cost import decide_split
 from pytato_like.distributed.safety import (
     allgather_or_raise,
     as_communicator,
@@ -229,10 +233,22 @@ class DistributedGraphPartition(GraphPartition):
         :func:`~pytato_like.number_distributed_tags`; ``None`` before. The
         executor sends one message per (part, destination rank) when they
         are known, one per array otherwise.
+
+    .. attribute:: overlap_decision
+
+        Whether :func:`find_distributed_partition` split this rank's DAG
+        into interior and boundary, and why (an
+        :class:`~pytato_like.distributed.overlap_cost.OverlapDecision`;
+        ``None`` for partitions made otherwise).
     """
+
+    # the parts communicate: compile each on first use, during the
+    # first receives
+    compiles_lazily = True
 
     messages: tuple[Any, ...] | None
     parts: Mapping[Hashable, DistributedGraphPart]
+    overlap_decision: Any
 
     def __init__(self, parts: Mapping[Hashable, DistributedGraphPart],
                  name_to_output: Mapping[str, Array] | None = None,
@@ -240,11 +256,13 @@ class DistributedGraphPartition(GraphPartition):
                  toposorted_part_ids: list[Hashable] | None = None,
                  messages: tuple[Any, ...] | None = None, *,
                  var_name_to_result: Mapping[str, Array] | None = None,
+                 overlap_decision: Any = None,
                  ) -> None:
         super().__init__(parts, name_to_output, overall_output_names,
                          toposorted_part_ids,
                          var_name_to_result=var_name_to_result)
         object.__setattr__(self, "messages", messages)
+        object.__setattr__(self, "overlap_decision", overlap_decision)
 
     def recv_name_to_node(self) -> dict[str, DistributedRecv]:
         """Every receive of the partition, by input name."""
@@ -276,7 +294,6 @@ def _schedule_task_batches_counted(
     :class:`~pytato_like.diagnostic.DistributedPartitionError`, a cycle
     :class:`~pytato_like.diagnostic.PartitionInducedCycleError`.
     """
-    from pytato_like.diagnostic import PartitionInducedCycleError
     needed = task_ids_to_needed_task_ids
     level: dict[Hashable, int] = {}
     visits = 0
@@ -531,7 +548,7 @@ class _LocalAnalysis:
 
 
 def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
-                               split_interior: bool = True,
+                               split_interior: bool | str = "auto",
                                deep_interiors: bool = True
                                ) -> DistributedGraphPartition:
     """Partition *outputs* (a :class:`~pytato_like.DictOfNamedArrays`, a
@@ -540,14 +557,19 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
     Collective over *mpi_communicator* (``None`` partitions for a one-rank
     world). The older form ``find_distributed_partition(outputs)`` uses
     ``MPI.COMM_WORLD``. See the module documentation for how parts are
-    chosen. With *split_interior* (the default), arrays whose first-axis
-    ends alone need a time's receives are first split into boundary and
-    interior (:mod:`pytato_like.distributed.overlap`): with
+    chosen. Arrays whose first-axis ends alone need a time's receives can
+    first be split into boundary and interior
+    (:mod:`pytato_like.distributed.overlap`): *split_interior* ``"auto"``
+    (the default) keeps the split where the cost model of
+    :mod:`pytato_like.distributed.overlap_cost` says it pays for this DAG,
+    True always splits, False never does; the partition's
+    ``overlap_decision`` says what was done and why. With
     *deep_interiors* (the default) the rows no halo of any step reaches
     are computed for all steps in one fused kernel and each step computes
     thin boundary strips; without, each step's interior is computed while
     that step's messages travel (one pass over the fields per step, for
-    networks whose latency outweighs it)."""
+    networks whose latency outweighs it). Either way the values are
+    the same, bit for bit."""
     if outputs is None:
         if is_communicator(mpi_communicator) and mpi_communicator is not None:
             raise NotAnArrayError(
@@ -563,13 +585,16 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
     analysis: list[_LocalAnalysis] = []
 
     def analyse() -> tuple[list, list]:
-        for name, value in (("split_interior", split_interior),
-                            ("deep_interiors", deep_interiors)):
-            if not isinstance(value, bool):
-                # (inside the collective, so every rank learns of it)
-                raise DistributedPartitionError(
-                    f"{name} must be True or False, not {value!r} (on "
-                    f"rank {rank})")
+        # (inside the collective, so every rank learns of a bad value)
+        if not (isinstance(split_interior, bool) or (
+                isinstance(split_interior, str) and split_interior == "auto")):
+            raise DistributedPartitionError(
+                f"split_interior must be 'auto', True or False, not "
+                f"{split_interior!r} (on rank {rank})")
+        if not isinstance(deep_interiors, bool):
+            raise DistributedPartitionError(
+                f"deep_interiors must be True or False, not "
+                f"{deep_interiors!r} (on rank {rank})")
         analysis.append(_LocalAnalysis(outputs, rank))
         summary = analysis[0].summary()
         sends, recvs = summary
@@ -583,10 +608,11 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
 
     summaries = allgather_or_raise(comm, "partitioning", analyse)
     batches = _comm_batches(summaries)
-    local = analysis[0]
-    if split_interior:
-        local = _split_interior(local, batches, deep_interiors)
-    return local.make_partition(batches)
+    local, decision = _split_interior(analysis[0], batches, split_interior,
+                                      deep_interiors)
+    partition = local.make_partition(batches)
+    object.__setattr__(partition, "overlap_decision", decision)
+    return partition
 
 
 def check_peer_ranks(rank: int, size: int,
@@ -607,12 +633,17 @@ def check_peer_ranks(rank: int, size: int,
 
 
 def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int],
-                    deep_interiors: bool = True) -> _LocalAnalysis:
+                    mode: bool | str = "auto", deep_interiors: bool = True
+                    ) -> tuple[_LocalAnalysis, Any]:
     """*local*, or the analysis of its DAG with boundary and interior
-    split (see :mod:`~pytato_like.distributed.overlap`). The batches stay
-    valid: a split only removes dependencies of sends on receives."""
-    from pytato_like.distributed.overlap import split_interior_from_boundary
+    split (see :mod:`~pytato_like.distributed.overlap`), as *mode* and
+    the cost model of :mod:`~pytato_like.distributed.overlap_cost` decide,
+    and the decision. The batches stay valid: a split only removes
+    dependencies of sends on receives."""
     rank = local.rank
+    if mode is False:
+        return local, decide_split(local.output_map, local.output_map, 0,
+                                   lambda ary: None, mode)
 
     def recv_time(ary: Array) -> int | None:
         return (_recv_time(ary, rank, batches)
@@ -620,4 +651,25 @@ def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int],
 
     outputs, n_split = split_interior_from_boundary(
         local.output_map, recv_time, deep_interiors=deep_interiors)
-    return _LocalAnalysis(outputs, rank) if n_split else local
+    if not n_split and mode == "auto":
+        # the split without its size threshold, for the figures of why
+        # nothing is split (a small interior, or no edge rows at all)
+        probe, n_probe = split_interior_from_boundary(
+            local.output_map, recv_time, min_interior_elements=1,
+            deep_interiors=deep_interiors)
+        decision = decide_split(local.output_map, probe, n_probe, recv_time,
+                                dags=(local.dag, None))
+        if decision.split:
+            decision = dataclasses.replace(
+                decision, split=False, reason="not split: no array's "
+                "interior is worth computing apart (each below "
+                "MIN_INTERIOR_ELEMENTS)")
+        return local, decision
+    # (the analysis of the split DAG is needed if it is kept; its DAG
+    # lists, like the original's, spare the decision its own walks)
+    split_local = _LocalAnalysis(outputs, rank)
+    decision = decide_split(local.output_map, outputs, n_split, recv_time,
+                            mode, dags=(local.dag, split_local.dag))
+    if not decision.split:
+        return local, decision
+    return split_local, decision

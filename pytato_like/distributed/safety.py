@@ -90,8 +90,14 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, cast
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from mpi4py import MPI
+
+from pytato_like import diagnostic
 from pytato_like.diagnostic import (
     DistributedExecutionError,
     RankDepartedError,
@@ -122,6 +128,8 @@ DROPPED_EXECUTION_TIMEOUT_S = 20.0
 DEPARTURE_NOTE_S = 30.0
 _NOTICE_BYTES = 4096
 
+_T = TypeVar("_T")
+
 
 class SingleRankCommunicator:
     """Stands in for an MPI communicator of one rank (what ``None`` means
@@ -136,13 +144,14 @@ class SingleRankCommunicator:
     def Get_size(self) -> int:  # noqa: N802
         return 1
 
-    def allgather(self, obj: Any) -> list[Any]:
+    def allgather(self, obj: _T) -> list[_T]:
         return [obj]
 
-    def gather(self, obj: Any, root: int = 0) -> list[Any]:
+    def gather(self, obj: _T, root: int = 0) -> list[_T]:
         return [obj]
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
+        # (Any as mpi4py's: non-root ranks pass None and get root's object)
         return obj
 
     def Abort(self, errorcode: int = 1) -> None:  # noqa: N802
@@ -151,8 +160,13 @@ class SingleRankCommunicator:
 
 _SINGLE_RANK = SingleRankCommunicator()
 
+if TYPE_CHECKING:
+    #: what a distributed execution talks through: an MPI communicator, or
+    #: the stand-in of a single rank
+    Communicator: TypeAlias = "MPI.Comm | SingleRankCommunicator"
 
-def as_communicator(comm: Any) -> Any:
+
+def as_communicator(comm: Communicator | None) -> Communicator:
     """*comm*, or the :class:`SingleRankCommunicator` for ``None`` (always
     the same object, so what is cached per communicator is reused). An MPI
     communicator gets a :class:`NoticeBoard` and the exit hook (see the
@@ -164,24 +178,24 @@ def as_communicator(comm: Any) -> Any:
     return comm
 
 
-def is_mpi(comm: Any) -> bool:
+def is_mpi(comm: Communicator) -> TypeGuard[MPI.Comm]:
     """Whether *comm* is a real MPI communicator of more than one rank."""
     return hasattr(comm, "Irecv") and comm.Get_size() > 1
 
 
-def notice_tag(comm: Any) -> int:
+def notice_tag(comm: MPI.Comm) -> int:
     from mpi4py import MPI
-    return int(comm.Get_attr(MPI.TAG_UB))
+    return int(cast("int", comm.Get_attr(MPI.TAG_UB)))
 
 
-def header_tag(comm: Any) -> int:
+def header_tag(comm: MPI.Comm) -> int:
     return notice_tag(comm) - 1
 
 
-def max_user_tag(comm: Any) -> int | None:
+def max_user_tag(comm: Communicator) -> int | None:
     """The largest tag a numbered communication may use on *comm*
     (``MPI.TAG_UB`` minus the two reserved tags), ``None`` without MPI."""
-    if not hasattr(comm, "Irecv"):
+    if isinstance(comm, SingleRankCommunicator) or not hasattr(comm, "Irecv"):
         return None
     return notice_tag(comm) - 2
 
@@ -194,7 +208,7 @@ class NoticeBoard:
     rank that left the program), each ``{rank: text}``. One receive on the
     notice tag stays posted; :meth:`poll` picks notices up."""
 
-    def __init__(self, comm: Any) -> None:
+    def __init__(self, comm: MPI.Comm) -> None:
         from mpi4py import MPI
         self.comm = comm
         self.rank = comm.Get_rank()
@@ -205,7 +219,8 @@ class NoticeBoard:
         self._lock = threading.Lock()
         self._buf = bytearray(_NOTICE_BYTES)
         self._status = MPI.Status()
-        self._request = comm.Irecv([self._buf, MPI.BYTE],
+        self._request: MPI.Request | None = comm.Irecv(
+            [self._buf, MPI.BYTE],
                                    source=MPI.ANY_SOURCE, tag=self.tag)
         # (source rank, tag) of the executor's messages to this rank
         self._expected: set[tuple[int, int]] = set()
@@ -322,7 +337,7 @@ _BOARDS: dict[int, NoticeBoard] = {}
 _BOARDS_LOCK = threading.Lock()
 
 
-def notice_board(comm: Any) -> NoticeBoard:
+def notice_board(comm: MPI.Comm) -> NoticeBoard:
     """The :class:`NoticeBoard` of MPI communicator *comm* (made on first
     use, which also installs the exit hook)."""
     board = _BOARDS.get(id(comm))
@@ -367,7 +382,8 @@ def _yield_core() -> None:
         time.sleep(0)
 
 
-def poll_until(test: Callable[[], bool], comm: Any, peers: Callable[[], Any]
+def poll_until(test: Callable[[], bool], comm: Communicator,
+               peers: Callable[[], Iterable[int]]
                = tuple, what: object = "", cancelled: Callable[[], bool] | None
                = None) -> None:
     """Return once ``test()`` is true. Meanwhile poll the notices of
@@ -408,7 +424,16 @@ def poll_until(test: Callable[[], bool], comm: Any, peers: Callable[[], Any]
 
 # {{{ the exit hook: dropped executions, then departure notices
 
-_RUNNING: dict[int, Any] = {}     # id -> execution with wait_quietly/cancel
+class _Execution(Protocol):
+    """What :func:`track_execution` keeps."""
+
+    comm: Communicator
+
+    def wait_quietly(self, timeout: float) -> BaseException | None: ...
+    def cancel(self) -> None: ...
+
+
+_RUNNING: dict[int, _Execution] = {}     # id -> execution
 _RUNNING_LOCK = threading.Lock()
 _HOOK_INSTALLED = False
 _CLEANUPS: list[Callable[[], None]] = []
@@ -422,7 +447,7 @@ def at_exit_before_finalize(fn: Callable[[], None]) -> None:
     _install_exit_hook()
 
 
-def track_execution(execution: Any) -> Callable[[], None]:
+def track_execution(execution: _Execution) -> Callable[[], None]:
     """Keep *execution* (an object with ``wait_quietly(timeout) ->
     exception or None`` and ``cancel()``) until it ends: at exit, a rank
     first waits up to :data:`DROPPED_EXECUTION_TIMEOUT_S` for it, even if
@@ -506,11 +531,11 @@ def _at_exit() -> None:
 # }}}
 
 
-def is_communicator(obj: Any) -> bool:
+def is_communicator(obj: object) -> bool:
     return obj is None or (hasattr(obj, "allgather") and hasattr(obj, "bcast"))
 
 
-def _attempt(work: Callable[[], Any]
+def _attempt(work: Callable[[], object]
              ) -> tuple[BaseException | None, tuple[bool, Any]]:
     """Run *work*: ``(None, (True, result))``, or on failure ``(error,
     (False, (class name, message)))`` -- the outcome is what a collective
@@ -526,8 +551,8 @@ def _failure_message(rank: int, step: str, payload: tuple[str, str]) -> str:
     return f"rank {rank} failed during {step}: {cls_name}: {msg}"
 
 
-def allgather_or_raise(comm: Any, step: str, work: Callable[[], Any]
-                       ) -> list[Any]:
+def allgather_or_raise(comm: Communicator, step: str,
+                       work: Callable[[], _T]) -> list[_T]:
     """``comm.allgather(work())``, except that if *work* raises on any rank,
     that rank re-raises its error and every other rank raises
     :class:`~pytato_like.diagnostic.RemoteRankError` naming the rank and
@@ -540,8 +565,10 @@ def allgather_or_raise(comm: Any, step: str, work: Callable[[], Any]
     return [payload for _, payload in outcomes]
 
 
-def gather_to_root_or_raise(comm: Any, step: str, work: Callable[[], Any],
-                            decide: Callable[[list[Any]], tuple[str, str] | None]
+def gather_to_root_or_raise(comm: Communicator, step: str,
+                            work: Callable[[], _T],
+                            decide: Callable[[list[_T]],
+                                             tuple[str, str] | None]
                             ) -> None:
     """Gather ``work()`` of every rank on rank 0, where *decide* returns
     ``None`` (all is well) or ``(exception class name, message)``; the
@@ -549,9 +576,9 @@ def gather_to_root_or_raise(comm: Any, step: str, work: Callable[[], Any],
     :mod:`pytato_like.diagnostic`). A rank whose *work* failed raises its own
     error; the others raise :class:`~pytato_like.diagnostic.RemoteRankError`.
     """
-    from pytato_like import diagnostic
     error, outcome = _attempt(work)
-    outcomes = comm.gather(outcome, root=0)
+    # (a list on rank 0, the only one reading it)
+    outcomes = cast("list[tuple[bool, Any]]", comm.gather(outcome, root=0))
     verdict = None
     if comm.Get_rank() == 0:
         failed = [(rank, payload) for rank, (ok, payload) in enumerate(outcomes)
@@ -582,7 +609,7 @@ def _raise_first_remote_failure(outcomes: list[tuple[bool, Any]],
 
 
 @contextlib.contextmanager
-def abort_on_error(comm: Any = None) -> Iterator[None]:
+def abort_on_error(comm: Communicator | None = None) -> Iterator[None]:
     """Run the ``with`` body; if it raises, print ``[rank R]`` and the
     traceback to stderr and abort the whole MPI job (every rank exits with a
     non-zero status). *comm* defaults to ``MPI.COMM_WORLD``.
@@ -602,7 +629,7 @@ def abort_on_error(comm: Any = None) -> Iterator[None]:
         _abort(comm, exc, 1)
 
 
-def _abort(comm: Any, exc: BaseException, code: int) -> None:
+def _abort(comm: Communicator | None, exc: BaseException, code: int) -> None:
     if comm is None:
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
@@ -620,7 +647,7 @@ def _abort(comm: Any, exc: BaseException, code: int) -> None:
 ABORT_OUTPUT_GRACE_S = 0.5
 
 
-def _abort_after_output_drains(comm: Any, code: int) -> None:
+def _abort_after_output_drains(comm: Communicator, code: int) -> None:
     sys.stderr.flush()
     sys.stdout.flush()
     time.sleep(ABORT_OUTPUT_GRACE_S)

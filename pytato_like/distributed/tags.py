@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from typing import Any
+from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 from pytato_like.diagnostic import (
     CommunicationTagError,
@@ -53,9 +54,13 @@ from pytato_like.distributed.safety import (
     max_user_tag,
 )
 
+if TYPE_CHECKING:
+    from pytato_like.distributed.channels import TagRange
+    from pytato_like.distributed.safety import Communicator
 
-def _local_tags(partition: DistributedGraphPartition) -> list[Any]:
-    tags: dict[Any, None] = {}
+
+def _local_tags(partition: DistributedGraphPartition) -> list[Hashable]:
+    tags: dict[Hashable, None] = {}
     for part in partition.parts.values():
         for recv in part.input_name_to_recv_node.values():
             tags[recv.comm_tag] = None
@@ -68,7 +73,7 @@ def _check_duplicates(partition: DistributedGraphPartition, rank: int
                       ) -> None:
     """Raise if this rank sends twice to one rank (or receives twice from
     one rank) with one tag: MPI could not tell the messages apart."""
-    seen: dict[tuple[str, int, Any], str] = {}
+    seen: dict[tuple[str, int, Hashable], str] = {}
     for pid in partition.toposorted_part_ids:
         part = partition.parts[pid]
         for name, send in sorted(part.output_name_to_send_node.items()):
@@ -89,7 +94,7 @@ def _check_duplicates(partition: DistributedGraphPartition, rank: int
             seen[key] = name
 
 
-def _check_base_tag(base_tag: Any, rank: int) -> None:
+def _check_base_tag(base_tag: object, rank: int) -> None:
     if not isinstance(base_tag, int) or isinstance(base_tag, bool) \
             or base_tag < 0:
         raise CommunicationTagError(
@@ -97,8 +102,9 @@ def _check_base_tag(base_tag: Any, rank: int) -> None:
             ">= 0")
 
 
-def _local_summary(partition: DistributedGraphPartition, comm: Any,
-                   base_tag: Any) -> tuple[list[Any], list, list]:
+def _local_summary(partition: DistributedGraphPartition, comm: Communicator,
+                   base_tag: object
+                   ) -> tuple[list[Hashable], list, list[TagRange]]:
     rank = comm.Get_rank()
     _check_base_tag(base_tag, rank)
     _check_duplicates(partition, rank)
@@ -106,11 +112,11 @@ def _local_summary(partition: DistributedGraphPartition, comm: Any,
             channels.live_ranges(comm))
 
 
-def _sort_key(tag: Any) -> tuple[str, bytes]:
+def _sort_key(tag: object) -> tuple[str, bytes]:
     return repr(tag), pickle.dumps(tag)
 
 
-def number_distributed_tags(mpi_communicator: Any,
+def number_distributed_tags(mpi_communicator: Communicator | None,
                             partition: DistributedGraphPartition,
                             base_tag: int
                             ) -> tuple[DistributedGraphPartition, int]:
@@ -123,10 +129,11 @@ def number_distributed_tags(mpi_communicator: Any,
     gathered = allgather_or_raise(
         comm, "tag numbering",
         lambda: _local_summary(partition, comm, base_tag))
-    payload: tuple[bool, Any] | None = None
+    # (the ordered tags, or the error text)
+    payload: tuple[bool, list[Hashable] | str] | None = None
     if rank == 0:
         try:
-            union: dict[Any, None] = {}
+            union: dict[Hashable, None] = {}
             for local_tags, _, _ in gathered:
                 union.update(dict.fromkeys(local_tags))
             payload = (True, sorted(union, key=_sort_key))

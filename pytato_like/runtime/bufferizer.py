@@ -48,13 +48,20 @@ An element arriving at a full buffer:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytato_like.diagnostic import BufferFullError, QuantityMismatchError
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import pyopencl as cl
+    import pyopencl.array as cla
 
-Hook = Callable[["Bufferizer"], Any]
+from pytato_like.diagnostic import BufferFullError, QuantityMismatchError
+from pytato_like.runtime.pool import get_buffer_pool
+
+#: a hook: called with the Bufferizer, its result ignored
+Hook = Callable[["Bufferizer"], object]
 
 
 class Bufferizer:
@@ -67,8 +74,9 @@ class Bufferizer:
     also be set later with the method of the same name.
     """
 
-    def __init__(self, shape: tuple[int, ...], buffer_size: int, dtype: Any,
-                 queue: Any = None, flush_hook: Hook | None = None,
+    def __init__(self, shape: tuple[int, ...], buffer_size: int,
+                 dtype: npt.DTypeLike,
+                 queue: cl.CommandQueue | None = None, flush_hook: Hook | None = None,
                  allocate_hook: Hook | None = None,
                  append_one_hook: Hook | None = None,
                  append_multiple_hook: Hook | None = None,
@@ -91,6 +99,8 @@ class Bufferizer:
             "append_multiple": append_multiple_hook,
             "buffer_full": buffer_full_hook}
         self._length = 0
+        # (Any, not np.ndarray | cla.Array: which one follows self.queue,
+        # which the per-element copies test, not mypy)
         self._storage: Any = None
         self._allocate()
 
@@ -132,7 +142,6 @@ class Bufferizer:
         else:
             import pyopencl.array as cla
 
-            from pytato_like.runtime.pool import get_buffer_pool
             pool = get_buffer_pool(self.queue)
             self._storage = cla.zeros(self.queue, shape, self._dtype,
                                       allocator=pool.memory_pool)
@@ -306,14 +315,14 @@ class Bufferizer:
         return self._length == self._buffer_size
 
     @property
-    def array(self) -> Any:
+    def array(self) -> np.ndarray | cla.Array:
         """Zero-copy view of the filled part, shape ``(len(self),
         *element_shape)``: writes through it change the buffer and vice
         versa (a :class:`numpy.ndarray` or :class:`pyopencl.array.Array`)."""
         return self._storage[:self._length]
 
     @property
-    def allocation(self) -> Any:
+    def allocation(self) -> np.ndarray | cla.Array:
         """The whole buffer (all :attr:`buffer_size` slots)."""
         return self._storage
 

@@ -49,23 +49,35 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from pytato_like.array import Array
+from pytato_like.device_transfer import to_device as lazy_to_device
 from pytato_like.diagnostic import QuantityMismatchError, UnknownDeviceError
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import pyopencl as cl
+    import pyopencl.array as cla
+
+    #: a device of a group: its index, the device or its DeviceSpec
+    DeviceRef: TypeAlias = "int | cl.Device | DeviceSpec"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class DeviceSpec:
     """A device and the two queues used on it (both in the same context)."""
 
-    device: Any
-    compute_queue: Any
-    transfer_queue: Any
+    device: cl.Device
+    compute_queue: cl.CommandQueue
+    transfer_queue: cl.CommandQueue
 
     @classmethod
-    def create(cls, device: Any, context: Any = None) -> DeviceSpec:
+    def create(cls, device: cl.Device, context: cl.Context | None = None
+               ) -> DeviceSpec:
         """Queues on *device* in *context* (a new one-device context if
         ``None``)."""
         import pyopencl as cl
@@ -75,7 +87,7 @@ class DeviceSpec:
                    cl.CommandQueue(context, device))
 
     @property
-    def context(self) -> Any:
+    def context(self) -> cl.Context:
         return self.compute_queue.context
 
     def __repr__(self) -> str:
@@ -90,8 +102,8 @@ class DeviceGroup:
     :arg context: a context holding them (default: a new one).
     """
 
-    def __init__(self, devices: Sequence[Any] | None = None,
-                 context: Any = None) -> None:
+    def __init__(self, devices: Sequence[cl.Device] | None = None,
+                 context: cl.Context | None = None) -> None:
         import pyopencl as cl
         if devices is None:
             if context is not None:
@@ -104,7 +116,7 @@ class DeviceGroup:
             context = cl.Context(devices)
         self.context = context
         self.specs = tuple(DeviceSpec.create(d, context) for d in devices)
-        self._pair_queues: dict[tuple[int, int], Any] = {}
+        self._pair_queues: dict[tuple[int, int], cl.CommandQueue] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -132,7 +144,7 @@ class DeviceGroup:
     def __iter__(self) -> Iterator[DeviceSpec]:
         return iter(self.specs)
 
-    def index(self, device: int | Any) -> int:
+    def index(self, device: DeviceRef) -> int:
         """Position of *device* (index, :class:`pyopencl.Device` or
         :class:`DeviceSpec`) in the group."""
         if isinstance(device, (int, np.integer)):
@@ -147,11 +159,12 @@ class DeviceGroup:
         raise UnknownDeviceError(
             f"device {name!r} is not in this device group ({known})")
 
-    def spec(self, device: int | Any) -> DeviceSpec:
+    def spec(self, device: DeviceRef) -> DeviceSpec:
         """The :class:`DeviceSpec` for *device*."""
         return self.specs[self.index(device)]
 
-    def transfer_queue(self, source: int | Any, target: int | Any) -> Any:
+    def transfer_queue(self, source: DeviceRef, target: DeviceRef
+                       ) -> cl.CommandQueue:
         """The queue (on the target device) dedicated to copies from
         *source* to *target*; created on first use, then reused."""
         import pyopencl as cl
@@ -163,7 +176,7 @@ class DeviceGroup:
                     self.context, self.specs[key[1]].device)
             return queue
 
-    def transfer(self, source: int | Any, target: int | Any) -> Transfer:
+    def transfer(self, source: DeviceRef, target: DeviceRef) -> Transfer:
         """A :class:`Transfer` between two devices of the group."""
         return Transfer(self.spec(source), self.spec(target),
                         self.transfer_queue(source, target))
@@ -178,7 +191,7 @@ class Transfer:
     """
 
     def __init__(self, source: DeviceSpec, target: DeviceSpec,
-                 queue: Any = None) -> None:
+                 queue: cl.CommandQueue | None = None) -> None:
         for what, spec in (("source", source), ("target", target)):
             if not isinstance(spec, DeviceSpec):
                 raise UnknownDeviceError(
@@ -200,8 +213,8 @@ class Transfer:
         """``adjoint() ∘ self``: a round trip, which is the identity."""
         return Transfer(self.source, self.source)
 
-    def __call__(self, array: Any, wait_for: Sequence[Any] | None = None
-                 ) -> Any:
+    def __call__(self, array: cla.Array | np.ndarray,
+                 wait_for: Sequence[cl.Event] | None = None) -> cla.Array:
         """*array* (a :class:`pyopencl.array.Array` on the source device, or
         a :class:`numpy.ndarray`) as a new array on the target device, bound
         to its compute queue. Returns without waiting for the copy."""
@@ -246,8 +259,10 @@ class Transfer:
         out.add_event(evt)
         return out
 
-    def pipelined(self, array: Any, compute: Callable[[Any], Any],
-                  n_chunks: int = 4, concatenate: bool = True) -> Any:
+    def pipelined(self, array: cla.Array | np.ndarray,
+                  compute: Callable[[cla.Array], cla.Array],
+                  n_chunks: int = 4, concatenate: bool = True
+                  ) -> cla.Array | list[cla.Array]:
         """Transfer *array* in *n_chunks* chunks along axis 0 and apply
         ``compute(chunk)`` to each on the target (the chunk is bound to the
         target's compute queue and carries its copy event, so pyopencl
@@ -268,9 +283,9 @@ class Transfer:
         return cla.concatenate(results, queue=self.target.compute_queue)
 
 
-def to_device(array: Any, target: DeviceSpec | int | Any,
+def to_device(array: Array | cla.Array | np.ndarray, target: DeviceRef,
               group: DeviceGroup | None = None,
-              source: DeviceSpec | int | Any | None = None) -> Any:
+              source: DeviceRef | None = None) -> Array | cla.Array:
     """*array* copied to *target* (a :class:`DeviceSpec`, or an index or
     :class:`pyopencl.Device` of *group*). The source defaults to the device
     of the array's queue (looked up in *group* when given).
@@ -278,9 +293,7 @@ def to_device(array: Any, target: DeviceSpec | int | Any,
     For a lazy :class:`~pytato_like.Array`, this is the DAG node instead:
     :func:`pytato_like.device_transfer.to_device` (*target* and *source*
     are then device indices)."""
-    from pytato_like.array import Array
     if isinstance(array, Array):
-        from pytato_like.device_transfer import to_device as lazy_to_device
         if group is not None:
             raise UnknownDeviceError(
                 "to_device of a lazy array takes a device index, not a group: "

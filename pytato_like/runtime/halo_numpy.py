@@ -4,15 +4,13 @@ the buffer."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from pytato_like.diagnostic import QuantityMismatchError
 from pytato_like.runtime.halo_transformer import HaloDataTransformer
 
 
-class HaloDataTransformerNumpy(HaloDataTransformer):
+class HaloDataTransformerNumpy(HaloDataTransformer[np.ndarray]):
     """Host variant: each turned region is a view (one basic index with
     reversed slices, one transpose -- what :func:`numpy.rot90` does) copied
     straight into its segment of the buffer, no temporaries. Work is done
@@ -28,7 +26,7 @@ class HaloDataTransformerNumpy(HaloDataTransformer):
         self._unpack_program = [(m.component, m.index, m.slices)
                                 for m in self._unpack_moves]
 
-    def _check_array_kind(self, array: Any, where: str) -> None:
+    def _check_array_kind(self, array: object, where: str) -> None:
         if not isinstance(array, np.ndarray):
             raise QuantityMismatchError(
                 f"{where} is a {type(array).__name__}; the NumPy transformer "

@@ -232,8 +232,9 @@ def _reversed_slice(sl: slice) -> slice:
 
 # {{{ rotation
 
-def rotate_scalar_data(data: Any, n_clockwise_rotations: int,
-                       x_axis: int | None = 0, y_axis: int | None = 1) -> Any:
+def rotate_scalar_data(data: np.ndarray, n_clockwise_rotations: int,
+                       x_axis: int | None = 0, y_axis: int | None = 1
+                       ) -> np.ndarray:
     """*data* turned by *n_clockwise_rotations* clockwise quarter turns in
     its (x, y) plane (a view, not a copy). Two turns need only the axes
     that exist; odd turns need both."""
@@ -261,9 +262,10 @@ def vector_components(n_clockwise_rotations: int
             3: ((1, -1), (0, 1))}[n_clockwise_rotations % 4]
 
 
-def rotate_vector_data(x_data: Any, y_data: Any, n_clockwise_rotations: int,
+def rotate_vector_data(x_data: np.ndarray, y_data: np.ndarray,
+                       n_clockwise_rotations: int,
                        x_axis: int | None = 0, y_axis: int | None = 1
-                       ) -> tuple[Any, Any]:
+                       ) -> tuple[np.ndarray, ...]:
     """The (x, y) components of a vector field turned clockwise
     *n_clockwise_rotations* times (see the table in the module docs)."""
     turned = (rotate_scalar_data(x_data, n_clockwise_rotations, x_axis, y_axis),

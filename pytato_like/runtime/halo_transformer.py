@@ -13,7 +13,7 @@ import abc
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
 import numpy as np
 
@@ -29,8 +29,16 @@ from pytato_like.runtime.halo_spec import (
 )
 from pytato_like.runtime.pool import BufferPool, get_buffer_pool
 
+if TYPE_CHECKING:
+    import pyopencl as cl
+    import pyopencl.array as cla
 
-class HaloDataTransformer(abc.ABC):
+#: the arrays a transformer packs and its buffers: NumPy arrays (host
+#: variant) or pyopencl arrays (device variant)
+ArrayT = TypeVar("ArrayT", np.ndarray, "cla.Array")
+
+
+class HaloDataTransformer(abc.ABC, Generic[ArrayT]):
     """Packs regions of many arrays into one buffer and unpacks a received
     buffer into regions of many arrays. It does not communicate.
 
@@ -47,7 +55,7 @@ class HaloDataTransformer(abc.ABC):
     garbage collection).
     """
 
-    def __init__(self, np_module_or_queue: ModuleType | Any,
+    def __init__(self, np_module_or_queue: ModuleType | cl.CommandQueue,
                  exchange_descriptors_x: Sequence[HaloExchangeSpec],
                  exchange_descriptors_y: Sequence[HaloExchangeSpec] | None = None
                  ) -> None:
@@ -63,19 +71,36 @@ class HaloDataTransformer(abc.ABC):
         self._pack_moves, self._pack_dtype, self._pack_len = self._plan(True)
         self._unpack_moves, self._unpack_dtype, self._unpack_len = \
             self._plan(False)
-        self._pool: BufferPool = get_buffer_pool(np_module_or_queue)
-        self._pack_buffer: Any = None
-        self._unpack_buffer: Any = None
-        self._pack_views: list[Any] | None = None
-        self._unpack_views: list[Any] | None = None
+        # (the variant's pool: NumPy's for the module, the queue's for a
+        # queue)
+        self._pool: BufferPool[ArrayT] = cast(
+            "BufferPool[ArrayT]", get_buffer_pool(np_module_or_queue))
+        self._pack_buffer: ArrayT | None = None
+        self._unpack_buffer: ArrayT | None = None
+        self._pack_views: list[ArrayT] | None = None
+        self._unpack_views: list[ArrayT] | None = None
         self._lock = threading.Lock()
         self._compile()
 
+    @overload
     @staticmethod
-    def get(np_module_or_queue: ModuleType | Any,
+    def get(np_module_or_queue: ModuleType,
             exchange_descriptors_x: Sequence[HaloExchangeSpec],
             exchange_descriptors_y: Sequence[HaloExchangeSpec] | None = None
-            ) -> HaloDataTransformer:
+            ) -> HaloDataTransformer[np.ndarray]: ...
+
+    @overload
+    @staticmethod
+    def get(np_module_or_queue: cl.CommandQueue,
+            exchange_descriptors_x: Sequence[HaloExchangeSpec],
+            exchange_descriptors_y: Sequence[HaloExchangeSpec] | None = None
+            ) -> HaloDataTransformer[cla.Array]: ...
+
+    @staticmethod
+    def get(np_module_or_queue: ModuleType | cl.CommandQueue,
+            exchange_descriptors_x: Sequence[HaloExchangeSpec],
+            exchange_descriptors_y: Sequence[HaloExchangeSpec] | None = None
+            ) -> HaloDataTransformer[np.ndarray] | HaloDataTransformer[cla.Array]:
         """A :class:`~pytato_like.runtime.halo.HaloDataTransformerNumpy`
         for the :mod:`numpy` module, a
         :class:`~pytato_like.runtime.halo.HaloDataTransformerOpenCL` for a
@@ -90,7 +115,8 @@ class HaloDataTransformer(abc.ABC):
                 HaloDataTransformerOpenCL,
             )
             return HaloDataTransformerOpenCL(
-                np_module_or_queue, exchange_descriptors_x,
+                cast("cl.CommandQueue", np_module_or_queue),  # by its type
+                exchange_descriptors_x,
                 exchange_descriptors_y)
         raise HaloSpecError(
             "HaloDataTransformer.get needs the numpy module or a "
@@ -150,7 +176,7 @@ class HaloDataTransformer(abc.ABC):
                                                      self._unpack_dtype)
                 self._unpack_views = None
 
-    def _views(self, pack: bool) -> list[Any]:
+    def _views(self, pack: bool) -> list[ArrayT]:
         """Per-segment views of a buffer, made once per buffer."""
         if pack:
             if self._pack_views is None or self._pack_buffer is None:
@@ -165,29 +191,29 @@ class HaloDataTransformer(abc.ABC):
         return self._unpack_views
 
     @property
-    def _pack_buf(self) -> Any:
+    def _pack_buf(self) -> ArrayT:
         if self._pack_buffer is None:
             self._acquire()
-        return self._pack_buffer
+        return self._pack_buffer  # type: ignore[return-value]  # _acquire set it
 
     @property
-    def _unpack_buf(self) -> Any:
+    def _unpack_buf(self) -> ArrayT:
         if self._unpack_buffer is None:
             self._acquire()
-        return self._unpack_buffer
+        return self._unpack_buffer  # type: ignore[return-value]  # _acquire set it
 
-    def get_pack_buffer(self) -> Any:
+    def get_pack_buffer(self) -> ArrayT:
         """The pack buffer (1-d, contiguous), after :meth:`synchronize`."""
         self.synchronize()
         return self._pack_buf
 
-    def get_unpack_buffer(self) -> Any:
+    def get_unpack_buffer(self) -> ArrayT:
         """The unpack buffer (1-d, contiguous; receive into it), after
         :meth:`synchronize`."""
         self.synchronize()
         return self._unpack_buf
 
-    def unpacked_views(self) -> list[Any]:
+    def unpacked_views(self) -> list[ArrayT]:
         """Zero-copy views of the unpack buffer, one per segment, shaped
         like the unpack regions (in :attr:`unpack_layout` order). A receiver
         of whole arrays can use these instead of unpacking."""
@@ -195,7 +221,7 @@ class HaloDataTransformer(abc.ABC):
         return list(self._views(False))
 
     @staticmethod
-    def _segment_view(buffer: Any, seg: Segment) -> Any:
+    def _segment_view(buffer: ArrayT, seg: Segment) -> ArrayT:
         itemsize = buffer.dtype.itemsize
         if buffer.dtype == seg.dtype:
             start = seg.offset // itemsize
@@ -224,9 +250,9 @@ class HaloDataTransformer(abc.ABC):
 
     # {{{ checks
 
-    def _check_quantities(self, quantities_x: Sequence[Any],
-                          quantities_y: Sequence[Any] | None, what: str
-                          ) -> tuple[Sequence[Any], ...]:
+    def _check_quantities(self, quantities_x: Sequence[ArrayT],
+                          quantities_y: Sequence[ArrayT] | None, what: str
+                          ) -> tuple[Sequence[ArrayT], ...]:
         if (quantities_y is None) != (self._specs_y is None):
             kind = "vector" if self.is_vector else "scalar"
             raise QuantityMismatchError(
@@ -260,8 +286,8 @@ class HaloDataTransformer(abc.ABC):
         return (quantities_x,) if quantities_y is None else (quantities_x,
                                                              quantities_y)
 
-    def _quantities_match(self, quantities_x: Sequence[Any],
-                          quantities_y: Sequence[Any] | None) -> bool:
+    def _quantities_match(self, quantities_x: Sequence[ArrayT],
+                          quantities_y: Sequence[ArrayT] | None) -> bool:
         """Fast check (this runs every exchange): right count, array type,
         shape and dtype."""
         array_type = self._array_type
@@ -278,10 +304,10 @@ class HaloDataTransformer(abc.ABC):
         return True
 
     #: The array class this variant packs (exact type for the fast check).
-    _array_type: type[Any] = type(None)
+    _array_type: type[object] = type(None)
 
     @abc.abstractmethod
-    def _check_array_kind(self, array: Any, where: str) -> None:
+    def _check_array_kind(self, array: object, where: str) -> None:
         """Raise QuantityMismatchError if *array* is not the kind of array
         this variant works on."""
 
@@ -292,15 +318,15 @@ class HaloDataTransformer(abc.ABC):
         """Prepare whatever the variant needs to pack and unpack."""
 
     @abc.abstractmethod
-    def async_pack(self, quantities_x: Sequence[Any],
-                   quantities_y: Sequence[Any] | None = None) -> None:
+    def async_pack(self, quantities_x: Sequence[ArrayT],
+                   quantities_y: Sequence[ArrayT] | None = None) -> None:
         """Start packing the pack regions of the quantities (all of them,
         rotated and signed) into the pack buffer. The buffer is complete
         after :meth:`synchronize` (which :meth:`get_pack_buffer` calls)."""
 
     @abc.abstractmethod
-    def async_unpack(self, quantities_x: Sequence[Any],
-                     quantities_y: Sequence[Any] | None = None) -> None:
+    def async_unpack(self, quantities_x: Sequence[ArrayT],
+                     quantities_y: Sequence[ArrayT] | None = None) -> None:
         """Start scattering the unpack buffer into the unpack regions of the
         quantities. They are updated after :meth:`synchronize`."""
 

@@ -26,11 +26,15 @@ records are also kept there, so a rank's whole timeline can be exported.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from pytato_like.runtime import workers
 from pytato_like.runtime.trace import TraceRecord, TraceRecorder, now_ns
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
 
 
 class Handle:
@@ -44,7 +48,7 @@ class Handle:
         self._extra: list[TraceRecord] = []
         self._lock = threading.Lock()
         self._future: Future | None = None
-        self._requests: list[Any] | None = None
+        self._requests: list[MPI.Request] | None = None
         # the task of run_in_thread, for wait() to run if no thread has
         # started it yet (None once taken)
         self._run_here: Callable[[], None] | None = None
@@ -92,12 +96,13 @@ class Handle:
 
             handle._future = future
             handle._run_here = thread_main
-            from pytato_like.runtime.workers import submit
-            submit(thread_main, record.name)
+            # looked up per call: tests replace workers.submit
+            workers.submit(thread_main, record.name)
         return handle
 
     @classmethod
-    def from_requests(cls, requests: Sequence[Any] | Any, *,
+    def from_requests(cls, requests: list[MPI.Request]
+                      | tuple[MPI.Request, ...] | MPI.Request, *,
                       kind: str = "task", name: str | None = None,
                       recorder: TraceRecorder | None = None,
                       **record_fields: Any) -> Handle:
@@ -123,7 +128,7 @@ class Handle:
         from mpi4py import MPI
         with self._lock:
             # (a handle without a future waits for MPI requests)
-            if MPI.Request.Testall(cast("list[Any]", self._requests)):
+            if MPI.Request.Testall(cast("list[MPI.Request]", self._requests)):
                 self.record.complete()
         return self.record.done
 
@@ -150,7 +155,7 @@ class Handle:
                     run_here()      # (returns at once if a thread has it)
                 return self._future.result(timeout)
             if not self.record.done:
-                _poll_requests(cast("list[Any]", self._requests), timeout,
+                _poll_requests(cast("list[MPI.Request]", self._requests), timeout,
                                self._lock)
                 with self._lock:
                     self.record.complete()
@@ -183,7 +188,7 @@ class Handle:
         return f"<Handle {self.record.name!r} {state}>"
 
 
-def _poll_requests(requests: list[Any], timeout: float | None,
+def _poll_requests(requests: list[MPI.Request], timeout: float | None,
                    lock: threading.Lock) -> None:
     """Test *requests* until all completed, sleeping between tests (each
     test under *lock*: :meth:`Handle.done` may test from another thread)."""
@@ -218,7 +223,7 @@ def wait_all(handles: Iterable[Handle], timeout: float | None = None
     return [h.wait(timeout) for h in handles]
 
 
-def barrier(comm: Any, *, blocking: bool = True,
+def barrier(comm: MPI.Comm, *, blocking: bool = True,
             recorder: TraceRecorder | None = None) -> Handle | None:
     """Synchronize all ranks of *comm*. Blocking: ``comm.Barrier()``
     (recorded as a wait if *recorder* is given). Nonblocking: a

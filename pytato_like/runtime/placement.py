@@ -30,24 +30,32 @@ other transforms; their names remain importable from here.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Hashable, Mapping
-from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 # the node and the placement transform, under their earlier import path
-from pytato_like.device_transfer import ToDevice, _check_device, to_device
+from pytato_like.device_transfer import ToDevice, check_device, to_device
 from pytato_like.diagnostic import UnknownDeviceError
 from pytato_like.partition import (
     GraphPartition,
     find_partition,
     generate_code_for_partition,
 )
-from pytato_like.scheduler import PartHooks
+from pytato_like.runtime.devices import DeviceGroup, DeviceSpec
+from pytato_like.runtime.trace import TraceRecorder
+from pytato_like.scheduler import PartHooks, run_parts
 from pytato_like.transform.placement import (
     place_on_devices,
     strip_device_transfers,
 )
+
+if TYPE_CHECKING:
+    import pyopencl as cl
+    import pyopencl.array as cla
+
+    from pytato_like.target.program import BoundProgram
 
 __all__ = [
     "ToDevice",
@@ -72,27 +80,27 @@ def find_device_partition(outputs: Any, default_device: int = 0
 
 # {{{ code generation and execution
 
-def generate_code_for_device_partition(partition: Any,
+def generate_code_for_device_partition(partition: GraphPartition,
                                        target: str | None = None
-                                       ) -> dict[Hashable, Any]:
+                                       ) -> dict[Hashable, BoundProgram]:
     """A bound program per part (as
     :func:`~pytato_like.partition.generate_code_for_partition`, which
     removes the transfer nodes, for the loopy target)."""
     return generate_code_for_partition(partition, target)
 
 
-def _device_group(devices: Any) -> Any:
-    from pytato_like.runtime.devices import DeviceGroup
+def _device_group(devices: DeviceGroup | Sequence[DeviceSpec]) -> DeviceGroup:
     if isinstance(devices, DeviceGroup):
         return devices
     return DeviceGroup.from_specs(devices)
 
 
-def execute_partition_on_devices(partition: Any,
-                                 prg_per_partition: Mapping[Hashable, Any],
-                                 devices: Any,
-                                 input_args: Mapping[str, Any] | None = None,
-                                 *, recorder: Any = None) -> dict[str, Any]:
+def execute_partition_on_devices(
+        partition: GraphPartition,
+        prg_per_partition: Mapping[Hashable, BoundProgram],
+        devices: DeviceGroup | Sequence[DeviceSpec],
+        input_args: Mapping[str, object] | None = None,
+        *, recorder: TraceRecorder | None = None) -> dict[str, Any]:
     """Run the parts of a :func:`find_device_partition` partition, each on
     the compute queue of its device (``pid[1]``, an index into *devices*:
     a :class:`~pytato_like.runtime.devices.DeviceGroup` or a sequence of
@@ -106,7 +114,6 @@ def execute_partition_on_devices(partition: Any,
     :class:`~pytato_like.runtime.trace.TraceRecorder`, gets a ``"part"``
     record per part and a ``"transfer"`` record per cut array moved
     (enqueue times)."""
-    from pytato_like.scheduler import run_parts
     group = _device_group(devices)
     for pid in partition.toposorted_part_ids:
         device = _part_device(pid)
@@ -126,14 +133,17 @@ class _DeviceHooks(PartHooks):
     device's compute queue, its inputs moved there first (see the module
     docs)."""
 
-    def __init__(self, group: Any, recorder: Any) -> None:
+    def __init__(self, group: DeviceGroup,
+                 recorder: TraceRecorder | None) -> None:
         super().__init__()
         self.group = group
         self.recorder = recorder
-        self.where: dict[str, tuple[int, Any]] = {}   # name -> (device, event)
-        self.moved: dict[tuple[str, int], Any] = {}   # (name, device) -> array
+        # name -> (device, event)
+        self.where: dict[str, tuple[int, cl.Event | None]] = {}
+        # (name, device) -> array
+        self.moved: dict[tuple[str, int], cla.Array] = {}
 
-    def queue_for(self, pid: Hashable) -> Any:
+    def queue_for(self, pid: Hashable) -> cl.CommandQueue:
         return self.group.spec(_part_device(pid)).compute_queue
 
     def prepare_inputs(self, pid: Hashable, inputs: dict[str, Any]) -> None:
@@ -170,12 +180,13 @@ class _DeviceHooks(PartHooks):
             cl.enqueue_barrier(self.queue_for(pid), wait_for=waits)
         return None
 
-    def part_running(self, pid: Hashable) -> Any:
+    def part_running(self, pid: Hashable
+                     ) -> contextlib.AbstractContextManager[object]:
         if self.recorder is None:
             return contextlib.nullcontext()
         return self.recorder.part(pid, device=_part_device(pid))
 
-    def part_done(self, pid: Hashable, outputs: Mapping[str, Any],
+    def part_done(self, pid: Hashable, outputs: Mapping[str, object],
                   event: Any) -> None:
         device = _part_device(pid)
         for name in outputs:
@@ -185,7 +196,7 @@ class _DeviceHooks(PartHooks):
 def _part_device(pid: Any) -> int:
     # a device partition's part ids are (stage, device)
     try:
-        return _check_device(pid[1], f"device of part {pid!r}")
+        return check_device(pid[1], f"device of part {pid!r}")
     except (TypeError, IndexError):
         raise UnknownDeviceError(
             f"part id {pid!r} does not name a device; partition with "

@@ -23,15 +23,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
 import numpy as np
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     import pyopencl as cl
+    import pyopencl.array as cla
+
+#: the arrays of a pool: NumPy arrays (host) or pyopencl arrays (device)
+ArrayT = TypeVar("ArrayT", np.ndarray, "cla.Array")
 
 
-class BufferPool:
+class BufferPool(Generic[ArrayT]):
     """Free lists of arrays keyed by ``(shape, dtype)``.
 
     :arg allocate: ``allocate(shape, dtype) -> array`` for a key with no
@@ -42,15 +47,15 @@ class BufferPool:
     :attr:`n_free` (arrays currently waiting in free lists).
     """
 
-    def __init__(self, allocate: Callable[[tuple[int, ...], np.dtype], Any]):
-        self._allocate = allocate
-        self._free: dict[tuple[tuple[int, ...], np.dtype], list[Any]] = {}
+    def __init__(self, allocate: Callable[[tuple[int, ...], np.dtype], ArrayT]):
+        self._allocate: Callable[[tuple[int, ...], np.dtype], ArrayT] = allocate
+        self._free: dict[tuple[tuple[int, ...], np.dtype], list[ArrayT]] = {}
         # Halo transformers may be finalized from a Handle's worker thread.
         self._lock = threading.Lock()
         self.n_allocated = 0
         self.n_reused = 0
 
-    def get(self, shape: tuple[int, ...] | int, dtype: Any) -> Any:
+    def get(self, shape: tuple[int, ...] | int, dtype: npt.DTypeLike) -> ArrayT:
         """An array of *shape* and *dtype*, reused if one is free."""
         key = (_as_shape(shape), np.dtype(dtype))
         with self._lock:
@@ -61,7 +66,7 @@ class BufferPool:
             self.n_allocated += 1
         return self._allocate(*key)
 
-    def put(self, array: Any) -> None:
+    def put(self, array: ArrayT) -> None:
         """Give *array* back for reuse. The caller must not use it after."""
         key = (tuple(array.shape), np.dtype(array.dtype))
         with self._lock:
@@ -86,18 +91,18 @@ class BufferPool:
             self._free.clear()
 
 
-class HostBufferPool(BufferPool):
+class HostBufferPool(BufferPool[np.ndarray]):
     """A :class:`BufferPool` of NumPy arrays."""
 
     def __init__(self) -> None:
         super().__init__(lambda shape, dtype: np.empty(shape, dtype))
 
 
-class DeviceBufferPool(BufferPool):
+class DeviceBufferPool(BufferPool["cla.Array"]):
     """A :class:`BufferPool` of :class:`pyopencl.array.Array` objects bound
     to *queue*, allocated from a :class:`pyopencl.tools.MemoryPool`."""
 
-    def __init__(self, queue: Any) -> None:
+    def __init__(self, queue: cl.CommandQueue) -> None:
         import pyopencl.array as cla
         import pyopencl.tools as cl_tools
 
@@ -109,7 +114,7 @@ class DeviceBufferPool(BufferPool):
 
 
 _HOST_POOL = HostBufferPool()
-_DEVICE_POOLS: dict[Any, DeviceBufferPool] = {}
+_DEVICE_POOLS: dict[cl.CommandQueue, DeviceBufferPool] = {}
 _DEVICE_POOLS_LOCK = threading.Lock()
 
 
@@ -119,16 +124,17 @@ def get_buffer_pool(np_module_or_queue: ModuleType | None) -> HostBufferPool: ..
 def get_buffer_pool(np_module_or_queue: cl.CommandQueue) -> DeviceBufferPool: ...
 
 
-def get_buffer_pool(np_module_or_queue: ModuleType | Any) -> BufferPool:
+def get_buffer_pool(np_module_or_queue: ModuleType | cl.CommandQueue | None
+                    ) -> HostBufferPool | DeviceBufferPool:
     """The process-wide pool for host arrays (given the :mod:`numpy` module)
     or for device arrays on a :class:`pyopencl.CommandQueue`."""
     if np_module_or_queue is np or np_module_or_queue is None:
         return _HOST_POOL
+    queue = cast("cl.CommandQueue", np_module_or_queue)  # not the module
     with _DEVICE_POOLS_LOCK:
-        pool = _DEVICE_POOLS.get(np_module_or_queue)
+        pool = _DEVICE_POOLS.get(queue)
         if pool is None:
-            pool = _DEVICE_POOLS[np_module_or_queue] = DeviceBufferPool(
-                np_module_or_queue)
+            pool = _DEVICE_POOLS[queue] = DeviceBufferPool(queue)
         return pool
 
 

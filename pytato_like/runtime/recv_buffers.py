@@ -23,17 +23,27 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
 import numpy as np
 
 from pytato_like.diagnostic import BufferRegistrationError
 from pytato_like.runtime.pool import get_buffer_pool
 
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import pyopencl as cl
+    import pyopencl.array as cla
+
+    from pytato_like.runtime.pool import BufferPool
+
+#: the buffers: NumPy arrays (host) or pyopencl arrays (device)
+ArrayT = TypeVar("ArrayT", np.ndarray, "cla.Array")
+
 Key = tuple[int, Hashable, tuple[int, ...], np.dtype]
 
 
-class ReceiveBufferRegistry:
+class ReceiveBufferRegistry(Generic[ArrayT]):
     """Receive buffers by ``(peer, tag, shape, dtype)``.
 
     :arg np_module_or_queue: the :mod:`numpy` module for host buffers
@@ -41,21 +51,33 @@ class ReceiveBufferRegistry:
         device buffers.
     """
 
-    def __init__(self, np_module_or_queue: ModuleType | Any = np) -> None:
-        self._pool = get_buffer_pool(np_module_or_queue)
-        self._buffers: dict[Key, Any] = {}
+    @overload
+    def __init__(self: ReceiveBufferRegistry[np.ndarray],
+                 np_module_or_queue: ModuleType = np) -> None: ...
+
+    @overload
+    def __init__(self: ReceiveBufferRegistry[cla.Array],
+                 np_module_or_queue: cl.CommandQueue) -> None: ...
+
+    def __init__(self, np_module_or_queue: ModuleType | cl.CommandQueue = np
+                 ) -> None:
+        # (the pool of the registry's kind: NumPy's for the module, the
+        # queue's for a queue)
+        self._pool: BufferPool[ArrayT] = cast(
+            "BufferPool[ArrayT]", get_buffer_pool(np_module_or_queue))
+        self._buffers: dict[Key, ArrayT] = {}
         self._owned: set[Key] = set()      # allocated here, returned on clear
         self._lock = threading.Lock()
         self.n_allocated = 0
         self.n_reused = 0
 
     @staticmethod
-    def key(peer: int, tag: Hashable, shape: tuple[int, ...], dtype: Any
-            ) -> Key:
+    def key(peer: int, tag: Hashable, shape: tuple[int, ...],
+            dtype: npt.DTypeLike) -> Key:
         return (int(peer), tag, tuple(int(s) for s in shape), np.dtype(dtype))
 
     def get(self, peer: int, tag: Hashable, shape: tuple[int, ...],
-            dtype: Any) -> Any:
+            dtype: npt.DTypeLike) -> ArrayT:
         """The buffer for this key: the same object on every call."""
         key = self.key(peer, tag, shape, dtype)
         with self._lock:
@@ -68,7 +90,7 @@ class ReceiveBufferRegistry:
             self.n_allocated += 1
             return buf
 
-    def register(self, peer: int, tag: Hashable, buffer: Any) -> None:
+    def register(self, peer: int, tag: Hashable, buffer: ArrayT) -> None:
         """Use *buffer* (contiguous) for messages from *peer* with *tag* and
         the buffer's shape and dtype."""
         flags = getattr(buffer, "flags", None)

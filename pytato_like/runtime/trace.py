@@ -80,7 +80,21 @@ import json
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
+
+from pytato_like.diagnostic import VisualizationError
+
+if TYPE_CHECKING:
+    import os
+    from typing import TypeAlias
+
+    from mpi4py import MPI
+
+    #: what :func:`load_trace` reads: a trace, a recorder, records, a Chrome
+    #: trace object (parsed JSON) or its file
+    TraceSource: TypeAlias = (
+        "Trace | TraceRecorder | Iterable[TraceRecord] | dict[str, Any]"
+        " | str | os.PathLike[str]")
 
 #: Kinds of records and the track (Chrome ``tid``) each is drawn on.
 TRACKS = {"part": 0, "send": 1, "recv": 2, "wait": 3, "task": 4}
@@ -113,7 +127,9 @@ class TraceRecord:
     tag: int | None = None
     nbytes: int | None = None
     part_id: Hashable | None = None
-    args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # (what the recording code stamps on: any value; exported as text
+    # unless JSON has it)
+    args: dict[str, object] = dataclasses.field(default_factory=dict)
 
     def start(self, t_ns: int | None = None) -> TraceRecord:
         """Mark the start (now, or at *t_ns*; never before posted)."""
@@ -147,10 +163,10 @@ class TraceRecord:
     def __enter__(self) -> TraceRecord:
         return self.start()
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.complete()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = dataclasses.asdict(self)
         d["part_id"] = None if self.part_id is None else str(self.part_id)
         return d
@@ -182,13 +198,13 @@ class TraceRecorder:
     def record(self, kind: str, name: str | None = None, *,
                peer: int | None = None, tag: int | None = None,
                nbytes: int | None = None, part_id: Hashable | None = None,
-               **args: Any) -> TraceRecord:
+               **args: object) -> TraceRecord:
         """A new record of *kind*, posted now."""
         return self.new(kind, name or kind, peer, tag, nbytes, part_id, args)
 
     def new(self, kind: str, name: str, peer: int | None, tag: int | None,
             nbytes: int | None, part_id: Hashable | None,
-            args: dict[str, Any]) -> TraceRecord:
+            args: dict[str, object]) -> TraceRecord:
         """:meth:`record` with every field given, in order (*args* is the
         record's own dict): the executor's form, which makes several
         records per part -- keyword arguments passed on cost more than
@@ -206,14 +222,14 @@ class TraceRecorder:
 
     def message(self, direction: str, peer: int, tag: int | None = None,
                 nbytes: int | None = None, part_id: Hashable | None = None,
-                name: str | None = None, **args: Any) -> TraceRecord:
+                name: str | None = None, **args: object) -> TraceRecord:
         """A message to (``direction="send"``) or from (``"recv"``) *peer*,
         posted now. (Other directions are recorded as their own kind and
         drawn on the "other" track.)"""
         return self.new(direction, name or f"{direction} {peer}", peer, tag,
                         nbytes, part_id, args)
 
-    def part(self, part_id: Hashable, name: str | None = None, **args: Any
+    def part(self, part_id: Hashable, name: str | None = None, **args: object
              ) -> TraceRecord:
         """A part execution, posted (runnable) now; use it as a context
         manager around the execution, or call ``start``/``complete``."""
@@ -221,7 +237,8 @@ class TraceRecorder:
                         part_id, args)
 
     def wait(self, name: str = "wait", **args: Any) -> TraceRecord:
-        """Time spent blocked (a ``with`` block around ``Wait``/``Barrier``)."""
+        """Time spent blocked (a ``with`` block around ``Wait``/``Barrier``).
+        (Any: :meth:`record`'s keywords, or anything to stamp on.)"""
         return self.record("wait", name, **args)
 
     def extend(self, records: Iterable[TraceRecord]) -> None:
@@ -270,18 +287,18 @@ class Trace:
 
     # {{{ Chrome / Perfetto export
 
-    def to_chrome(self) -> dict[str, Any]:
+    def to_chrome(self) -> dict[str, object]:
         """Chrome trace-event JSON object: one ``"X"`` event per completed
         record (microseconds), plus ``"M"`` metadata naming each rank's
         process and tracks."""
-        events: list[dict[str, Any]] = []
+        events: list[dict[str, object]] = []
         used_tracks: set[tuple[int, int]] = set()
         for rec in sorted(self.records, key=lambda r: (r.rank, r.posted_ns)):
             if not rec.done:
                 continue
             tid = TRACKS.get(rec.kind, 5)
             used_tracks.add((rec.rank, tid))
-            args: dict[str, Any] = {"posted_us": self._us(rec.posted_ns)}
+            args: dict[str, object] = {"posted_us": self._us(rec.posted_ns)}
             for key in ("peer", "tag", "nbytes"):
                 if getattr(rec, key) is not None:
                     args[key] = getattr(rec, key)
@@ -404,7 +421,7 @@ def merge_traces(traces: Iterable[Trace]) -> Trace:
     return Trace(shifted, origin)
 
 
-def gather_traces(comm: Any, recorder_or_trace: TraceRecorder | Trace,
+def gather_traces(comm: MPI.Comm, recorder_or_trace: TraceRecorder | Trace,
                   root: int = 0, clock: Callable[[], int] = now_ns,
                   rounds: int = 32) -> Trace | None:
     """Collective: gather every rank's records on *root* and merge them
@@ -430,7 +447,7 @@ def gather_traces(comm: Any, recorder_or_trace: TraceRecorder | Trace,
                 t1 = clock()
                 if best is None or t1 - t0 < best[0]:
                     best = (t1 - t0, remote - (t0 + t1) // 2)
-            offsets[other] = cast("tuple[int, Any]", best)[1]  # rounds >= 1
+            offsets[other] = cast("tuple[int, int]", best)[1]  # rounds >= 1
         elif rank == other:
             for _ in range(rounds):
                 comm.recv(source=root, tag=0)
@@ -449,7 +466,8 @@ def load_trace(source: Any) -> Trace:
     """*source* as a :class:`Trace`: a :class:`Trace`, a
     :class:`TraceRecorder`, an iterable of :class:`TraceRecord`, a Chrome
     trace object (``{"traceEvents": ...}``) or the path of a Chrome/Perfetto
-    JSON file."""
+    JSON file. (Any: whatever the caller has, parsed JSON too; anything
+    else raises.)"""
     import os
     if isinstance(source, Trace):
         return source
@@ -463,7 +481,6 @@ def load_trace(source: Any) -> Trace:
     records = list(source)
     bad = [r for r in records if not isinstance(r, TraceRecord)]
     if bad:
-        from pytato_like.diagnostic import VisualizationError
         raise VisualizationError(
             "a trace must be a Trace, a TraceRecorder, TraceRecords, a Chrome "
             f"trace object or its file; got a {type(bad[0]).__name__} among "
@@ -495,24 +512,26 @@ class PartitionProfile:
         completed record of an execution).
     """
 
-    parts: dict[tuple[int, str], dict[str, Any]]
-    messages: dict[tuple[int, int, int | None], dict[str, Any]]
+    parts: dict[tuple[int, str], dict[str, float]]
+    messages: dict[tuple[int, int, int | None], dict[str, float | str | None]]
     executions: dict[int, float]
 
-    def part(self, rank: int, part_id: Hashable) -> dict[str, Any] | None:
+    def part(self, rank: int, part_id: Hashable) -> dict[str, float] | None:
         return self.parts.get((rank, str(part_id)))
 
 
-def profile_partition(trace: Any) -> PartitionProfile:
+def profile_partition(trace: TraceSource) -> PartitionProfile:
     """Per part and per message figures of *trace* (anything
     :func:`load_trace` accepts), over all executions it holds."""
     trace = load_trace(trace)
     done = [r for r in trace.records if r.done]
-    spans: dict[tuple[int, Any], list[int]] = {}
+    spans: dict[tuple[int, object], list[int]] = {}
     for r in done:
         key = (r.rank, r.args.get("execution"))
         lo, hi = spans.get(key, (r.posted_ns, r.completed_ns))
-        spans[key] = [min(lo, r.posted_ns), max(hi, r.completed_ns)]
+        # (done: completed_ns is set)
+        spans[key] = [min(lo, r.posted_ns),
+                      max(hi, r.completed_ns)]  # type: ignore[type-var, list-item]
     per_rank: dict[int, list[float]] = {}
     for (rank, _), (lo, hi) in spans.items():
         per_rank.setdefault(rank, []).append((hi - lo) / 1e9)
@@ -536,7 +555,8 @@ def profile_partition(trace: Any) -> PartitionProfile:
             sends.setdefault((r.rank, r.peer, r.tag), []).append(r)
         elif r.kind == "recv" and r.peer is not None:
             recvs.setdefault((r.peer, r.rank, r.tag), []).append(r)
-    messages: dict[tuple[int, int, int | None], dict[str, Any]] = {}
+    messages: dict[tuple[int, int, int | None],
+                   dict[str, float | str | None]] = {}
     for mkey in sorted(sends.keys() | recvs.keys(), key=str):
         out, into = sends.get(mkey, []), recvs.get(mkey, [])
         # (done records: both times are set)
@@ -555,7 +575,7 @@ def profile_partition(trace: Any) -> PartitionProfile:
 # }}}
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> str | int | float | bool | None:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)

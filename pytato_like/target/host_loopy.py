@@ -39,6 +39,7 @@ from typing import Any, cast
 import numpy as np
 
 from pytato_like.diagnostic import UnsupportedArrayError
+from pytato_like.loopy import SOURCE_UNITS
 
 __all__ = ["run_loopy_call_on_host"]
 
@@ -95,7 +96,6 @@ def c_translation_unit(typed_unit: Any, entrypoint: str) -> Any:
     import loopy as lp
     from loopy.kernel.function_interface import CallableKernel
 
-    from pytato_like.loopy import SOURCE_UNITS
     target = lp.ExecutableCTarget(compiler=_compiler())
     known = SOURCE_UNITS.get(id(typed_unit))
     if known is not None and known[0] is typed_unit:

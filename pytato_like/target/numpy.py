@@ -22,6 +22,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import pymbolic.primitives as prim
 
+from pytato_like._traversal import topological_order
 from pytato_like.array import (
     AdvancedIndexInContiguousAxes,
     AdvancedIndexInNoncontiguousAxes,
@@ -42,8 +43,10 @@ from pytato_like.array import (
     SizeParam,
     Stack,
     children_of,
+    make_dict_of_named_arrays,
 )
-from pytato_like.diagnostic import UnknownIndexLambdaExpr
+from pytato_like.cmath import C99_TO_NUMPY
+from pytato_like.diagnostic import PytatoLikeError, UnknownIndexLambdaExpr
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX
 from pytato_like.target import (
     Target,
@@ -228,7 +231,6 @@ class IndexLambdaEvaluator:
         return functools.reduce(np.maximum, (self.rec(c) for c in expr.children))
 
     def map_call(self, expr):
-        from pytato_like.cmath import C99_TO_NUMPY
         name = getattr(expr.function, "name", "")
         if not name.startswith(C99_FUNCTION_PREFIX):
             raise UnknownIndexLambdaExpr(f"unknown function '{name}' in index lambda")
@@ -321,7 +323,6 @@ def _function_program(function) -> NumpyBoundProgram:
     definition."""
     program = _FUNCTION_PROGRAMS.get(function)
     if program is None:
-        from pytato_like.array import make_dict_of_named_arrays
         program = NumpyBoundProgram(make_dict_of_named_arrays(
             dict(function.returns)))
         _FUNCTION_PROGRAMS[function] = program
@@ -414,7 +415,6 @@ class _NodeEvaluator:
             np.asarray(self.value(node.array)), self.shape(node), node.dtype)
 
     def map_distributed_recv(self, node):
-        from pytato_like.diagnostic import PytatoLikeError
         raise PytatoLikeError(
             f"generate_numpy cannot evaluate a receive from rank "
             f"{getattr(node, 'src_rank', '?')} (tag {getattr(node, 'comm_tag', '?')}); "
@@ -458,7 +458,6 @@ class NumpyBoundProgram(HostBoundProgram):
     """
 
     def __init__(self, result) -> None:
-        from pytato_like._traversal import topological_order
         self.outputs, self.single_output = normalize_outputs(result)
         self._order = topological_order(list(self.outputs.values()))
         self.inputs = gather_program_inputs(self._order)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
+from pytato_like.diagnostic import UnexpectedInputError
 
 __all__ = [
     "CALL_OPTIONS",
@@ -137,7 +138,6 @@ class HostBoundProgram(BoundProgram):
             return self.evaluate(**kwargs)
         if isinstance(queue, (int, float, complex)) or hasattr(queue, "__array__"):
             # a value where the queue goes: an input passed by position
-            from pytato_like.diagnostic import UnexpectedInputError
             raise UnexpectedInputError(
                 f"{type(self).__name__} takes its inputs by name; got a "
                 f"{type(queue).__name__} where the queue goes (the first "

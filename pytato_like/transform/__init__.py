@@ -61,16 +61,23 @@ is an :class:`~pytato_like.array.Array` and raises
 from __future__ import annotations
 
 from pytato_like.array import Array
-from pytato_like.diagnostic import UnsupportedArrayError
+from pytato_like.diagnostic import NotAnArrayError, UnsupportedArrayError
+
+# the rewrites import the mappers above, so they come last
+from pytato_like.transform import (  # noqa: I001
+    dead_code_elimination,
+    lower_to_index_lambda,
+    remove_broadcasts_einsum,
+)
 from pytato_like.transform.combine import (
     CombineMapper,
     DependencyMapper,
     InputGatherer,
     ListOfInputsGatherer,
     NodeCollector,
-    collect_nodes,
     SizeParamGatherer,
     SubsetDependencyMapper,
+    collect_nodes,
     get_dependencies,
 )
 from pytato_like.transform.copy import (
@@ -81,51 +88,44 @@ from pytato_like.transform.copy import (
     copy_dict_of_named_arrays,
     map_and_copy,
 )
-from pytato_like.transform.mapper import (
-    ArrayOrNames,
-    ArrayOrNamesTc,
-    CacheExprT,
-    CacheKeyT,
-    CacheResultT,
-    FunctionResultT,
-    P,
-    ResultT,
-    CachedMapper,
-    CachedMapperCache,
-    CacheCollisionError,
-    CacheInputsWithKey,
-    ForeignObjectError,
-    Mapper,
-    MapperCreatedDuplicateError,
-    TransformMapper,
-    TransformMapperCache,
-    TransformMapperWithExtraArgs,
-)
-from pytato_like.transform.users import (
-    UsersCollector,
-    rec_get_user_nodes,
-    tag_user_nodes,
-)
-from pytato_like.transform.walk import CachedWalkMapper, TopoSortMapper, WalkMapper
-
-# the rewrites import the mappers above, so they come last
-from pytato_like.transform import (  # noqa: I001
-    dead_code_elimination,
-    lower_to_index_lambda,
-    remove_broadcasts_einsum,
-)
 from pytato_like.transform.deduplicate import (
     DataWrapperDeduplicator,
     Deduplicator,
     deduplicate,
     deduplicate_data_wrappers,
 )
+from pytato_like.transform.mapper import (
+    ArrayOrNames,
+    ArrayOrNamesTc,
+    CacheCollisionError,
+    CachedMapper,
+    CachedMapperCache,
+    CacheExprT,
+    CacheInputsWithKey,
+    CacheKeyT,
+    CacheResultT,
+    ForeignObjectError,
+    FunctionResultT,
+    Mapper,
+    MapperCreatedDuplicateError,
+    P,
+    ResultT,
+    TransformMapper,
+    TransformMapperCache,
+    TransformMapperWithExtraArgs,
+)
 from pytato_like.transform.materialize import materialize_with_mpms
-from pytato_like.transform.metadata import unify_axes_tags
 from pytato_like.transform.materialize_cost import (
     explain_materialization,
     materialize_with_cost_model,
 )
+from pytato_like.transform.metadata import unify_axes_tags
+from pytato_like.transform.users import (
+    UsersCollector,
+    rec_get_user_nodes,
+    tag_user_nodes,
+)
+from pytato_like.transform.walk import CachedWalkMapper, TopoSortMapper, WalkMapper
 
 __all__ = [
     "CachedMapAndCopyMapper", "CachedMapper", "CachedWalkMapper",
@@ -154,7 +154,6 @@ def _verify_is_array(expr: object) -> Array:
     """*expr*, which must be an array (for narrowing the result of a mapper
     to :class:`~pytato_like.array.Array`, as pytato's helper)."""
     if not isinstance(expr, Array):
-        from pytato_like.diagnostic import NotAnArrayError
         raise NotAnArrayError(
             f"expected an Array, got a {type(expr).__name__}: {expr!r:.200}")
     return expr

@@ -28,9 +28,9 @@ from __future__ import annotations
 import functools
 import gc
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import ParamSpec, TypeVar, cast
 
-from pytato_like._traversal import ArrayRef
+from pytato_like._traversal import ArrayRef, topological_order
 from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
@@ -42,7 +42,10 @@ from pytato_like.array import (
 
 _EMPTY: tuple = ()
 
-def walk_children(expr: Any) -> tuple:
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+def walk_children(expr: object) -> tuple:
     """What the built-in mappers visit below *expr*: for an array every array
     it refers to (as :func:`~pytato_like.array.children_of`: operands, shape
     expressions, index arrays, in field order; a
@@ -62,11 +65,10 @@ def data_operands(expr: Array) -> tuple[Array, ...]:
     return children_of(expr, include_shape=False)
 
 
-def toposort(roots: Iterable[Any], children: Callable[[Any], Sequence[Any]]
-             ) -> list[Any]:
+def toposort(roots: Iterable[Array],
+             children: Callable[[Array], Sequence[Array]]) -> list[Array]:
     """Every node reachable from *roots* through *children*, once each
     (by identity), children before their users."""
-    from pytato_like._traversal import topological_order
     return topological_order(roots, children)
 
 
@@ -154,27 +156,28 @@ def structural_representatives(order: list[Array]) -> list[Array]:
 
 _SPACER_LOCALS = 1100  # slots of 8 bytes; a default chunk has 2048
 
-_spacer_namespace: dict[str, Any] = {}
+_spacer_namespace: dict[str, object] = {}
 exec(  # noqa: S102 -- builds a function with a large frame, no user input
     "def _spacer(fn, *args):\n"
     "    return fn(*args)\n"
     "    " + " = ".join(f"_slot{i}" for i in range(_SPACER_LOCALS)) + " = None\n",
     _spacer_namespace)
-_spacer = _spacer_namespace["_spacer"]
+_spacer: Callable[..., object] = cast(
+    "Callable[..., object]", _spacer_namespace["_spacer"])
 
 
-def with_stack_headroom(fn: Callable[..., Any], *args: Any) -> Any:
+def with_stack_headroom(fn: Callable[..., _R], *args: object) -> _R:
     """``fn(*args)``, called where the interpreter's frame stack has room
     for the frames *fn*'s loop creates (costs a few microseconds: use it
     for loops over a whole DAG, not per node)."""
-    return _spacer(_spacer, fn, *args)
+    return cast("_R", _spacer(_spacer, fn, *args))
 
 
-def stack_headroom(func: Callable[..., Any]) -> Callable[..., Any]:
+def stack_headroom(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """Decorator: run *func* through :func:`with_stack_headroom`."""
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return _spacer(_spacer, lambda: func(*args, **kwargs))
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return cast("_R", _spacer(_spacer, lambda: func(*args, **kwargs)))
     return wrapper
 
 # }}}
@@ -182,7 +185,7 @@ def stack_headroom(func: Callable[..., Any]) -> Callable[..., Any]:
 
 # {{{ garbage collection
 
-def gc_paused(func: Callable[..., Any]) -> Callable[..., Any]:
+def gc_paused(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """Decorator: run *func* with the cyclic garbage collector paused.
 
     Why: CPython's full collections walk every tracked object, and a pass
@@ -194,7 +197,7 @@ def gc_paused(func: Callable[..., Any]) -> Callable[..., Any]:
     user left it.
     """
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         if not gc.isenabled():
             return func(*args, **kwargs)
         gc.disable()

@@ -28,10 +28,22 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytato_like.array import Array, DictOfNamedArrays
+from pytato_like._shape_ops import concatenate
+from pytato_like._traversal import topological_order
+from pytato_like.array import (
+    Array,
+    DataWrapper,
+    DictOfNamedArrays,
+    IndexLambda,
+    Placeholder,
+    children_of,
+)
+from pytato_like.diagnostic import PytatoLikeWarning, UnsupportedArrayError
 from pytato_like.function import Call, FunctionDefinition, NamedCallResult
+from pytato_like.scalar_expr import expression_children
 from pytato_like.tags import InlineCallTag
 from pytato_like.transform.copy import CopyMapper
+from pytato_like.transform.deduplicate import deduplicate
 
 __all__ = ["CallSiteLocation", "InlineMarker", "Inliner",
            "PlaceholderSubstitutor", "all_calls_inlined", "concatenate_calls",
@@ -48,7 +60,7 @@ class PlaceholderSubstitutor(CopyMapper):
         super().__init__()
         self.substitutions = substitutions
 
-    def map_placeholder(self, expr: Any) -> Array:
+    def map_placeholder(self, expr: Placeholder) -> Array:
         return self.substitutions[expr.name]
 
     def map_function_definition(self, expr: FunctionDefinition
@@ -80,7 +92,7 @@ class InlineMarker(CopyMapper):
     """Tags every call with :class:`~pytato_like.tags.InlineCallTag` (the
     primary mapper of :func:`tag_all_calls_to_be_inlined`)."""
 
-    def map_call(self, expr: Call) -> Any:
+    def map_call(self, expr: Call) -> Call:
         return super().map_call(expr).tagged(InlineCallTag())
 
 
@@ -90,7 +102,6 @@ def inline_calls(expr: Any) -> Any:
     tagged :class:`~pytato_like.tags.InlineCallTag` replaced by its body,
     and equal sub-DAGs merged (the bodies of two calls with equal arguments
     become one)."""
-    from pytato_like.transform.deduplicate import deduplicate
     if isinstance(expr, FunctionDefinition):
         result = Inliner().rec_function_definition(expr)
         returns = {name: deduplicate(ret) for name, ret in result.returns.items()}
@@ -133,9 +144,6 @@ def _is_rowwise_body(function: FunctionDefinition) -> tuple[bool, str]:
     on row ``i`` of the parameters only); else ``(False, why)``."""
     import pymbolic.primitives as prim
 
-    from pytato_like._traversal import topological_order
-    from pytato_like.array import DataWrapper, IndexLambda, Placeholder
-    from pytato_like.scalar_expr import expression_children
     shapes = {ret.shape for ret in function.returns.values()}
     shapes |= {ph.shape for ph in function._placeholders.values()}
     if len(shapes) != 1:
@@ -180,10 +188,10 @@ class _ResizedBody(CopyMapper):
         super().__init__()
         self.shape = shape
 
-    def map_placeholder(self, expr: Any) -> Array:
+    def map_placeholder(self, expr: Placeholder) -> Array:
         return expr.copy(shape=self.shape)
 
-    def map_index_lambda(self, expr: Any) -> Array:
+    def map_index_lambda(self, expr: IndexLambda) -> Array:
         bindings = {name: self.rec(ary) for name, ary in expr.bindings.items()}
         return expr.copy(shape=self.shape, bindings=bindings)
 
@@ -208,10 +216,6 @@ def concatenate_calls(expr: Any,
     :class:`ValueError` (*err_if_no_calls*) and returns *expr*.
     *inherit_axes* is accepted for pytato compatibility; the merged
     arguments keep no axis tags."""
-    from pytato_like._shape_ops import concatenate
-    from pytato_like._traversal import topological_order
-    from pytato_like.diagnostic import UnsupportedArrayError
-
     roots = (list(expr._data.values()) if isinstance(expr, DictOfNamedArrays)
              else [expr])
     order = topological_order(roots)
@@ -221,7 +225,6 @@ def concatenate_calls(expr: Any,
         if err_if_no_calls:
             raise ValueError("concatenate_calls: no call selected")
         if warn_if_no_calls:
-            from pytato_like.diagnostic import PytatoLikeWarning
             warnings.warn("concatenate_calls: no call selected",
                           PytatoLikeWarning, stacklevel=2)
         return expr
@@ -257,7 +260,6 @@ def concatenate_calls(expr: Any,
     # no selected call may read another's results
     chosen = {id(c) for c in selected}
     reaches: dict[int, bool] = {}
-    from pytato_like.array import children_of
     for node in order:
         reaches[id(node)] = any(reaches[id(c)] or id(c) in chosen
                                 for c in children_of(node))
@@ -284,7 +286,7 @@ def concatenate_calls(expr: Any,
         start += n
 
     class _Replace(CopyMapper):
-        def map_named_call_result(self, node: Any) -> Any:
+        def map_named_call_result(self, node: NamedCallResult) -> Array:
             new = replacement.get((id(node._container), node.name))
             if new is not None:
                 return new

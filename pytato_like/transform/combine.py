@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import sys
 from functools import reduce
-from typing import Any
 
 if sys.version_info >= (3, 11):
     from typing import Never
@@ -55,6 +54,7 @@ from pytato_like.transform._graph import (
     walk_children,
 )
 from pytato_like.transform.mapper import (
+    ArrayOrNames,
     CachedMapper,
     FunctionResultT,
     ResultT,
@@ -73,22 +73,20 @@ class CombineMapper(CachedMapper[ResultT, FunctionResultT, []]):
 
     Generic as pytato's: ``CombineMapper[ResultT, FunctionResultT]``."""
 
-    def rec_idx_or_size_tuple(self, situp: tuple, *args: Any, **kwargs: Any
-                              ) -> tuple:
+    def rec_idx_or_size_tuple(self, situp: tuple) -> tuple[ResultT, ...]:
         """The results of the arrays in a shape or index tuple (pytato's
         helper for ``map_*`` methods)."""
-        return tuple(self.rec(s, *args, **kwargs) for s in situp
-                     if isinstance(s, Array))
+        return tuple(self.rec(s) for s in situp if isinstance(s, Array))
 
-    def combine(self, *args: Any) -> Any:
+    def combine(self, *args: ResultT) -> ResultT:
         """Combine the results of the children of one node."""
         raise NotImplementedError(
             f"{type(self).__name__} must define combine(*args)")
 
-    def _map_default(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def _map_default(self, expr: ArrayOrNames) -> ResultT:
         if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
-            return self.map_foreign(expr, *args, **kwargs)
-        return self.combine(*(self.rec(child, *args, **kwargs)
+            return self.map_foreign(expr)
+        return self.combine(*(self.rec(child)
                               for child in walk_children(expr)))
 
 
@@ -104,19 +102,19 @@ class _NodeCollector(CombineMapper[frozenset, Never]):
     """A combine mapper whose result is the frozenset of the nodes of the
     DAG (the node itself included) for which :meth:`_collects` holds."""
 
-    def _collects(self, expr: Any) -> bool:
+    def _collects(self, expr: ArrayOrNames) -> bool:
         raise NotImplementedError
 
     def combine(self, *args: frozenset) -> frozenset:
         return _union(*args)
 
-    def _map_default(self, expr: Any) -> frozenset:
+    def _map_default(self, expr: ArrayOrNames) -> frozenset:
         below = super()._map_default(expr)
         if isinstance(expr, Array) and self._collects(expr):
             return below | {expr}
         return below
 
-    def __call__(self, expr: Any) -> frozenset:
+    def __call__(self, expr: ArrayOrNames) -> frozenset:
         if overrides_map_methods(type(self), _NodeCollector) \
                 or not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
             return self.rec(expr)
@@ -128,7 +126,7 @@ class _NodeCollector(CombineMapper[frozenset, Never]):
 
     @gc_paused
     @stack_headroom
-    def _collect_by_traversal(self, expr: Any) -> frozenset:
+    def _collect_by_traversal(self, expr: ArrayOrNames) -> frozenset:
         order = topological_order(output_arrays(expr))
         return frozenset(
             rep for node, rep in zip(order, structural_representatives(order))
@@ -145,7 +143,7 @@ class DependencyMapper(_NodeCollector):
        is often what is wanted.
     """
 
-    def _collects(self, expr: Any) -> bool:
+    def _collects(self, expr: ArrayOrNames) -> bool:
         return True
 
 
@@ -157,7 +155,7 @@ class SubsetDependencyMapper(_NodeCollector):
         super().__init__()
         self.universe = universe
 
-    def _collects(self, expr: Any) -> bool:
+    def _collects(self, expr: ArrayOrNames) -> bool:
         return expr in self.universe
 
 
@@ -166,7 +164,7 @@ class InputGatherer(_NodeCollector):
     (:class:`~pytato_like.array.InputArgumentBase`: placeholders, data
     wrappers, size parameters) it depends on."""
 
-    def _collects(self, expr: Any) -> bool:
+    def _collects(self, expr: ArrayOrNames) -> bool:
         return isinstance(expr, InputArgumentBase)
 
 
@@ -189,13 +187,13 @@ class ListOfInputsGatherer(CombineMapper[list, list]):
                     result.append(inp)
         return result
 
-    def _map_default(self, expr: Any) -> list:
+    def _map_default(self, expr: ArrayOrNames) -> list:
         below = super()._map_default(expr)
         if isinstance(expr, InputArgumentBase):
             return self.combine([expr], below)
         return below
 
-    def __call__(self, expr: Any) -> list:
+    def __call__(self, expr: ArrayOrNames) -> list:
         if overrides_map_methods(type(self), ListOfInputsGatherer) \
                 or not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
             return self.rec(expr)
@@ -206,12 +204,12 @@ class ListOfInputsGatherer(CombineMapper[list, list]):
         return list(self._results[key])
 
     @staticmethod
-    def _inputs_in_preorder(root: Any) -> list:
+    def _inputs_in_preorder(root: ArrayOrNames) -> list:
         # a pre-order walk that skips revisits meets each input first where
         # the recursive combine of the children's lists puts it
         result = []
 
-        def enter(node: Any) -> bool:
+        def enter(node: ArrayOrNames) -> bool:
             if isinstance(node, InputArgumentBase):
                 result.append(node)
             return True
@@ -221,7 +219,7 @@ class ListOfInputsGatherer(CombineMapper[list, list]):
         return result
 
 
-def _first_child_first(node: Any) -> tuple:
+def _first_child_first(node: ArrayOrNames) -> tuple:
     # depth_first walks the last child first
     return walk_children(node)[::-1]
 
@@ -230,7 +228,7 @@ class SizeParamGatherer(_NodeCollector):
     """Maps an array to the frozenset of the
     :class:`~pytato_like.array.SizeParam` it depends on."""
 
-    def _collects(self, expr: Any) -> bool:
+    def _collects(self, expr: ArrayOrNames) -> bool:
         return isinstance(expr, SizeParam)
 
 
@@ -243,11 +241,11 @@ class NodeCollector(_NodeCollector):
         self.collect_fn = collect_fn
         self.traverse_functions = traverse_functions
 
-    def _collects(self, expr: Any) -> bool:
+    def _collects(self, expr: ArrayOrNames) -> bool:
         return bool(self.collect_fn(expr))
 
 
-def collect_nodes(expr: Any, collect_fn) -> frozenset:
+def collect_nodes(expr: ArrayOrNames, collect_fn) -> frozenset:
     """The arrays of the DAG of *expr* for which ``collect_fn(node)`` is
     true (see :class:`NodeCollector`)."""
     return NodeCollector(collect_fn)(expr)

@@ -19,7 +19,7 @@ Subclass it and override ``map_*`` methods to rewrite a DAG.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from pytato_like.array import (
     BINDINGS,
@@ -31,15 +31,44 @@ from pytato_like.array import (
 )
 from pytato_like.transform._graph import array_fields
 from pytato_like.transform.mapper import (
+    ArrayOrNames,
+    CachedMapperCache,
     P,
     TransformMapper,
     TransformMapperWithExtraArgs,
     with_default_map_methods,
 )
 
+if TYPE_CHECKING:
+    from pytools.tag import Tag
+    from typing_extensions import Self
+
+    from pytato_like.array import (
+        AdvancedIndexInContiguousAxes,
+        AdvancedIndexInNoncontiguousAxes,
+        AxisPermutation,
+        BasicIndex,
+        Concatenate,
+        DataWrapper,
+        Einsum,
+        IndexLambda,
+        Placeholder,
+        Reshape,
+        Roll,
+        SizeParam,
+        Stack,
+    )
+    from pytato_like.distributed.nodes import (
+        DistributedRecv,
+        DistributedSendRefHolder,
+    )
+    from pytato_like.function import Call, FunctionDefinition, NamedCallResult
+    from pytato_like.loopy import LoopyCall, LoopyCallResult
+    from pytato_like.sparse import CSRMatmul
+
 
 def rebuild_with(expr: Any, map_child: Callable[[Any], Any],
-                 tags: Any = None) -> Any:
+                 tags: frozenset[Tag] | None = None) -> Any:
     """*expr* with every child replaced by ``map_child(child)`` (and, for an
     array, its tags replaced by *tags* if given); *expr* itself when nothing
     changed.
@@ -81,7 +110,7 @@ class CopyMapper(TransformMapper):
        :class:`~pytato_like.array.DataWrapper`.
     """
 
-    def _map_default(self, expr: Any) -> Any:
+    def _map_default(self, expr: ArrayOrNames) -> ArrayOrNames:
         if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
             return self.map_foreign(expr)
         return rebuild_with(expr, self.rec)
@@ -95,29 +124,34 @@ class CopyMapper(TransformMapper):
 
     if TYPE_CHECKING:
         # made by with_default_map_methods (each calls _map_default)
-        def map_placeholder(self, expr: Any) -> Any: ...
-        def map_data_wrapper(self, expr: Any) -> Any: ...
-        def map_size_param(self, expr: Any) -> Any: ...
-        def map_index_lambda(self, expr: Any) -> Any: ...
-        def map_einsum(self, expr: Any) -> Any: ...
-        def map_reshape(self, expr: Any) -> Any: ...
-        def map_axis_permutation(self, expr: Any) -> Any: ...
-        def map_roll(self, expr: Any) -> Any: ...
-        def map_basic_index(self, expr: Any) -> Any: ...
-        def map_contiguous_advanced_index(self, expr: Any) -> Any: ...
-        def map_non_contiguous_advanced_index(self, expr: Any) -> Any: ...
-        def map_concatenate(self, expr: Any) -> Any: ...
-        def map_stack(self, expr: Any) -> Any: ...
-        def map_named_array(self, expr: Any) -> Any: ...
-        def map_distributed_recv(self, expr: Any) -> Any: ...
-        def map_distributed_send_ref_holder(self, expr: Any) -> Any: ...
-        def map_dict_of_named_arrays(self, expr: Any) -> Any: ...
-        def map_named_call_result(self, expr: Any) -> Any: ...
-        def map_csr_matmul(self, expr: Any) -> Any: ...
-        def map_loopy_call(self, expr: Any) -> Any: ...
-        def map_loopy_call_result(self, expr: Any) -> Any: ...
+        def map_placeholder(self, expr: Placeholder) -> Array: ...
+        def map_data_wrapper(self, expr: DataWrapper) -> Array: ...
+        def map_size_param(self, expr: SizeParam) -> Array: ...
+        def map_index_lambda(self, expr: IndexLambda) -> Array: ...
+        def map_einsum(self, expr: Einsum) -> Array: ...
+        def map_reshape(self, expr: Reshape) -> Array: ...
+        def map_axis_permutation(self, expr: AxisPermutation) -> Array: ...
+        def map_roll(self, expr: Roll) -> Array: ...
+        def map_basic_index(self, expr: BasicIndex) -> Array: ...
+        def map_contiguous_advanced_index(
+            self, expr: AdvancedIndexInContiguousAxes) -> Array: ...
+        def map_non_contiguous_advanced_index(
+            self, expr: AdvancedIndexInNoncontiguousAxes) -> Array: ...
+        def map_concatenate(self, expr: Concatenate) -> Array: ...
+        def map_stack(self, expr: Stack) -> Array: ...
+        def map_named_array(self, expr: NamedArray) -> Array: ...
+        def map_distributed_recv(self, expr: DistributedRecv) -> Array: ...
+        def map_distributed_send_ref_holder(
+            self, expr: DistributedSendRefHolder) -> Array: ...
+        def map_dict_of_named_arrays(self, expr: DictOfNamedArrays
+                                     ) -> AbstractResultWithNamedArrays: ...
+        def map_named_call_result(self, expr: NamedCallResult) -> Array: ...
+        def map_csr_matmul(self, expr: CSRMatmul) -> Array: ...
+        def map_loopy_call(self, expr: LoopyCall
+                           ) -> AbstractResultWithNamedArrays: ...
+        def map_loopy_call_result(self, expr: LoopyCallResult) -> Array: ...
 
-    def map_call(self, expr: Any) -> Any:
+    def map_call(self, expr: Call) -> Call:
         """The call with its definition mapped (once per definition, see
         :meth:`map_function_definition`) and its arguments mapped."""
         function = self.rec_function_definition(expr.function)
@@ -126,7 +160,8 @@ class CopyMapper(TransformMapper):
             return expr
         return expr.copy(function=function, bindings=bindings)
 
-    def map_function_definition(self, expr: Any) -> Any:
+    def map_function_definition(self, expr: FunctionDefinition
+                                ) -> FunctionDefinition:
         """The definition with its body mapped by a mapper of this class
         made with :meth:`clone_for_callee` (the body is a namespace of its
         own: nothing cached for the caller's DAG is reused)."""
@@ -144,12 +179,14 @@ class CopyMapperWithExtraArgs(TransformMapperWithExtraArgs[P]):
     children. Results are cached per node and arguments (which must be
     hashable)."""
 
-    def _map_default(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def _map_default(self, expr: ArrayOrNames, *args: P.args,
+                     **kwargs: P.kwargs) -> ArrayOrNames:
         if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
             return self.map_foreign(expr, *args, **kwargs)
         return rebuild_with(expr, lambda child: self.rec(child, *args, **kwargs))
 
-    def rec_size_tuple(self, situp: tuple, *args: Any, **kwargs: Any) -> tuple:
+    def rec_size_tuple(self, situp: tuple, *args: P.args,
+                       **kwargs: P.kwargs) -> tuple:
         """A shape with its size expressions mapped with the extra
         arguments (the same tuple when none changed)."""
         return SHAPE.map(situp, lambda child: self.rec(child, *args, **kwargs))
@@ -163,13 +200,14 @@ class EdgeCachedMapper(TransformMapper):
     child); the value it returns replaces the child. Results are cached per
     node."""
 
-    def handle_edge(self, expr: Any, child: Any) -> Any:
+    def handle_edge(self, expr: ArrayOrNames, child: ArrayOrNames
+                    ) -> ArrayOrNames:
         """What replaces *child* in the rebuilt *expr*; typically
         ``self.rec(child)`` or something built from it."""
         raise NotImplementedError(
             f"{type(self).__name__} must define handle_edge(expr, child)")
 
-    def _map_default(self, expr: Any) -> Any:
+    def _map_default(self, expr: ArrayOrNames) -> ArrayOrNames:
         if not isinstance(expr, (Array, AbstractResultWithNamedArrays)):
             return self.map_foreign(expr)
         return rebuild_with(expr, lambda child: self.handle_edge(expr, child))
@@ -180,27 +218,34 @@ class CachedMapAndCopyMapper(CopyMapper):
     mapping its children the same way. Each node goes through *map_fn*
     exactly once."""
 
-    def __init__(self, map_fn: Callable[[Any], Any],
-                 _cache: Any = None, _function_cache: Any = None) -> None:
+    def __init__(self, map_fn: Callable[[ArrayOrNames], ArrayOrNames],
+                 _cache: CachedMapperCache | None = None,
+                 _function_cache: CachedMapperCache | None = None) -> None:
         super().__init__(_cache=_cache, _function_cache=_function_cache)
         self.map_fn = map_fn
-        self._fn_results: dict[int, Any] = {}
+        self._fn_results: dict[int, ArrayOrNames] = {}
 
-    def _apply_map_fn(self, expr: Any) -> Any:
+    def _apply_map_fn(self, expr: ArrayOrNames) -> ArrayOrNames:
         try:
             return self._fn_results[id(expr)]
         except KeyError:
             result = self._fn_results[id(expr)] = self.map_fn(expr)
             return result
 
-    def clone_for_callee(self, function: Any) -> CachedMapAndCopyMapper:
+    def clone_for_callee(self, function: FunctionDefinition) -> Self:
         return type(self)(self.map_fn, _function_cache=self._function_cache)
 
-    def _descendants_to_premap(self, expr: Any) -> tuple:
+    def _descendants_to_premap(self, expr: ArrayOrNames) -> tuple:
         # what gets mapped below a node are the children of map_fn's result
         return super()._descendants_to_premap(self._apply_map_fn(expr))
 
-    def _map_uncached(self, expr: Any) -> Any:
+    @overload
+    def _map_uncached(self, expr: Array) -> Array: ...
+    @overload
+    def _map_uncached(self, expr: AbstractResultWithNamedArrays
+                      ) -> AbstractResultWithNamedArrays: ...
+
+    def _map_uncached(self, expr: ArrayOrNames) -> ArrayOrNames:
         mapped = self._apply_map_fn(expr)
         del self._fn_results[id(expr)]
         return super()._map_uncached(mapped)
@@ -216,7 +261,9 @@ def copy_dict_of_named_arrays(source_dict: DictOfNamedArrays,
     return DictOfNamedArrays(data, tags=source_dict.tags)
 
 
-def map_and_copy(expr: Any, map_fn: Callable[[Any], Any]) -> Any:
+def map_and_copy(expr: ArrayOrNames,
+                 map_fn: Callable[[ArrayOrNames], ArrayOrNames]
+                 ) -> ArrayOrNames:
     """A copy of *expr* with every node reachable from it mapped through
     *map_fn* (once per node; see :class:`CachedMapAndCopyMapper`)."""
     return CachedMapAndCopyMapper(map_fn)(expr)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytato_like.array import IndexLambda, NamedArray, _default_axes
+from pytato_like.array import Array, IndexLambda, NamedArray, default_axes
 from pytato_like.scalar_expr import get_dependencies
 from pytato_like.transform._graph import gc_paused, walk_children
 from pytato_like.transform.copy import CopyMapper
@@ -51,7 +51,7 @@ class DeadCodeEliminator(CopyMapper):
         # only what survives: a named array's target, not its container
         return walk_children(expr)
 
-    def map_index_lambda(self, expr: IndexLambda) -> IndexLambda:
+    def map_index_lambda(self, expr: IndexLambda) -> Array:
         used = self._names_used_by(expr.expr)
         if used.issuperset(expr.bindings):
             return super().map_index_lambda(expr)
@@ -66,7 +66,7 @@ class DeadCodeEliminator(CopyMapper):
         return expr.copy(bindings=bindings, shape=shape)
 
     def map_named_array(self, expr: NamedArray) -> Any:
-        if expr.tags or expr.axes != _default_axes(expr.ndim):
+        if expr.tags or expr.axes != default_axes(expr.ndim):
             return super().map_named_array(expr)
         return self.rec(expr.expr)
 

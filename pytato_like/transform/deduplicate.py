@@ -18,7 +18,7 @@ wrap the same memory.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -97,7 +97,8 @@ class DataWrapperDeduplicator(CopyMapper):
 
     def map_data_wrapper(self, expr: DataWrapper) -> Any:
         self.data_wrappers_encountered += 1
-        expr = self._map_default(expr)  # its shape may hold size expressions
+        # its shape may hold size expressions (a copy is a data wrapper)
+        expr = cast("DataWrapper", self._map_default(expr))
         buffer = _buffer_key(expr.data)
         if buffer is None:
             return expr

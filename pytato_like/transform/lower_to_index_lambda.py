@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if sys.version_info >= (3, 11):
     from typing import Never
@@ -86,9 +86,6 @@ from pytato_like.array import (
     NormalizedSlice,
 )
 from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
-from pytato_like.transform.copy import rebuild_with
-from pytato_like.transform.mapper import Mapper
-from pytato_like.transform.piece_runs import piece_runs, run_value
 from pytato_like.reductions import AnyReductionOperation, SumReductionOperation
 from pytato_like.scalar_expr import (
     TypeCast,
@@ -97,16 +94,24 @@ from pytato_like.scalar_expr import (
     make_reduce,
     reduction_var,
 )
+from pytato_like.transform.copy import rebuild_with
+from pytato_like.transform.mapper import Mapper
+from pytato_like.transform.piece_runs import piece_runs, run_value
 from pytato_like.utils import (
-    _is_one,
     dim_to_index_lambda_components,
     get_shape_after_broadcasting,
+    is_one,
 )
+
+if TYPE_CHECKING:
+    from pymbolic.typing import ArithmeticExpression
+
+    from pytato_like.array import ShapeComponent
 
 # {{{ index arithmetic that stays readable for static extents
 
 
-def _add(a: Any, b: Any) -> Any:
+def _add(a: ArithmeticExpression, b: ArithmeticExpression) -> ArithmeticExpression:
     if isinstance(a, int) and isinstance(b, int):
         return a + b
     if isinstance(b, int) and b == 0:
@@ -116,7 +121,7 @@ def _add(a: Any, b: Any) -> Any:
     return prim.Sum((a, b))
 
 
-def _mul(a: Any, b: Any) -> Any:
+def _mul(a: ArithmeticExpression, b: ArithmeticExpression) -> ArithmeticExpression:
     if isinstance(a, int) and isinstance(b, int):
         return a * b
     if isinstance(a, int) and a == 1:
@@ -128,17 +133,17 @@ def _mul(a: Any, b: Any) -> Any:
     return prim.Product((a, b))
 
 
-def _neg(a: Any) -> Any:
+def _neg(a: ArithmeticExpression) -> ArithmeticExpression:
     return -a if isinstance(a, int) else prim.Product((-1, a))
 
 
-def _floordiv(a: Any, b: Any) -> Any:
+def _floordiv(a: ArithmeticExpression, b: ArithmeticExpression) -> ArithmeticExpression:
     if isinstance(b, int) and b == 1:
         return a
     return prim.FloorDiv(a, b)
 
 
-def _mod(a: Any, b: Any) -> Any:
+def _mod(a: ArithmeticExpression, b: ArithmeticExpression) -> ArithmeticExpression:
     return prim.Remainder(a, b)
 
 # }}}
@@ -162,7 +167,7 @@ class _LambdaBuilder:
             self.bindings[name] = ary
         return name
 
-    def read(self, ary: Array, index: list | tuple, dtype=None) -> Any:
+    def read(self, ary: Array, index: list | tuple, dtype=None) -> ArithmeticExpression:
         name = self.name_of(ary)
         access: prim.ExpressionNode = (
             prim.Subscript(prim.Variable(name), tuple(index))
@@ -171,7 +176,7 @@ class _LambdaBuilder:
             access = TypeCast(dtype, access)
         return access
 
-    def dim(self, d: Any) -> Any:
+    def dim(self, d: ShapeComponent) -> ArithmeticExpression:
         """A scalar expression for the extent *d* (int or size expression)."""
         if not isinstance(d, Array):
             return int(d)
@@ -179,7 +184,7 @@ class _LambdaBuilder:
         self.bindings.update(bindings)
         return expr
 
-    def build(self, node: Array, expr: Any, var_to_reduction_descr=None
+    def build(self, node: Array, expr: ArithmeticExpression, var_to_reduction_descr=None
               ) -> IndexLambda:
         return IndexLambda(expr, node.shape, node.dtype, self.bindings,
                            var_to_reduction_descr, axes=node.axes,
@@ -200,7 +205,7 @@ def _lower_einsum(expr) -> IndexLambda:
             else:
                 full, var = extents[descr], reduction_var(descr.dim)
             # a unit axis against a longer one broadcasts, as in NumPy
-            index.append(0 if _is_one(dim) and not _is_one(full) else var)
+            index.append(0 if is_one(dim) and not is_one(full) else var)
         factors.append(b.read(arg, index, expr.dtype))
     body = factors[0] if len(factors) == 1 else prim.Product(tuple(factors))
     if not extents:
@@ -215,13 +220,13 @@ def _lower_einsum(expr) -> IndexLambda:
     return b.build(expr, make_reduce(body, op, bounds), var_to_descr)
 
 
-def _flat_index(shape_exprs: list, vars_: list, order: str) -> Any:
+def _flat_index(shape_exprs: list, vars_: list, order: str) -> ArithmeticExpression:
     """Position of the index *vars_* in an array of extents *shape_exprs*
     laid out in *order*."""
     axes: Iterable[int] = range(len(shape_exprs))
     if order == "F":
         axes = reversed(range(len(shape_exprs)))
-    flat: Any = 0
+    flat: ArithmeticExpression = 0
     for i in axes:
         flat = _add(_mul(flat, shape_exprs[i]), vars_[i])
     return flat
@@ -231,8 +236,8 @@ def _only_unit_axes_moved(old_shape: tuple, new_shape: tuple
                           ) -> list[tuple[int, int]] | None:
     """``(old axis, new axis)`` pairs of the non-unit axes when a reshape
     only inserts or removes unit axes, else None."""
-    old_non1 = [i for i, d in enumerate(old_shape) if not _is_one(d)]
-    new_non1 = [i for i, d in enumerate(new_shape) if not _is_one(d)]
+    old_non1 = [i for i, d in enumerate(old_shape) if not is_one(d)]
+    new_non1 = [i for i, d in enumerate(new_shape) if not is_one(d)]
     if len(old_non1) != len(new_non1):
         return None
     pairs = list(zip(old_non1, new_non1, strict=True))
@@ -249,22 +254,22 @@ def _lower_reshape(expr) -> IndexLambda:
     pairs = _only_unit_axes_moved(ary.shape, expr.shape)
     if pairs is not None:
         # the fast form: each remaining axis read directly, no division
-        direct: list[Any] = [0] * ary.ndim
+        direct: list[ArithmeticExpression] = [0] * ary.ndim
         for i, j in pairs:
             direct[i] = index_var(j)
         return b.build(expr, b.read(ary, direct))
     out_dims = [b.dim(d) for d in expr.shape]
-    out_vars = [0 if _is_one(d) else index_var(i) for i, d in enumerate(expr.shape)]
+    out_vars = [0 if is_one(d) else index_var(i) for i, d in enumerate(expr.shape)]
     flat = _flat_index(out_dims, out_vars, expr.order)
     in_dims = [b.dim(d) for d in ary.shape]
     n = len(in_dims)
     axes = list(range(n)) if expr.order == "C" else list(range(n))[::-1]
     # axes[0] varies slowest; stride of axes[k] = product of later extents
-    index: list[Any] = [0] * n
-    stride: Any = 1
+    index: list[ArithmeticExpression] = [0] * n
+    stride: ArithmeticExpression = 1
     for k in reversed(range(n)):
         ax = axes[k]
-        if _is_one(ary.shape[ax]):
+        if is_one(ary.shape[ax]):
             index[ax] = 0
         else:
             pos = _floordiv(flat, stride)
@@ -275,15 +280,35 @@ def _lower_reshape(expr) -> IndexLambda:
 
 def _lower_axis_permutation(expr) -> IndexLambda:
     b = _LambdaBuilder()
-    index: list[Any] = [None] * expr.ndim
+    index: list[ArithmeticExpression | None] = [None] * expr.ndim
     for out_axis, in_axis in enumerate(expr.axis_permutation):
         index[in_axis] = index_var(out_axis)
     return b.build(expr, b.read(expr.array, index))
 
 
+#: (ndim, axis, extent, shift) -> the expression of a roll over a static
+#: extent: a stencil rolls the same few ways thousands of times
+_ROLL_EXPRESSIONS: dict[tuple[int, int, int, int], ArithmeticExpression] = {}
+
+
 def _lower_roll(expr) -> IndexLambda:
+    dim = expr.array.shape[expr.axis]
+    if type(dim) is int:
+        key = (expr.ndim, expr.axis, dim, expr.shift)
+        body = _ROLL_EXPRESSIONS.get(key)
+        if body is None:
+            if len(_ROLL_EXPRESSIONS) > 10_000:  # bounded, like the front end's memo
+                _ROLL_EXPRESSIONS.clear()
+            body = _ROLL_EXPRESSIONS[key] = _lower_roll_uncached(expr).expr
+        # (the one binding is named as _LambdaBuilder names a first array)
+        return IndexLambda(body, expr.shape, expr.dtype, {"_in0": expr.array},
+                           None, axes=expr.axes, tags=expr.tags)
+    return _lower_roll_uncached(expr)
+
+
+def _lower_roll_uncached(expr) -> IndexLambda:
     b = _LambdaBuilder()
-    index: list[Any] = list(index_vars(expr.ndim))
+    index: list[ArithmeticExpression] = list(index_vars(expr.ndim))
     dim = expr.array.shape[expr.axis]
     var = index_var(expr.axis)
     if isinstance(dim, Array):
@@ -300,7 +325,7 @@ def _lower_roll(expr) -> IndexLambda:
 
 def _lower_basic_index(expr) -> IndexLambda:
     b = _LambdaBuilder()
-    index: list[Any] = []
+    index: list[ArithmeticExpression] = []
     out_axis = 0
     for idx in expr.indices:
         if isinstance(idx, NormalizedSlice):
@@ -323,7 +348,7 @@ def _lower_advanced_index(expr) -> IndexLambda:
                      if not isinstance(idx, NormalizedSlice))
     adv_start = first_adv if contiguous else 0
     slice_axis = 0 if contiguous else n_adv  # next output axis of a slice
-    index: list[Any] = []
+    index: list[ArithmeticExpression] = []
     for pos, (idx, dim) in enumerate(zip(indices, ary.shape, strict=True)):
         if isinstance(idx, NormalizedSlice):
             if contiguous and pos > first_adv and slice_axis < adv_start + n_adv:
@@ -332,7 +357,7 @@ def _lower_advanced_index(expr) -> IndexLambda:
             slice_axis += 1
         elif isinstance(idx, Array):
             offset = adv_start + n_adv - idx.ndim
-            sub = [0 if _is_one(d) and not _is_one(adv_shape[n_adv - idx.ndim + k])
+            sub = [0 if is_one(d) and not is_one(adv_shape[n_adv - idx.ndim + k])
                    else index_var(offset + k) for k, d in enumerate(idx.shape)]
             value = b.read(idx, sub)
             n = b.dim(dim)
@@ -360,14 +385,14 @@ def _lower_concatenate(expr) -> IndexLambda:
     b = _LambdaBuilder()
     axis = expr.axis
     var = index_var(axis)
-    offsets: list[Any] = []
-    offset: Any = 0
+    offsets: list[ArithmeticExpression] = []
+    offset: ArithmeticExpression = 0
     for ary in expr.arrays:
         offsets.append(offset)
         offset = _add(offset, b.dim(ary.shape[axis]))
 
-    def piece(k: int) -> Any:
-        index: list[Any] = list(index_vars(expr.ndim))
+    def piece(k: int) -> ArithmeticExpression:
+        index: list[ArithmeticExpression] = list(index_vars(expr.ndim))
         index[axis] = _add(var, _neg(offsets[k]))
         return b.read(expr.arrays[k], index, expr.dtype)
 
@@ -377,9 +402,9 @@ def _lower_concatenate(expr) -> IndexLambda:
         return b.build(expr, _select_by_position(var, offsets, pieces))
     # many pieces: runs of look-alike ones are read as one expression of
     # the piece number (its size does not grow with the run)
-    starts: list[Any] = []
-    values: list[Any] = []
-    for run in piece_runs(expr.arrays):
+    starts: list[ArithmeticExpression] = []
+    values: list[ArithmeticExpression] = []
+    for run in piece_runs(expr.arrays, to_index_lambda):
         starts.append(offsets[run.first])
         if run.template is None:
             values.append(piece(run.first))
@@ -408,11 +433,11 @@ def _lower_stack(expr) -> IndexLambda:
                              pieces[k], result)
         return b.build(expr, result)
     # many arrays: runs of look-alike ones read as one (see the above)
-    starts: list[Any] = []
-    values: list[Any] = []
+    starts: list[ArithmeticExpression] = []
+    values: list[ArithmeticExpression] = []
     # a stacked array's axis d is the stack's axis d (or d + 1 past *axis*)
     own_index = {index_var(d).name: index[d] for d in range(expr.ndim - 1)}
-    for run in piece_runs(expr.arrays):
+    for run in piece_runs(expr.arrays, to_index_lambda):
         starts.append(run.first)
         if run.template is None:
             values.append(b.read(expr.arrays[run.first], index, expr.dtype))
@@ -433,7 +458,10 @@ def _lower_stack(expr) -> IndexLambda:
 SELECT_CHAIN_MAX = 8
 
 
-def _select_by_position(var: Any, starts: list[Any], pieces: list[Any]) -> Any:
+def _select_by_position(var: ArithmeticExpression,
+                        starts: list[ArithmeticExpression],
+                        pieces: list[ArithmeticExpression]
+                        ) -> ArithmeticExpression:
     """The piece ``k`` of *pieces* where ``starts[k] <= var <
     starts[k + 1]`` (*starts* increasing, ``starts[0]`` the lowest
     position): a chain of selects for a few pieces, a balanced tree of
@@ -445,9 +473,9 @@ def _select_by_position(var: Any, starts: list[Any], pieces: list[Any]) -> Any:
                              pieces[k], result)
         return result
     # (first piece index, expression) of each subtree, merged in pairs
-    level = list(enumerate(pieces))
+    level: list[tuple[int, ArithmeticExpression]] = list(enumerate(pieces))
     while len(level) > 1:
-        merged = []
+        merged: list[tuple[int, ArithmeticExpression]] = []
         for j in range(0, len(level) - 1, 2):
             (first, left), (middle, right) = level[j], level[j + 1]
             merged.append((first, prim.If(
@@ -487,6 +515,11 @@ _LOWERINGS = {
 # }}}
 
 
+#: where :func:`to_index_lambda` keeps a node's lowering (in the node's
+#: instance dictionary: not a field, so not hashed, compared or pickled)
+_LOWERED = "_pt_lowered_index_lambda"
+
+
 def to_index_lambda(expr: Array) -> IndexLambda:
     """*expr* as an :class:`~pytato_like.array.IndexLambda` computing the
     same values (the node itself if it is one); raises
@@ -495,6 +528,15 @@ def to_index_lambda(expr: Array) -> IndexLambda:
     if isinstance(expr, IndexLambda):
         return expr
     lower = _LOWERINGS.get(getattr(expr, "_mapper_method", ""))
+    if lower is not None:
+        # Nodes are immutable and lowering is a pure function of the node,
+        # so the result is kept with it: one compile lowers each node
+        # several times (the storage decision, then code generation)
+        state = expr.__dict__
+        lam = state.get(_LOWERED)
+        if lam is None:
+            lam = state[_LOWERED] = lower(expr)
+        return lam
     if lower is None:
         # a node kind defined outside the package declares its own rule
         lower = getattr(type(expr), "to_index_lambda", None)

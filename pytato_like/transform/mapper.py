@@ -85,7 +85,7 @@ called for each new result.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Generic, ParamSpec, TypeVar, overload
 
 from pytato_like._traversal import depth_first
 from pytato_like.array import AbstractResultWithNamedArrays, Array, NamedArray
@@ -95,6 +95,11 @@ from pytato_like.diagnostic import (
     UnsupportedArrayError,
 )
 from pytato_like.transform._graph import walk_children, with_stack_headroom
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from pytato_like.function import FunctionDefinition
 
 #: Nesting depth of :meth:`CachedMapper.rec` (and of user-overridden
 #: methods in the walk mappers) beyond which descendants are mapped
@@ -148,7 +153,7 @@ class MapperCreatedDuplicateError(PytatoLikeError, ValueError):
 # }}}
 
 
-def _describe(expr: Any) -> str:
+def _describe(expr: object) -> str:
     if isinstance(expr, Array):
         return f"{type(expr).__name__} of shape {expr.shape}, dtype {expr.dtype}"
     return type(expr).__name__
@@ -165,20 +170,23 @@ class Mapper(Generic[ResultT, FunctionResultT, P]):
     do. Use :class:`CachedMapper` or the built-in mappers for deep DAGs.
     """
 
-    def handle_unsupported_array(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def handle_unsupported_array(self, expr: ArrayOrNames, *args: P.args,
+                                 **kwargs: P.kwargs) -> ResultT:
         """Called for arrays whose class has no mapper method here."""
         raise UnsupportedArrayError(
             f"{type(self).__name__} has no method '{expr._mapper_method}' "
             f"for {_describe(expr)}")
 
-    def map_foreign(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def map_foreign(self, expr: object, *args: P.args, **kwargs: P.kwargs
+                    ) -> ResultT:
         """Called for objects that are not arrays or array containers;
         raises :class:`ForeignObjectError`."""
         raise ForeignObjectError(
             f"{type(self).__name__} cannot map an object of type "
             f"{type(expr).__name__}: {expr!r:.80}")
 
-    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def rec(self, expr: ArrayOrNames, *args: P.args, **kwargs: P.kwargs
+            ) -> ResultT:
         """Map *expr* by dispatching on its class."""
         name = getattr(expr, "_mapper_method", None)
         if name is None:
@@ -198,8 +206,9 @@ class Mapper(Generic[ResultT, FunctionResultT, P]):
             return self.map_foreign(expr, *args, **kwargs)
         return method(expr, *args, **kwargs)
 
-    def rec_function_definition(self, expr: Any, *args: Any, **kwargs: Any
-                                ) -> Any:
+    def rec_function_definition(self, expr: FunctionDefinition,
+                                *args: P.args, **kwargs: P.kwargs
+                                ) -> FunctionResultT:
         """Map a function definition with ``map_function_definition``."""
         method = getattr(self, "map_function_definition", None)
         if method is None:
@@ -208,7 +217,8 @@ class Mapper(Generic[ResultT, FunctionResultT, P]):
                 f"'map_function_definition' for a {type(expr).__name__}")
         return method(expr, *args, **kwargs)
 
-    def __call__(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, expr: ArrayOrNames, *args: P.args, **kwargs: P.kwargs
+                 ) -> ResultT:
         return self.rec(expr, *args, **kwargs)
 
 
@@ -220,8 +230,8 @@ class CacheInputsWithKey(Generic[CacheExprT, P]):
 
     __slots__ = ("args", "expr", "key", "kwargs")
 
-    def __init__(self, expr: Any, key: Hashable, *args: Any, **kwargs: Any
-                 ) -> None:
+    def __init__(self, expr: CacheExprT, key: Hashable, *args: P.args,
+                 **kwargs: P.kwargs) -> None:
         self.expr = expr
         self.key = key
         self.args = args
@@ -238,12 +248,13 @@ class CachedMapperCache(Generic[CacheExprT, CacheResultT, P]):
 
     def __init__(self, err_on_collision: bool = False) -> None:
         self.err_on_collision = err_on_collision
-        self._input_key_to_result: dict[Hashable, Any] = {}
-        self._input_key_to_expr: dict[Hashable, Any] = {}
+        self._input_key_to_result: dict[Hashable, CacheResultT] = {}
+        self._input_key_to_expr: dict[Hashable, CacheExprT] = {}
         # a list append is cheaper than a dict entry on the hot path
-        self._kept_inputs: list[Any] = []
+        self._kept_inputs: list[CacheExprT] = []
 
-    def add(self, inputs: CacheInputsWithKey, result: Any) -> Any:
+    def add(self, inputs: CacheInputsWithKey[CacheExprT, P],
+            result: CacheResultT) -> CacheResultT:
         """Store *result* for ``inputs.key``; returns the result to use
         (here *result* itself)."""
         self._input_key_to_result[inputs.key] = result
@@ -253,7 +264,8 @@ class CachedMapperCache(Generic[CacheExprT, CacheResultT, P]):
             self._kept_inputs.append(inputs.expr)
         return result
 
-    def retrieve(self, inputs: CacheInputsWithKey) -> Any:
+    def retrieve(self, inputs: CacheInputsWithKey[CacheExprT, P]
+                 ) -> CacheResultT:
         """The result stored for ``inputs.key``; raises :class:`KeyError`
         if there is none, :class:`CacheCollisionError` if it belongs to a
         different input (with *err_on_collision*)."""
@@ -301,10 +313,11 @@ class TransformMapperCache(CachedMapperCache[CacheExprT, CacheExprT, P]):
                  err_on_created_duplicate: bool = False) -> None:
         super().__init__(err_on_collision=err_on_collision)
         self.err_on_created_duplicate = err_on_created_duplicate
-        self._result_to_cached_result: dict[Any, Any] = {}
+        self._result_to_cached_result: dict[CacheExprT, CacheExprT] = {}
         self._merge_results = True
 
-    def add(self, inputs: CacheInputsWithKey, result: Any) -> Any:
+    def add(self, inputs: CacheInputsWithKey[CacheExprT, P],
+            result: CacheExprT) -> CacheExprT:
         """Store the first result equal to *result* (*result* itself if
         new) and return it."""
         if self._merge_results:
@@ -325,7 +338,7 @@ class TransformMapperCache(CachedMapperCache[CacheExprT, CacheExprT, P]):
         self._result_to_cached_result.clear()
 
 
-def _is_created_duplicate(expr: Any, result: Any) -> bool:
+def _is_created_duplicate(expr: object, result: object) -> bool:
     if result is expr or type(result) is not type(expr) \
             or hash(result) != hash(expr):
         return False
@@ -377,19 +390,21 @@ class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
     def _make_default_cache(self, err_on_collision: bool) -> CachedMapperCache:
         return CachedMapperCache(err_on_collision=err_on_collision)
 
-    def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def get_cache_key(self, expr: ArrayOrNames, *args: P.args,
+                      **kwargs: P.kwargs) -> Hashable:
         """The cache key of mapping *expr* with these extra arguments."""
         if args or kwargs:
             return (id(expr), args, tuple(sorted(kwargs.items())))
         return id(expr)
 
-    def clone_for_callee(self, function: Any) -> CachedMapper:
+    def clone_for_callee(self, function: FunctionDefinition) -> Self:
         """A fresh mapper of this class for the body of *function* (its
         arrays live in their own namespace), sharing the function cache."""
         return type(self)(err_on_collision=self._cache.err_on_collision,
                           _function_cache=self._function_cache)
 
-    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def rec(self, expr: ArrayOrNames, *args: P.args, **kwargs: P.kwargs
+            ) -> ResultT:
         if args or kwargs or not self._keys_are_ids:
             key = self.get_cache_key(expr, *args, **kwargs)
             if self._check_collisions and key in self._results:
@@ -416,11 +431,12 @@ class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
         return self._cache.add(CacheInputsWithKey(expr, key, *args, **kwargs),
                                result)
 
-    def rec_function_definition(self, expr: Any, *args: Any, **kwargs: Any
-                                ) -> Any:
+    def rec_function_definition(self, expr: FunctionDefinition,
+                                *args: P.args, **kwargs: P.kwargs
+                                ) -> FunctionResultT:
         """Map a function definition once (cached in the function cache)."""
         key = (id(expr), args, tuple(sorted(kwargs.items())))
-        inputs: CacheInputsWithKey[Any, ...] = CacheInputsWithKey(
+        inputs: CacheInputsWithKey[FunctionDefinition, P] = CacheInputsWithKey(
             expr, key, *args, **kwargs)
         try:
             return self._function_cache.retrieve(inputs)
@@ -429,10 +445,11 @@ class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
         return self._function_cache.add(
             inputs, Mapper.rec_function_definition(self, expr, *args, **kwargs))
 
-    def _map_uncached(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def _map_uncached(self, expr: ArrayOrNames, *args: P.args,
+                      **kwargs: P.kwargs) -> ResultT:
         return Mapper.rec(self, expr, *args, **kwargs)
 
-    def _descendants_to_premap(self, expr: Any) -> tuple:
+    def _descendants_to_premap(self, expr: ArrayOrNames) -> tuple:
         """Nodes :meth:`rec` maps ahead of *expr* on deep DAGs. A
         :class:`~pytato_like.array.NamedArray` contributes its container too,
         which the copying mappers rebuild."""
@@ -440,7 +457,8 @@ class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
             return (expr.expr, expr._container)
         return walk_children(expr)
 
-    def _map_descendants_first(self, root: Any, args: tuple, kwargs: dict) -> None:
+    def _map_descendants_first(self, root: ArrayOrNames, args: tuple,
+                               kwargs: dict) -> None:
         """Map every uncached descendant of *root*, children before users,
         with an explicit stack, so that mapping *root* needs only cache
         hits."""
@@ -452,11 +470,12 @@ class CachedMapper(Mapper[ResultT, FunctionResultT, P]):
         finally:
             self._rec_depth = saved_depth
 
-    def _map_descendants_loop(self, root: Any, args: tuple, kwargs: dict) -> None:
+    def _map_descendants_loop(self, root: ArrayOrNames, args: tuple,
+                              kwargs: dict) -> None:
         cache = self._results
         key_of = self.get_cache_key
 
-        def uncached(node: Any) -> bool:
+        def uncached(node: ArrayOrNames) -> bool:
             # the root (reachable again through a call's results) is
             # mapped by the caller
             return node is not root and key_of(node, *args, **kwargs) not in cache
@@ -481,7 +500,7 @@ class _TransformMapperInit:
         super().__init__(err_on_collision=err_on_collision,  # type: ignore[call-arg]
                          _cache=_cache, _function_cache=_function_cache)
 
-    def clone_for_callee(self, function: Any) -> Any:
+    def clone_for_callee(self, function: FunctionDefinition) -> Self:
         cache = self._cache  # type: ignore[attr-defined]
         return type(self)(
             err_on_collision=cache.err_on_collision,
@@ -490,7 +509,8 @@ class _TransformMapperInit:
             _function_cache=self._function_cache)  # type: ignore[attr-defined]
 
 
-class TransformMapper(_TransformMapperInit, CachedMapper[ArrayOrNames, Any, []]):
+class TransformMapper(_TransformMapperInit,
+                      CachedMapper[ArrayOrNames, "FunctionDefinition", []]):
     """Base class of the cached mappers whose results are arrays (or
     :class:`~pytato_like.array.DictOfNamedArrays`).
 
@@ -502,13 +522,67 @@ class TransformMapper(_TransformMapperInit, CachedMapper[ArrayOrNames, Any, []])
         :class:`TransformMapperCache` (merges equal results).
     """
 
+    if TYPE_CHECKING:
+        # an array maps to an array, a container to a container
+        @overload
+        def rec(self, expr: Array) -> Array: ...
+        @overload
+        def rec(self, expr: AbstractResultWithNamedArrays
+                ) -> AbstractResultWithNamedArrays: ...
+        @overload
+        def rec(self, expr: ArrayOrNames) -> ArrayOrNames: ...
+        def rec(self, expr: ArrayOrNames) -> ArrayOrNames: ...
+
+        @overload
+        def __call__(self, expr: Array) -> Array: ...
+        @overload
+        def __call__(self, expr: AbstractResultWithNamedArrays
+                     ) -> AbstractResultWithNamedArrays: ...
+        @overload
+        def __call__(self, expr: ArrayOrNames) -> ArrayOrNames: ...
+        def __call__(self, expr: ArrayOrNames) -> ArrayOrNames: ...
+
+        @overload
+        def _map_uncached(self, expr: Array) -> Array: ...
+        @overload
+        def _map_uncached(self, expr: AbstractResultWithNamedArrays
+                          ) -> AbstractResultWithNamedArrays: ...
+        def _map_uncached(self, expr: ArrayOrNames) -> ArrayOrNames: ...
+
 
 class TransformMapperWithExtraArgs(_TransformMapperInit,
-                                   CachedMapper[ArrayOrNames, Any, P]):
+                                   CachedMapper[ArrayOrNames,
+                                                "FunctionDefinition", P]):
     """A :class:`TransformMapper` whose methods take extra arguments (of
     the :class:`typing.ParamSpec` *P*, e.g.
     ``TransformMapperWithExtraArgs[[int]]``), passed down along each path;
     results are cached per node and arguments."""
+
+    if TYPE_CHECKING:
+        @overload
+        def rec(self, expr: Array, *args: P.args, **kwargs: P.kwargs
+                ) -> Array: ...
+        @overload
+        def rec(self, expr: AbstractResultWithNamedArrays, *args: P.args,
+                **kwargs: P.kwargs) -> AbstractResultWithNamedArrays: ...
+        @overload
+        def rec(self, expr: ArrayOrNames, *args: P.args, **kwargs: P.kwargs
+                ) -> ArrayOrNames: ...
+        def rec(self, expr: ArrayOrNames, *args: P.args, **kwargs: P.kwargs
+                ) -> ArrayOrNames: ...
+
+        @overload
+        def __call__(self, expr: Array, *args: P.args, **kwargs: P.kwargs
+                     ) -> Array: ...
+        @overload
+        def __call__(self, expr: AbstractResultWithNamedArrays,
+                     *args: P.args, **kwargs: P.kwargs
+                     ) -> AbstractResultWithNamedArrays: ...
+        @overload
+        def __call__(self, expr: ArrayOrNames, *args: P.args,
+                     **kwargs: P.kwargs) -> ArrayOrNames: ...
+        def __call__(self, expr: ArrayOrNames, *args: P.args,
+                     **kwargs: P.kwargs) -> ArrayOrNames: ...
 
 
 def _default_method(name: str):
@@ -533,7 +607,7 @@ def with_default_map_methods(cls):
     return cls
 
 
-def is_default_map_method(func: Any) -> bool:
+def is_default_map_method(func: object) -> bool:
     """Whether *func* is one of the generated default methods."""
     return getattr(func, "_pt_default_map_method", False)
 

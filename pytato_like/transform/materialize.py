@@ -42,8 +42,11 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from itertools import chain
+from typing import Any, cast
+from pytato_like._traversal import depth_first
 
 if sys.version_info >= (3, 11):
     from typing import Never
@@ -76,27 +79,38 @@ def _is_materialized_leaf(expr: Array) -> bool:
             or expr._mapper_method == "map_distributed_recv")
 
 
-@stack_headroom
+_Order = list[tuple[Any, Sequence[Array]]]
+
+
+def _data_order(roots: list[Array]) -> _Order:
+    """``(node, its data operands)`` for every node below *roots* reached
+    through data operands, operands first: the operands are found once
+    (they cost more than the rest of the rule)."""
+    return list(depth_first(roots, data_operands))
+
+
 def mpms_selection(roots: list[Array], output_uses: dict[int, int]
                    ) -> set[int]:
     """The ids of the nodes below *roots* that the MPMS rule materializes;
     *output_uses* counts result entries per node id."""
-    from pytato_like._traversal import depth_first
+    return _select(_data_order(roots), output_uses)
 
-    # (node, its data operands), operands first: the operands are found
-    # once (they cost more than the rest of the rule)
-    order = list(depth_first(roots, data_operands))
-    nsuccessors = dict(output_uses)
-    for _, operands in order:
-        for operand in operands:
-            nsuccessors[id(operand)] = nsuccessors.get(id(operand), 0) + 1
+
+def _select(order: _Order,
+            output_uses: dict[int, int]) -> set[int]:
+    """:func:`mpms_selection` on the walk :func:`_data_order` made."""
+    # (Counter counts an iterable in C)
+    nsuccessors = Counter(map(id, chain.from_iterable(
+        operands for _, operands in order)))
+    nsuccessors.update(output_uses)
 
     # id -> None (no materialized predecessor), a node id (exactly one) or
     # _MANY; for a materialized node: its own id, which is what users see
     frontier: dict[int, Any] = {}
     selected: set[int] = set()
     for node, operands in order:
-        if _is_materialized_leaf(node):
+        if (isinstance(node, InputArgumentBase)
+                or node._mapper_method == "map_distributed_recv"):
             frontier[id(node)] = id(node)
             continue
         preds: Any = None
@@ -109,16 +123,53 @@ def mpms_selection(roots: list[Array], output_uses: dict[int, int]
             else:
                 preds = _MANY
                 break
-        strategy = node.tags_of_type(ImplementationStrategy)
+        strategy = node.tags and node.tags_of_type(ImplementationStrategy)
         if strategy:
             # the user decided: stored nodes are materialized, inlined not
             is_stored = ImplStored() in strategy
         else:
-            is_stored = preds is _MANY and nsuccessors.get(id(node), 0) > 1
+            is_stored = preds is _MANY and nsuccessors[id(node)] > 1
             if is_stored:
                 selected.add(id(node))
         frontier[id(node)] = id(node) if is_stored else preds
     return selected
+
+
+def _retag_in_order(order: _Order,
+                    selected: set[int]) -> dict[int, Array] | None:
+    """Old node id -> new node for the nodes of *order* that change: the
+    *selected* ones get :class:`~pytato_like.tags.ImplStored`, their users
+    are rebuilt on the new operands. One pass over the walk the selection
+    made, so nothing is walked twice; what a copy mapper would return for
+    every node (same nodes, same tags), without its per-node dispatch.
+
+    None when a node has children that are no data operands (a
+    :class:`~pytato_like.array.NamedArray` of a call, a symbolic shape):
+    those are left to :class:`_Tagger`.
+    """
+    new_of: dict[int, Array] = {}
+    get = new_of.get
+
+    def mapped(ary: Array) -> Array:
+        return get(id(ary), ary)
+
+    for node, operands in order:
+        if isinstance(node, NamedArray):  # also the results of calls
+            return None
+        for extent in node.shape:
+            if type(extent) is not int:
+                return None
+        if id(node) in selected:
+            new = rebuild_with(node, mapped, tags=node.tags | _STORED)
+        else:
+            for operand in operands:
+                if id(operand) in new_of:
+                    break
+            else:
+                continue  # nothing below changed: the node stays
+            new = rebuild_with(node, mapped)
+        new_of[id(node)] = new
+    return new_of
 
 
 class _Tagger(CopyMapper):
@@ -140,6 +191,7 @@ class _Tagger(CopyMapper):
 
 
 @gc_paused
+@stack_headroom
 def materialize_with_mpms(expr: DictOfNamedArrays | Array) -> DictOfNamedArrays | Array:
     """*expr* with :class:`~pytato_like.tags.ImplStored` added to the nodes
     the MPMS rule selects (see the module documentation).
@@ -162,10 +214,19 @@ def materialize_with_mpms(expr: DictOfNamedArrays | Array) -> DictOfNamedArrays 
     output_uses: dict[int, int] = {}
     for ary in roots:  # an Array passed alone is one result
         output_uses[id(ary)] = output_uses.get(id(ary), 0) + 1
-    selected = mpms_selection(roots, output_uses)
+    order = _data_order(roots)
+    selected = _select(order, output_uses)
     if not selected:
         return expr
-    return _Tagger(selected)(expr)
+    retagged = _retag_in_order(order, selected)
+    if retagged is None:
+        # calls or symbolic shapes: their extra children go through the
+        # copy mapper's own rules
+        # (a copy maps a dict of named arrays to one)
+        return cast("DictOfNamedArrays | Array", _Tagger(selected)(expr))
+    if isinstance(expr, Array):
+        return retagged.get(id(expr), expr)
+    return rebuild_with(expr, lambda ary: retagged.get(id(ary), ary))
 
 
 # {{{ the rule as a mapper

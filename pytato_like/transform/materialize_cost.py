@@ -55,6 +55,7 @@ from typing import Any, cast
 
 import pymbolic.primitives as prim
 
+from pytato_like._traversal import topological_order
 from pytato_like.array import (
     Array,
     Concatenate,
@@ -67,7 +68,9 @@ from pytato_like.array import (
     output_arrays,
 )
 from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
+from pytato_like.scalar_expr import Reduce, TypeCast
 from pytato_like.tags import ImplInlined, ImplStored
+from pytato_like.transform._graph import gc_paused
 from pytato_like.transform.copy import rebuild_with
 from pytato_like.transform.lower_to_index_lambda import (
     SELECT_CHAIN_MAX,
@@ -140,7 +143,6 @@ def _expr_facts(expr: Any, ndim: int, unknown: int,
     """Operation count, depth and binding uses of one index-lambda
     expression. Single expressions are shallow (the front end builds one
     operation per index lambda), so recursion here is bounded."""
-    from pytato_like.scalar_expr import Reduce, TypeCast
 
     uses: dict[str, float] = {}
     non_identity: set[str] = set()
@@ -258,6 +260,9 @@ def _named_expr(node: NamedArray) -> Array | None:
         return None
 
 
+_KEEP_ALIVE = "keep alive"  # (a memo key no expression key equals)
+
+
 def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
               outlined: set[int] | None = None
               ) -> tuple[float, int, list[tuple[Array, float, bool, bool]]]:
@@ -282,12 +287,18 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
         return 2.0, 3, [(child, 1.0, False, False) for child in children_of(node)]
     unknown = model.unknown_extent
     bindings = lam.bindings
-    key = (id(lam.expr), lam.ndim, tuple(bindings))
-    facts = memo.get(key) if memo is not None and lam is node else None
+    ndim = len(lam.shape)
+    key = (id(lam.expr), ndim, tuple(bindings))
+    facts = memo.get(key) if memo is not None else None
     if facts is None:
-        facts = _expr_facts(lam.expr, lam.ndim, unknown, frozenset(bindings))
-        if memo is not None and lam is node:
+        facts = _expr_facts(lam.expr, ndim, unknown, frozenset(bindings))
+        if memo is not None:
             memo[key] = facts
+            if lam is not node:
+                # the key holds the expression's id: keep the expression
+                # alive while the memo is (lowerings repeat expressions:
+                # every roll by the same amount has the same one)
+                memo.setdefault(_KEEP_ALIVE, []).append(lam.expr)
     # pieces read only in the selects of a concatenation or stack are not
     # broadcast reuse; only beyond SELECT_CHAIN_MAX pieces, where storing
     # each piece would cost a kernel per piece (a few pieces, such as a
@@ -304,6 +315,7 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
     return facts.ops, facts.depth, uses
 
 
+@gc_paused
 def decide_storage(outputs: list[Array], model: CostModel | None = None,
                    order: list[Array] | None = None) -> dict[int, NodeCost]:
     """The cost model's verdict for every array reachable from *outputs*,
@@ -312,7 +324,6 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
     if model is None:
         model = DEFAULT_COST_MODEL
     if order is None:
-        from pytato_like._traversal import topological_order
         order = topological_order(outputs)
     output_ids = set()
     for out in outputs:
@@ -325,13 +336,13 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
     # of them are elementwise at the same index
     uses: dict[int, float] = {}
     elementwise: dict[int, bool] = {}
-    own: dict[int, tuple] = {}
+    own: list[tuple] = []  # position in order -> _own_cost
     sizes: dict[int, int | None] = {}
     memo: dict = {}
     outlined: set[int] = set()
     for node in order:
         info = _own_cost(node, model, memo, outlined)
-        own[id(node)] = info
+        own.append(info)
         node_size = sizes[id(node)] = _size(node)
         for child, n, elw, selected in info[2]:
             child_size = sizes[id(child)]
@@ -352,8 +363,7 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
         and i.dtype.kind in "iu" and i.dtype.itemsize < 4}
 
     costs: dict[int, NodeCost] = {}
-    for node in order:
-        ops, own_depth, child_uses = own[id(node)]
+    for node, (ops, own_depth, child_uses) in zip(order, own, strict=True):
         if isinstance(node, InputArgumentBase):
             costs[id(node)] = NodeCost(
                 type(node).__name__, 0.0, 0.0, 1, uses.get(id(node), 0.0),
@@ -373,7 +383,8 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
         if isinstance(node, NamedArray) and id(node) not in outlined:
             continue  # the named expression is what gets stored
         strategy = [t for t in node.tags if isinstance(t, (ImplStored,
-                                                            ImplInlined))]
+                                                            ImplInlined))
+                    ] if node.tags else None
         if id(node) in output_ids:
             cost.stored, cost.reason = True, "output"
         elif strategy and isinstance(strategy[0], ImplStored):
@@ -407,7 +418,6 @@ def materialize_with_cost_model(result, model: CostModel | None = None):
     :class:`~pytato_like.array.DictOfNamedArrays`) with
     :class:`~pytato_like.tags.ImplStored` added to every non-input array the
     cost model stores. Linear time, iterative."""
-    from pytato_like._traversal import topological_order
     outputs = output_arrays(result)
     order = topological_order(outputs)
     costs = decide_storage(outputs, model, order)
@@ -437,7 +447,6 @@ def explain_materialization(result, model: CostModel | None = None,
                             max_rows: int = 50) -> str:
     """A table of the cost model's decisions for the non-input arrays of
     *result*: kind, shape, own ops, inlined work, depth, uses, verdict."""
-    from pytato_like._traversal import topological_order
     outputs = output_arrays(result)
     order = topological_order(outputs)
     costs = decide_storage(outputs, model, order)

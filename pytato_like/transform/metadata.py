@@ -60,12 +60,13 @@ import logging
 import re
 from collections.abc import Collection, Iterator, Mapping
 from functools import lru_cache
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import pymbolic.primitives as prim
 from pytools import UniqueNameGenerator
 from pytools.tag import NonUniqueTagError, Tag
 
+from pytato_like._traversal import topological_order
 from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
@@ -77,8 +78,14 @@ from pytato_like.array import (
 )
 from pytato_like.scalar_expr import expression_children
 from pytato_like.transform.copy import CopyMapper
-from pytato_like.transform.mapper import Mapper
-from pytato_like.utils import _is_one, are_shape_components_equal
+from pytato_like.transform.lower_to_index_lambda import to_index_lambda
+from pytato_like.transform.mapper import ArrayOrNames, Mapper
+from pytato_like.utils import are_shape_components_equal, is_one
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from pytato_like.function import FunctionDefinition
 
 logger = logging.getLogger("pytato_like")
 
@@ -178,8 +185,8 @@ def _kept_reshape_axes(in_shape, out_shape) -> list[tuple[int, int]]:
     """``(input axis, output axis)`` pairs a reshape keeps: when the two
     shapes only differ by unit axes, the i-th non-unit input axis is the
     i-th non-unit output axis (in C and in F order alike)."""
-    ins = [i for i, d in enumerate(in_shape) if not _is_one(d)]
-    outs = [i for i, d in enumerate(out_shape) if not _is_one(d)]
+    ins = [i for i, d in enumerate(in_shape) if not is_one(d)]
+    outs = [i for i, d in enumerate(out_shape) if not is_one(d)]
     if len(ins) != len(outs) or not all(
             are_shape_components_equal(in_shape[i], out_shape[o])
             for i, o in zip(ins, outs)):
@@ -287,7 +294,6 @@ class AxesTagsEquationCollector(Mapper):
         the same extent) with output axis ``k``, and each operand axis
         subscripted by a reduction variable with that reduction, reading
         the index lambda *expr* lowers to."""
-        from pytato_like.transform.lower_to_index_lambda import to_index_lambda
         lam = expr if isinstance(expr, IndexLambda) else to_index_lambda(expr)
         for name, index in _binding_subscripts(lam.expr):
             binding = lam.bindings.get(name)
@@ -320,7 +326,6 @@ class AxesTagsEquationCollector(Mapper):
     # {{{ traversal
 
     def __call__(self, expr: Any) -> None:
-        from pytato_like._traversal import topological_order
         roots = [expr]
         for node in topological_order(roots, _data_children):
             self.rec(node)
@@ -407,17 +412,22 @@ class AxisTagAttacher(CopyMapper):
         self.axis_to_tags = axis_to_tags
         self.tag_corresponding_redn_descr = tag_corresponding_redn_descr
 
-    def clone_for_callee(self, function: Any) -> AxisTagAttacher:
+    def clone_for_callee(self, function: FunctionDefinition) -> Self:
         return type(self)(self.axis_to_tags, self.tag_corresponding_redn_descr)
 
     def _tags_for(self, ary: Array, axis: int | str) -> frozenset[Tag]:
         return frozenset(self.axis_to_tags.get((ary, axis), ()))
 
-    def _map_uncached(self, expr: Any) -> Any:
-        result = super()._map_uncached(expr)
+    @overload
+    def _map_uncached(self, expr: Array) -> Array: ...
+    @overload
+    def _map_uncached(self, expr: AbstractResultWithNamedArrays
+                      ) -> AbstractResultWithNamedArrays: ...
+
+    def _map_uncached(self, expr: ArrayOrNames) -> ArrayOrNames:
         if isinstance(expr, Array):
-            result = self._attach_tags(expr, result)
-        return result
+            return self._attach_tags(expr, super()._map_uncached(expr))
+        return super()._map_uncached(expr)
 
     def _attach_tags(self, expr: Array, result: Array) -> Array:
         new_axes = list(result.axes)

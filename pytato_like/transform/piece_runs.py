@@ -31,11 +31,12 @@ recursive pymbolic mappers used here).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pymbolic.primitives as prim
 
-from pytato_like.array import Array
+from pytato_like.array import Array, IndexLambda
 from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
 from pytato_like.scalar_expr import IdentityMapper, expression_size, substitute
 
@@ -80,12 +81,12 @@ class PieceTemplate:
     ints: tuple[int, ...]
 
 
-def _template(ary: Array) -> PieceTemplate | None:
+def _template(ary: Array, lower: Callable[[Array], IndexLambda]
+              ) -> PieceTemplate | None:
     if not all(isinstance(d, int) for d in ary.shape):
         return None
     try:
-        from pytato_like.transform.lower_to_index_lambda import to_index_lambda
-        lam = to_index_lambda(ary)
+        lam = lower(ary)
     except CannotBeLoweredToIndexLambda:
         return None
     if (lam.var_to_reduction_descr
@@ -112,11 +113,16 @@ class Run:
     ints: list[tuple[int, ...]]
 
 
-def piece_runs(arrays: tuple[Array, ...] | list[Array]) -> list[Run]:
+def piece_runs(arrays: tuple[Array, ...] | list[Array],
+               lower: Callable[[Array], IndexLambda]) -> list[Run]:
     """Consecutive ranges of *arrays* covering all of them: a range of at
     least :data:`RUN_MIN_PIECES` look-alike pieces with their shared
-    template, any other piece a range of its own."""
-    templates = [_template(ary) for ary in arrays]
+    template, any other piece a range of its own. *lower* gives a
+    piece's index lambda
+    (:func:`~pytato_like.transform.lower_to_index_lambda.to_index_lambda`,
+    which calls this function: passed in, so neither module imports the
+    other's caller)."""
+    templates = [_template(ary, lower) for ary in arrays]
     runs: list[Run] = []
     k = 0
     while k < len(arrays):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytato_like._traversal import topological_order
 from pytato_like.array import (
     Array,
     DictOfNamedArrays,
@@ -33,9 +34,10 @@ from pytato_like.array import (
     children_of,
     make_dict_of_named_arrays,
 )
-from pytato_like.device_transfer import ToDevice, _check_device
+from pytato_like.device_transfer import ToDevice, check_device
 from pytato_like.diagnostic import DevicePlacementError
 from pytato_like.target import normalize_outputs
+from pytato_like.transform.copy import rebuild_with
 
 __all__ = ["place_on_devices", "strip_device_transfers"]
 
@@ -48,8 +50,7 @@ def place_on_devices(outputs: Any, default_device: int = 0
                      ) -> dict[int, tuple[int, int]]:
     """``id(array) -> (stage, device)`` for every array of *outputs* (see
     the module docs; inputs get ``(0, default_device)``)."""
-    from pytato_like._traversal import topological_order
-    default_device = _check_device(default_device, "default device")
+    default_device = check_device(default_device, "default device")
     output_map, _ = normalize_outputs(outputs)
     order = topological_order(list(output_map.values()))
     placed: dict[int, tuple[int, int]] = {}
@@ -101,8 +102,6 @@ def strip_device_transfers(outputs: Any) -> Any:
     """*outputs* (an array, a dict or a
     :class:`~pytato_like.DictOfNamedArrays`) with every :class:`ToDevice`
     replaced by its operand; *outputs* itself if it has none."""
-    from pytato_like._traversal import topological_order
-    from pytato_like.transform.copy import rebuild_with
     output_map, single = normalize_outputs(outputs)
     order = topological_order(list(output_map.values()))
     if not any(type(n) is ToDevice for n in order):

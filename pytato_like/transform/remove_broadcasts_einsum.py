@@ -21,7 +21,7 @@ from pytato_like.array import (
 )
 from pytato_like.transform._graph import gc_paused
 from pytato_like.transform.copy import CopyMapper
-from pytato_like.utils import _is_one
+from pytato_like.utils import is_one
 
 
 def _full_slice(dim: Any) -> NormalizedSlice:
@@ -45,7 +45,7 @@ class EinsumBroadcastRemover(CopyMapper):
                 full = (expr.shape[descr.dim]
                         if isinstance(descr, EinsumElementwiseAxis)
                         else extents[descr])
-                keep.append(not (_is_one(dim) and not _is_one(full)))
+                keep.append(not (is_one(dim) and not is_one(full)))
             if all(keep):
                 new_access.append(acc)
                 new_args.append(arg)

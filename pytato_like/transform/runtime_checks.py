@@ -40,8 +40,11 @@ from pytato_like.array import (
     Array,
     DataWrapper,
     IndexLambda,
+    ReductionDescriptor,
 )
-from pytato_like.scalar_expr import expression_children
+from pytato_like.diagnostic import IndexOutOfBoundsError, NegativeIntegerPowerError
+from pytato_like.reductions import MinReductionOperation, amax, amin
+from pytato_like.scalar_expr import Reduce, TypeCast, expression_children, make_reduce
 
 __all__ = ["CHECK_PREFIX", "RuntimeCheck", "add_runtime_checks",
            "raise_failed_checks"]
@@ -73,7 +76,6 @@ class RuntimeCheck:
 
 def _index_checks(node: Any, count: int, done: set[tuple[int, int]]
                   ) -> list[tuple[RuntimeCheck, dict]]:
-    from pytato_like.reductions import amax, amin
     found: list[tuple[RuntimeCheck, dict]] = []
     for axis, (idx, dim) in enumerate(zip(node.indices, node.array.shape,
                                           strict=True)):
@@ -140,7 +142,6 @@ def _expr_dtype(expr: Any, bindings: dict[str, Array]) -> np.dtype | None:
         if ary is not None:
             return ary.dtype
         return np.dtype(np.int64) if expr.name.startswith("_") else None
-    from pytato_like.scalar_expr import TypeCast
     if isinstance(expr, TypeCast):   # promotions: int8 ** int32 casts
         return np.dtype(expr.dtype)
     children = None
@@ -162,7 +163,6 @@ def _expr_dtype(expr: Any, bindings: dict[str, Array]) -> np.dtype | None:
 def _powers(expr: Any) -> list[tuple[Any, tuple]]:
     """The powers in *expr*, each with the bounds of the reductions it
     sits in (``((name, (lower, upper)), ...)``, outermost first)."""
-    from pytato_like.scalar_expr import Reduce
     found: list[tuple[Any, tuple]] = []
     stack: list[tuple[Any, tuple]] = [(expr, ())]
     while stack:
@@ -180,9 +180,6 @@ def _powers(expr: Any) -> list[tuple[Any, tuple]]:
 
 def _power_checks(node: IndexLambda, count: int
                   ) -> list[tuple[RuntimeCheck, dict]]:
-    from pytato_like.array import ReductionDescriptor
-    from pytato_like.reductions import MinReductionOperation, amin
-    from pytato_like.scalar_expr import make_reduce
     found: list[tuple[RuntimeCheck, dict]] = []
     bindings = dict(node.bindings)
     for power, bounds in _powers(node.expr):
@@ -193,7 +190,6 @@ def _power_checks(node: IndexLambda, count: int
             continue
         if isinstance(power.exponent, (int, np.integer)) and power.exponent >= 0:
             continue
-        from pytato_like.scalar_expr import TypeCast
         # as int64: loopy has no min neutral element for narrow types
         expr: prim.ExpressionNode = TypeCast(np.dtype(np.int64), power.exponent)
         descr = None
@@ -258,12 +254,10 @@ def raise_failed_checks(checks: list[RuntimeCheck],
             else:
                 bad = hi if hi >= size else lo if lo < -size else None
             if bad is not None:
-                from pytato_like.diagnostic import IndexOutOfBoundsError
                 raise IndexOutOfBoundsError(
                     f"index {bad} is out of bounds for axis {check.axis} with "
                     f"size {size} ({check.what})")
         elif check.kind == "power":
             if int(values[check.outputs[0]]) < 0:
-                from pytato_like.diagnostic import NegativeIntegerPowerError
                 raise NegativeIntegerPowerError(
                     "Integers to negative integer powers are not allowed.")

@@ -31,10 +31,11 @@ NaN as the original reduction does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 import pymbolic.primitives as prim
 
+from pytato_like._shape_ops import concatenate, reshape
 from pytato_like.array import Array, IndexLambda
 from pytato_like.scalar_expr import (
     Reduce,
@@ -70,7 +71,7 @@ def _few_outputs(shape: tuple) -> bool:
     return count <= MAX_OUTPUTS
 
 
-def _candidate(node: Any) -> bool:
+def _candidate(node: Array) -> TypeGuard[IndexLambda]:
     """Whether *node* is a full reduction worth splitting."""
     if type(node) is not IndexLambda or not _few_outputs(node.shape):
         return False
@@ -113,7 +114,6 @@ def _flat_substitution(bounds: dict[str, tuple[int, int]],
 
 
 def _split(node: IndexLambda) -> Array:
-    from pytato_like._shape_ops import concatenate, reshape
     red: Reduce = node.expr
     bounds = {name: (lo, hi) for name, (lo, hi) in red.bounds.items()}
     total = 1

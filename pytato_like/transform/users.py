@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeVar
 
 from pytato_like._traversal import depth_first, topological_order
 from pytato_like.array import Array, DictOfNamedArrays
@@ -31,7 +31,7 @@ class UsersCollector:
     """
 
     def __init__(self) -> None:
-        self.node_to_users: dict[Any, set[Any]] = {}
+        self.node_to_users: dict[Array, set[Array | DictOfNamedArrays]] = {}
 
     @gc_paused
     @stack_headroom
@@ -55,9 +55,13 @@ class UsersCollector:
     rec = __call__
 
 
-def tag_user_nodes(graph: Mapping[Any, set[Any]], tag: Any, starting_point: Any,
-                   node_to_tags: dict[Any, set[Any]] | None = None
-                   ) -> dict[Any, set[Any]]:
+_N = TypeVar("_N")
+_T = TypeVar("_T")
+
+
+def tag_user_nodes(graph: Mapping[_N, set[_N]], tag: _T, starting_point: _N,
+                   node_to_tags: dict[_N, set[_T]] | None = None
+                   ) -> dict[_N, set[_T]]:
     """Add *tag* to the tag set of *starting_point* and of every node
     reachable from it in *graph* (a mapping from a node to the nodes its
     edges lead to, e.g. :attr:`UsersCollector.node_to_users`). Returns
@@ -66,7 +70,7 @@ def tag_user_nodes(graph: Mapping[Any, set[Any]], tag: Any, starting_point: Any,
         node_to_tags = {}
     tags = node_to_tags
 
-    def enter(node: Any) -> bool:
+    def enter(node: _N) -> bool:
         tags.setdefault(node, set()).add(tag)
         return True
 
@@ -76,7 +80,7 @@ def tag_user_nodes(graph: Mapping[Any, set[Any]], tag: Any, starting_point: Any,
     return node_to_tags
 
 
-def rec_get_user_nodes(expr: Array | DictOfNamedArrays, node: Any) -> frozenset:
+def rec_get_user_nodes(expr: Array | DictOfNamedArrays, node: Array) -> frozenset:
     """Every node of *expr* that uses the value of *node*, directly or
     indirectly (*node* itself excluded)."""
     collector = UsersCollector()

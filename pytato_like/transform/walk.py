@@ -20,17 +20,23 @@ nothing, so only the order of visits changes, never which visits happen).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Hashable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from pytato_like._traversal import PAUSED, depth_first
+from pytato_like.array import Array
 from pytato_like.transform._graph import walk_children, with_stack_headroom
 from pytato_like.transform.mapper import (
     MAX_REC_NESTING,
+    ArrayOrNames,
     Mapper,
     P,
     is_default_map_method,
     with_default_map_methods,
 )
+
+if TYPE_CHECKING:
+    from pytato_like.function import FunctionDefinition
 
 _STEPS_BEFORE_HEADROOM = 1024
 
@@ -39,7 +45,7 @@ _STEPS_BEFORE_HEADROOM = 1024
 _OVERRIDES: dict[tuple[type, str], str | None] = {}
 
 
-def _first_child_first(node: Any) -> tuple:
+def _first_child_first(node: ArrayOrNames) -> tuple:
     # depth_first walks the last child first
     return walk_children(node)[::-1]
 
@@ -51,26 +57,26 @@ class WalkMapper(Mapper[None, None, P]):
 
     # class-level defaults: subclasses often skip ``super().__init__()``
     _walk_depth = 0
-    _deferred: list | None = None
+    _deferred: list[tuple[ArrayOrNames, tuple, dict]] | None = None
 
-    def visit(self, expr: Any, *args: Any, **kwargs: Any) -> bool:
+    def visit(self, expr: ArrayOrNames, *args: P.args, **kwargs: P.kwargs) -> bool:
         """Called before the children of *expr* are walked; return False to
         skip them (and :meth:`post_visit`)."""
         return True
 
-    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+    def post_visit(self, expr: ArrayOrNames, *args: P.args, **kwargs: P.kwargs) -> None:
         """Called after the children of *expr* were walked."""
 
-    def rec_idx_or_size_tuple(self, situp: tuple, *args: Any, **kwargs: Any
+    def rec_idx_or_size_tuple(self, situp: tuple, *args: P.args, **kwargs: P.kwargs
                               ) -> None:
         """Walk the arrays in a shape or index tuple (pytato's helper for
         ``map_*`` methods)."""
-        from pytato_like.array import Array
         for s in situp:
             if isinstance(s, Array):
                 self.rec(s, *args, **kwargs)
 
-    def _map_default(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+    def _map_default(self, expr: ArrayOrNames, *args: P.args,
+                     **kwargs: P.kwargs) -> None:
         # Only runs when a subclass calls e.g. ``super().map_einsum(expr)``:
         # the walk itself inlines this behaviour on its explicit stack.
         if not self.visit(expr, *args, **kwargs):
@@ -81,13 +87,13 @@ class WalkMapper(Mapper[None, None, P]):
 
     # {{{ the walk
 
-    def _already_walked(self, expr: Any, args: tuple, kwargs: dict) -> bool:
+    def _already_walked(self, expr: ArrayOrNames, args: tuple, kwargs: dict) -> bool:
         return False
 
-    def _mark_walked(self, expr: Any, args: tuple, kwargs: dict) -> None:
+    def _mark_walked(self, expr: ArrayOrNames, args: tuple, kwargs: dict) -> None:
         pass
 
-    def _overriding_method(self, expr: Any):
+    def _overriding_method(self, expr: ArrayOrNames):
         """The subclass's method for *expr*, or None where the built-in walk
         applies."""
         name = getattr(expr, "_mapper_method", None)
@@ -109,13 +115,14 @@ class WalkMapper(Mapper[None, None, P]):
             _OVERRIDES[key] = method_name
         return None if method_name is None else getattr(self, method_name)
 
-    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+    def rec(self, expr: ArrayOrNames, *args: P.args, **kwargs: P.kwargs) -> None:
         """Walk the DAG below *expr* (inclusive)."""
         depth = self._walk_depth
         if depth > MAX_REC_NESTING:
             # reached through a deep chain of overridden map_* methods
             # (inside the outermost walk, which owns the list)
-            deferred: Any = self._deferred
+            deferred = self._deferred
+            assert deferred is not None     # (set by the outermost walk)
             deferred.append((expr, args, kwargs))
             return
         # the outermost walk owns the list of deferred walks and runs them
@@ -133,10 +140,10 @@ class WalkMapper(Mapper[None, None, P]):
             if owner:
                 self._deferred = None
 
-    def _walk(self, root: Any, args: tuple, kwargs: dict) -> None:
+    def _walk(self, root: ArrayOrNames, args: tuple, kwargs: dict) -> None:
         visit = self.visit
 
-        def enter(node: Any) -> bool:
+        def enter(node: ArrayOrNames) -> bool:
             if self._already_walked(node, args, kwargs):
                 return False
             self._mark_walked(node, args, kwargs)
@@ -158,7 +165,8 @@ class WalkMapper(Mapper[None, None, P]):
         if not self._post_visits(walk, args, kwargs):
             with_stack_headroom(self._post_visits, walk, args, kwargs)
 
-    def _post_visits(self, walk: Any, args: tuple, kwargs: dict) -> bool:
+    def _post_visits(self, walk: Iterator[tuple[ArrayOrNames, Sequence]],
+                     args: tuple, kwargs: dict) -> bool:
         """Run *walk*, calling :meth:`post_visit` on what it yields; False
         when it paused (the rest is still to run)."""
         post_visit = self.post_visit
@@ -175,26 +183,28 @@ class CachedWalkMapper(WalkMapper[P]):
     """A :class:`WalkMapper` that walks each node (per distinct extra
     arguments) only once, also across calls."""
 
-    def __init__(self, _visited_functions: set[Any] | None = None) -> None:
-        self._visited_functions: set[Any] = (
+    def __init__(self, _visited_functions: set[FunctionDefinition] | None = None
+                 ) -> None:
+        self._visited_functions: set[FunctionDefinition] = (
             set() if _visited_functions is None else _visited_functions)
-        self._visited: set[Any] = set()
+        self._visited: set[Hashable] = set()
         # keeps visited nodes alive, so that their ids stay unique
-        self._visited_nodes: list[Any] = []
+        self._visited_nodes: list[ArrayOrNames] = []
 
-    def get_cache_key(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def get_cache_key(self, expr: ArrayOrNames, *args: P.args,
+                      **kwargs: P.kwargs) -> Hashable:
         if args or kwargs:
             return (id(expr), args, tuple(sorted(kwargs.items())))
         return id(expr)
 
-    def _already_walked(self, expr: Any, args: tuple, kwargs: dict) -> bool:
+    def _already_walked(self, expr: ArrayOrNames, args: tuple, kwargs: dict) -> bool:
         return self.get_cache_key(expr, *args, **kwargs) in self._visited
 
-    def _mark_walked(self, expr: Any, args: tuple, kwargs: dict) -> None:
+    def _mark_walked(self, expr: ArrayOrNames, args: tuple, kwargs: dict) -> None:
         self._visited.add(self.get_cache_key(expr, *args, **kwargs))
         self._visited_nodes.append(expr)
 
-    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+    def rec(self, expr: ArrayOrNames, *args: P.args, **kwargs: P.kwargs) -> None:
         if self.get_cache_key(expr, *args, **kwargs) in self._visited:
             return
         super().rec(expr, *args, **kwargs)
@@ -209,9 +219,10 @@ class TopoSortMapper(CachedWalkMapper[[]]):
     .. attribute:: topological_order
     """
 
-    def __init__(self, _visited_functions: set[Any] | None = None) -> None:
+    def __init__(self, _visited_functions: set[FunctionDefinition] | None = None
+                 ) -> None:
         super().__init__(_visited_functions=_visited_functions)
-        self.topological_order: list[Any] = []
+        self.topological_order: list[ArrayOrNames] = []
 
-    def post_visit(self, expr: Any, *args: Any, **kwargs: Any) -> None:
+    def post_visit(self, expr: ArrayOrNames) -> None:
         self.topological_order.append(expr)

@@ -29,6 +29,7 @@ from pytato_like.array import (
     normalize_outputs,
 )
 from pytato_like.diagnostic import VisualizationError
+from pytato_like.scalar_expr import stringify, substitute
 
 #: Scalar expressions and other long values are cut to this many characters.
 MAX_TEXT_LENGTH = 60
@@ -64,7 +65,6 @@ def shape_component_text(dim: Any) -> str:
     """``3``, ``n`` or ``2*n + 1`` for one shape entry."""
     if not isinstance(dim, Array):
         return str(dim)
-    from pytato_like.scalar_expr import stringify
     return stringify(_size_expr(dim, _MAX_SHAPE_EXPR_DEPTH))
 
 
@@ -75,7 +75,6 @@ def _size_expr(dim: Array, depth: int) -> Any:
     if isinstance(dim, SizeParam):
         return prim.Variable(dim.name)
     if isinstance(dim, IndexLambda) and depth > 0:
-        from pytato_like.scalar_expr import substitute
         return substitute(dim.expr, {k: _size_expr(v, depth - 1)
                                      for k, v in dim.bindings.items()})
     return prim.Variable(f"<{type(dim).__name__}>")
@@ -160,7 +159,6 @@ def describe_node(node: Array) -> tuple[str, list[tuple[str, str]]]:
             elif kind.holds_arrays:
                 continue  # arrays: drawn as edges
             elif name == "expr" and isinstance(node, IndexLambda):
-                from pytato_like.scalar_expr import stringify
                 rows.append(("expr", truncate(stringify(value))))
             elif name == "access_descriptors" and isinstance(node, Einsum):
                 rows.append(("subscripts", einsum_subscripts(node)))

@@ -19,13 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from pytato_like.diagnostic import GraphvizNotFoundError, VisualizationError
+from pytato_like.visualization.dot import (
+    get_dot_graph,
+    get_dot_graph_from_partition,
+)
 
 # Seconds allowed to ``dot``; a graph it cannot lay out in this time is too
 # big to look at anyway.
 DOT_TIMEOUT = 120
 
 
-def _dot_executable() -> str:
+def dot_executable() -> str:
+    """The path of Graphviz's ``dot``."""
     dot = shutil.which("dot")
     if dot is None:
         raise GraphvizNotFoundError(
@@ -41,7 +46,7 @@ def render_svg(dot_source: str) -> str:
     ``dot`` and :class:`~pytato_like.diagnostic.VisualizationError` when
     ``dot`` rejects the source."""
     try:
-        proc = subprocess.run([_dot_executable(), "-Tsvg"], input=dot_source,
+        proc = subprocess.run([dot_executable(), "-Tsvg"], input=dot_source,
                               capture_output=True, text=True,
                               timeout=DOT_TIMEOUT, check=False)
     except subprocess.TimeoutExpired as err:
@@ -56,10 +61,6 @@ def render_svg(dot_source: str) -> str:
 
 
 def _to_dot_source(result: Any, **partition_options: Any) -> str:
-    from pytato_like.visualization.dot import (
-        get_dot_graph,
-        get_dot_graph_from_partition,
-    )
     if isinstance(result, str):
         return result
     if hasattr(result, "parts") and hasattr(result, "var_name_to_result"):

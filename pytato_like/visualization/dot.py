@@ -37,8 +37,8 @@ order, without recursion, in time linear in the size of the DAG.
 from __future__ import annotations
 
 import html
-from functools import lru_cache
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from pytato_like._traversal import topological_order
@@ -52,6 +52,8 @@ from pytato_like.array import (
     SizeParam,
 )
 from pytato_like.diagnostic import VisualizationError
+from pytato_like.function import Call
+from pytato_like.runtime.trace import profile_partition
 from pytato_like.visualization._describe import (
     describe_node,
     normalize_result,
@@ -66,7 +68,9 @@ _COMPUTE_COLORS = {IndexLambda: "#e9ecef", Einsum: "#e2d9f3"}
 _NAMED_COLOR = "#dee2e6"
 _REMAP_COLOR = "#f8d7da"
 _OUTPUT_COLOR = "#ffe5d0"
-_COMM_COLOR = "#ffd8a8"
+#: fill of communication nodes (sends and receives), shared with the
+#: partition summary
+COMM_COLOR = "#ffd8a8"
 
 
 def _header_color(node: Array) -> str:
@@ -111,7 +115,7 @@ def html_table_label(title: str, rows: Iterable[tuple[str, str]],
 # }}}
 
 
-class _DotWriter:
+class DotWriter:
     """Collects dot statements; :meth:`source` joins them once."""
 
     def __init__(self) -> None:
@@ -138,7 +142,7 @@ class _DotWriter:
         return "\n".join([*header, *self.lines, "}"]) + "\n"
 
 
-def _emit_dag(writer: _DotWriter, roots: list[Array], prefix: str = "",
+def _emit_dag(writer: DotWriter, roots: list[Array], prefix: str = "",
               indent: str = "  ") -> tuple[list[Array], dict[int, str]]:
     """Write the nodes and edges of the DAG under *roots*; return the
     topological order and ``id(node) -> dot id``."""
@@ -158,7 +162,7 @@ def _emit_dag(writer: _DotWriter, roots: list[Array], prefix: str = "",
     return order, ids
 
 
-def _output_box(writer: _DotWriter, box_id: str, name: str,
+def _output_box(writer: DotWriter, box_id: str, name: str,
                 indent: str = "  ", title: str = "output") -> None:
     writer.node(box_id, f"<<b>{title}</b> {escape_html(name)}>", indent=indent,
                 shape="box", style='"rounded,filled"',
@@ -186,7 +190,7 @@ def get_dot_graph(result: Any, trace: Any = None, rank: int | None = None,
             f"{type(result).__name__} (draw its partition, e.g. from "
             "find_distributed_partition)")
     roots, output_names = normalize_result(result)
-    writer = _DotWriter()
+    writer = DotWriter()
     order, ids = _emit_dag(writer, roots)
     k = 0
     for root in roots:
@@ -198,12 +202,11 @@ def get_dot_graph(result: Any, trace: Any = None, rank: int | None = None,
     return writer.source()
 
 
-def _emit_function_clusters(writer: _DotWriter, order: list[Array],
+def _emit_function_clusters(writer: DotWriter, order: list[Array],
                             ids: dict[int, str]) -> None:
     """Draw each function definition called in the DAG once, as a cluster
     holding its body and its returns, with a dotted edge from every call of
     it (calls inside bodies are followed the same way, without recursion)."""
-    from pytato_like.function import Call
     clusters: dict[Any, str] = {}
     pending = [(node, ids[id(node)]) for node in order if type(node) is Call]
     while pending:
@@ -235,9 +238,9 @@ def _emit_function_clusters(writer: _DotWriter, order: list[Array],
 
 # {{{ partitions
 
-def _comm_box(writer: _DotWriter, box_id: str, title: str,
+def _comm_box(writer: DotWriter, box_id: str, title: str,
               rows: list[tuple[str, str]], indent: str) -> None:
-    writer.node(box_id, html_table_label(title, rows, _COMM_COLOR),
+    writer.node(box_id, html_table_label(title, rows, COMM_COLOR),
                 indent=indent)
 
 
@@ -250,7 +253,7 @@ def _array_rows(ary: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def _sends_of(part: Any) -> list[tuple[str | None, Any]]:
+def sends_of(part: Any) -> list[tuple[str | None, Any]]:
     """``(output name or None, send)`` for each send of a distributed part."""
     sends: list[tuple[str | None, Any]] = []
     seen: set[int] = set()
@@ -266,7 +269,7 @@ def _sends_of(part: Any) -> list[tuple[str | None, Any]]:
     return sends
 
 
-def _message_tag(partition: Any, src: int | None, dest: int | None,
+def message_tag(partition: Any, src: int | None, dest: int | None,
                  comm_tag: Any) -> Any:
     """The MPI tag of the packed message carrying *comm_tag* from *src* to
     *dest* (the tag itself without packed messages)."""
@@ -276,7 +279,7 @@ def _message_tag(partition: Any, src: int | None, dest: int | None,
     return comm_tag
 
 
-def _partition_rank(partition: Any, profile: Any) -> int:
+def partition_rank(partition: Any, profile: Any) -> int:
     """The rank *partition* belongs to: the one rank in all its messages."""
     candidates: set[int] | None = None
     for m in getattr(partition, "messages", None) or ():
@@ -288,11 +291,12 @@ def _partition_rank(partition: Any, profile: Any) -> int:
     return ranks[0] if ranks else 0
 
 
-def _ms(seconds: float | None) -> str:
+def format_ms(seconds: float | None) -> str:
+    """*seconds* in milliseconds for a label; ``?`` when unknown."""
     return "?" if seconds is None else f"{seconds * 1e3:.3f} ms"
 
 
-def _share_color(share: float) -> str:
+def share_color(share: float) -> str:
     """White for 0, a strong red for the whole execution."""
     share = min(max(share, 0.0), 1.0)
     fade = round(255 - share * (255 - 96))
@@ -307,9 +311,9 @@ def _message_rows(profile: Any, key: tuple) -> tuple[list[tuple[str, str]], str]
     if msg is None:
         return [("message", f"tag {key[2]}: not in the trace")], ""
     rows = [("message", f"tag {key[2]}: {msg['nbytes']} bytes"),
-            ("in flight", f"{_ms(msg['in_flight_s'])} mean, "
-                          f"{_ms(msg['max_in_flight_s'])} max")]
-    return rows, f"{msg['nbytes']} B, {_ms(msg['in_flight_s'])}"
+            ("in flight", f"{format_ms(msg['in_flight_s'])} mean, "
+                          f"{format_ms(msg['max_in_flight_s'])} max")]
+    return rows, f"{msg['nbytes']} B, {format_ms(msg['in_flight_s'])}"
 
 
 def get_dot_graph_from_partition(partition: Any, trace: Any = None,
@@ -353,10 +357,9 @@ def get_dot_graph_from_partition(partition: Any, trace: Any = None,
             f"view={view!r}: expected 'auto', 'full' or 'parts'")
     profile = None
     if trace is not None:
-        from pytato_like.runtime.trace import profile_partition
         profile = profile_partition(trace)
         if rank is None:
-            rank = _partition_rank(partition, profile)
+            rank = partition_rank(partition, profile)
     if view != "full":
         from pytato_like.visualization import partition_summary as summary
         if (view == "parts" or summary.partition_node_count(partition)
@@ -365,7 +368,7 @@ def get_dot_graph_from_partition(partition: Any, trace: Any = None,
     trace_ranks = sorted({r for r, _ in profile.parts}) if profile else []
 
     result_names = getattr(partition, "overall_output_names", None) or None
-    writer = _DotWriter()
+    writer = DotWriter()
     producer_box: dict[str, str] = {}     # part output name -> output box id
     # (consumer dot id, name) for every partition input to join afterwards
     partition_inputs: list[tuple[str, str]] = []
@@ -375,7 +378,7 @@ def get_dot_graph_from_partition(partition: Any, trace: Any = None,
         prefix = f"p{ipart}_"
         indent = "    "
         output_names = sorted(part.output_names, key=str)
-        sends = _sends_of(part)
+        sends = sends_of(part)
         roots = [var_name_to_result[name] for name in output_names
                  if name in var_name_to_result]
         roots += [send.data for _, send in sends
@@ -396,12 +399,12 @@ def get_dot_graph_from_partition(partition: Any, trace: Any = None,
                     continue
                 share = max(share, got["share"])
                 lines.append(escape_html(
-                    f"rank {r}: {_ms(got['mean_s'])} mean, "
-                    f"{_ms(got['max_s'])} max, "
+                    f"rank {r}: {format_ms(got['mean_s'])} mean, "
+                    f"{format_ms(got['max_s'])} max, "
                     f"{100 * got['share']:.0f}% of execution"))
             writer.lines.append(f"    label=<{'<br/>'.join(lines)}>;")
             writer.lines.append('    style="rounded,filled"; color="#6c757d"; '
-                                f"fillcolor={quote(_share_color(share))};")
+                                f"fillcolor={quote(share_color(share))};")
         order, ids = _emit_dag(writer, roots, prefix, indent)
 
         placeholder_ids = {node.name: ids[id(node)] for node in order
@@ -434,7 +437,7 @@ def get_dot_graph_from_partition(partition: Any, trace: Any = None,
             box = f"{prefix}recv{k}"
             msg_rows, msg_label = _message_rows(profile, (
                 recv.src_rank, rank,
-                _message_tag(partition, recv.src_rank, rank, recv.comm_tag)))
+                message_tag(partition, recv.src_rank, rank, recv.comm_tag)))
             _comm_box(writer, box, f"receive from rank {recv.src_rank}",
                       [("tag", repr(recv.comm_tag)), ("name", str(name)),
                        *_array_rows(recv), *msg_rows], indent)
@@ -449,7 +452,7 @@ def get_dot_graph_from_partition(partition: Any, trace: Any = None,
                 rows.append(("name", str(name)))
             msg_rows, msg_label = _message_rows(profile, (
                 rank, send.dest_rank,
-                _message_tag(partition, rank, send.dest_rank, send.comm_tag)))
+                message_tag(partition, rank, send.dest_rank, send.comm_tag)))
             _comm_box(writer, box, f"send to rank {send.dest_rank}",
                       rows + _array_rows(send.data) + msg_rows, indent)
             if id(send.data) in ids:

@@ -54,6 +54,7 @@ from pytato_like.visualization._describe import (
     normalize_result,
     operand_edges,
 )
+from pytato_like.visualization.display import show_dot_graph
 from pytato_like.visualization.dot import quote
 
 # kind -> (dot node id prefix, node attributes)
@@ -175,7 +176,6 @@ def show_fancy_placeholder_data_flow(dag: Any, **kwargs: Any) -> Path | None:
     :returns: the path of the file written, or ``None`` when shown inline
         in a notebook.
     """
-    from pytato_like.visualization.display import show_dot_graph
     output_to: str | os.PathLike | None = kwargs.pop("output_to", None)
     return show_dot_graph(get_fancy_placeholder_data_flow_dot(dag),
                           output_to=output_to, **kwargs)

@@ -21,6 +21,13 @@ import html
 import subprocess
 from typing import Any
 
+from pytato_like._traversal import topological_order
+from pytato_like.array import output_arrays
+from pytato_like.diagnostic import VisualizationError
+from pytato_like.stringifier import summarize_dag
+from pytato_like.visualization.display import dot_executable
+from pytato_like.visualization.dot import get_dot_graph
+
 #: DAGs up to this many nodes are drawn inline
 HTML_DRAWING_MAX_NODES = 30
 #: seconds ``dot`` may take for an inline drawing
@@ -29,11 +36,8 @@ HTML_DRAWING_TIMEOUT = 10
 
 def _drawing(result: Any) -> tuple[str | None, str]:
     """``(svg, "")``, or ``(None, why not)``."""
-    from pytato_like.diagnostic import VisualizationError
-    from pytato_like.visualization.display import _dot_executable
-    from pytato_like.visualization.dot import get_dot_graph
     try:
-        dot = _dot_executable()
+        dot = dot_executable()
     except VisualizationError:
         return None, "install graphviz ('dot') to see the drawing here"
     try:
@@ -57,10 +61,6 @@ def dag_html(result: Any) -> str:
     """The HTML a notebook shows for an array or a
     :class:`~pytato_like.DictOfNamedArrays`: the summary, and a drawing of
     a small DAG."""
-    from pytato_like._traversal import topological_order
-    from pytato_like.array import output_arrays
-    from pytato_like.stringifier import summarize_dag
-
     order = topological_order(output_arrays(result, "display"))
     summary = summarize_dag(result, order)
     kinds = ", ".join(f"{n}&nbsp;{html.escape(kind)}"

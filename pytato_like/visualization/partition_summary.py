@@ -22,6 +22,8 @@ view draws what the partition *does* instead:
    full view). One box per peer rank, joined to the runs that receive from
    and send to it, labelled with the messages' sizes and times in flight
    when the trace has them. Edges between runs follow ``needed_pids``.
+   A note gives the partitioner's interior/boundary split decision and
+   its reason (``partition.overlap_decision``), if any.
 
 The full view stays the default for partitions of at most
 :data:`PARTITION_FULL_MAX_NODES` nodes in all.
@@ -35,16 +37,16 @@ from typing import Any
 from pytato_like._traversal import topological_order
 from pytato_like.array import Array
 from pytato_like.visualization.dot import (
-    _COMM_COLOR,
-    _DotWriter,
-    _message_tag,
-    _ms,
-    _partition_rank,
-    _sends_of,
-    _share_color,
+    COMM_COLOR,
+    DotWriter,
     escape_html,
+    format_ms,
     html_table_label,
+    message_tag,
+    partition_rank,
     quote,
+    sends_of,
+    share_color,
 )
 
 #: ``view="auto"`` draws every part's DAG up to this many nodes in all, and
@@ -81,7 +83,7 @@ def _part_roots(partition: Any, pid: Any) -> list[Array]:
     roots = [partition.var_name_to_result[name]
              for name in sorted(part.output_names, key=str)
              if name in partition.var_name_to_result]
-    roots += [send.data for _, send in _sends_of(part)
+    roots += [send.data for _, send in sends_of(part)
               if isinstance(getattr(send, "data", None), Array)]
     return roots
 
@@ -106,7 +108,7 @@ def _runs(partition: Any) -> list[_Run]:
                    if name in partition.var_name_to_result]
         recvs = list((getattr(part, "input_name_to_recv_node", None)
                       or {}).values())
-        sends = [send for _, send in _sends_of(part)]
+        sends = [send for _, send in sends_of(part)]
         signature = (
             kinds,
             tuple((tuple(map(str, r.shape)), str(r.dtype)) for r in results),
@@ -142,7 +144,7 @@ def _message_figures(profile: Any, partition: Any, keys: list[tuple]) -> str:
                 f"{_listed(tags)}")
     found = []
     for src, dest, comm_tag in keys:
-        tag = _message_tag(partition, src, dest, comm_tag)
+        tag = message_tag(partition, src, dest, comm_tag)
         msg = profile.messages.get((src, dest, tag))
         if msg is not None:
             found.append((tag, msg))
@@ -157,7 +159,7 @@ def _message_figures(profile: Any, partition: Any, keys: list[tuple]) -> str:
     text = (f"tag {tags[0]}: {size}" if len(tags) == 1
             else f"tags {_listed(tags)}: {size} each")
     if flights:
-        text += f", in flight {_ms(sum(flights) / len(flights))} mean"
+        text += f", in flight {format_ms(sum(flights) / len(flights))} mean"
     return text
 
 
@@ -168,10 +170,10 @@ def get_partition_summary_dot(partition: Any, profile: Any = None,
     PartitionProfile` (or ``None``), *rank* the rank the partition
     belongs to."""
     if profile is not None and rank is None:
-        rank = _partition_rank(partition, profile)
+        rank = partition_rank(partition, profile)
     trace_ranks = sorted({r for r, _ in profile.parts}) if profile else []
     runs = _runs(partition)
-    writer = _DotWriter()
+    writer = DotWriter()
     run_of_pid = {pid: i for i, run in enumerate(runs) for pid in run.pids}
     peers: set[int] = set()
 
@@ -200,10 +202,10 @@ def get_partition_summary_dot(partition: Any, profile: Any = None,
             share = max(share, total_share)
             rows.append(("time",
                          f"rank {r}: "
-                         f"{_ms(sum(p['mean_s'] for p in got) / len(got))} mean, "
-                         f"{_ms(max(p['max_s'] for p in got))} max, "
+                         f"{format_ms(sum(p['mean_s'] for p in got) / len(got))} mean, "
+                         f"{format_ms(max(p['max_s'] for p in got))} max, "
                          f"{100 * total_share:.0f}% of execution"))
-        color = _share_color(share) if profile is not None else "#e9ecef"
+        color = share_color(share) if profile is not None else "#e9ecef"
         writer.node(f"run{i}", html_table_label(_run_title(run), rows, color))
 
     edges: set[tuple[int, int]] = set()
@@ -217,7 +219,7 @@ def get_partition_summary_dot(partition: Any, profile: Any = None,
 
     for peer in sorted(peers):
         writer.node(f"rank{peer}", f"<<b>rank {peer}</b>>", shape="box",
-                    style='"rounded,filled"', fillcolor=quote(_COMM_COLOR))
+                    style='"rounded,filled"', fillcolor=quote(COMM_COLOR))
     for i, run in enumerate(runs):
         for src in sorted(run.recv_from):
             writer.edge(f"rank{src}", f"run{i}", style="bold",
@@ -227,4 +229,9 @@ def get_partition_summary_dot(partition: Any, profile: Any = None,
                         constraint="false")
     if not runs:
         writer.node("empty", f"<{escape_html('an empty partition')}>")
+    decision = getattr(partition, "overlap_decision", None)
+    if decision is not None:
+        # why the partitioner did (not) split interior and boundary
+        writer.node("overlap", "<" + escape_html(
+            f"interior/boundary {decision.reason}") + ">", shape="note")
     return writer.source("partition")

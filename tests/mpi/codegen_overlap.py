@@ -37,6 +37,7 @@ import pyopencl as cl
 from mpi4py import MPI
 
 import pytato_like as pt
+from pytato_like import opencl_build
 from pytato_like import diagnostic
 from pytato_like.distributed import (
     execute_distributed_partition,
@@ -48,7 +49,6 @@ from pytato_like.distributed import (
     verify_distributed_partition,
 )
 from pytato_like.runtime.trace import TraceRecorder
-from pytato_like.target.loopy import cache
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 from pytato_like.target.loopy.lazy import LazyPartProgram
 
@@ -85,7 +85,7 @@ def main(case: str) -> int:
     partition = find_distributed_partition(comm, pt.make_dict_of_named_arrays(dag()))
     partition, _ = number_distributed_tags(comm, partition, base_tag=300)
     verify_distributed_partition(comm, partition)
-    builds = cache.OPENCL_BUILDS
+    builds = opencl_build.OPENCL_BUILDS
     prgs = generate_code_for_partition(partition,
                                        lazy=False if case == "eager" else None)
     lazy = case != "eager"
@@ -102,12 +102,12 @@ def main(case: str) -> int:
     side = comm.Dup()
     if case == "lazy":
         if rank == 1:
-            build_pending = cache.build_pending
+            build_pending = opencl_build.build_pending
 
             def build_and_tell(ctx):
                 build_pending(ctx)
                 side.send("built", dest=0)
-            cache.build_pending = build_and_tell
+            opencl_build.build_pending = build_and_tell
         else:
             first = prgs[partition.toposorted_part_ids[0]]
             make = first._lazy_make
@@ -133,7 +133,7 @@ def main(case: str) -> int:
     assert isinstance(result["r"], np.ndarray), type(result["r"])
     np.testing.assert_allclose(result["r"], expected(), rtol=1e-12,
                                err_msg=f"rank {rank}")
-    assert cache.OPENCL_BUILDS - builds == 1, (rank, cache.OPENCL_BUILDS - builds)
+    assert opencl_build.OPENCL_BUILDS - builds == 1, (rank, opencl_build.OPENCL_BUILDS - builds)
     # every program is the generated one now
     assert all(type(p) is not LazyPartProgram for p in prgs.values())
     records = recorder.records

@@ -14,7 +14,9 @@ kernels with a persistent compile cache.
    one OpenCL program per context (PoCL's own cache makes a rebuild in a
    later process cheap).
 
-``prg.source`` shows the OpenCL C, ``prg.program`` the loopy translation
+Its options are one
+:class:`~pytato_like.target.loopy.options.CodegenOptions` (also exported
+here). ``prg.source`` shows the OpenCL C, ``prg.program`` the loopy translation
 unit, ``prg.stats`` compile and launch times (:mod:`.report`).
 ``evt, (out,) = prg(queue, x=...)`` runs it (loopy's calling convention,
 see :class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram`).
@@ -27,6 +29,7 @@ see :class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -36,23 +39,38 @@ if TYPE_CHECKING:
     from pytato_like.array import Array, DictOfNamedArrays
     from pytato_like.target.loopy.outlined import OutlinedProgram
 
+from pytato_like._traversal import topological_order
+from pytato_like.array import make_dict_of_named_arrays
+from pytato_like.diagnostic import ConfigurationError, PytatoLikeError
 from pytato_like.target import (
     BoundProgram,
     Target,
     gather_program_inputs,
     normalize_outputs,
 )
+from pytato_like.target.loopy import cache
 from pytato_like.target.loopy.bound import (
     BoundPyOpenCLExecutable,
     BoundPyOpenCLProgram,
     LoopyBoundProgram,
 )
+from pytato_like.target.loopy.codegen import build_plan
+from pytato_like.target.loopy.options import CodegenOptions
 from pytato_like.tags import ImplementationStrategy, ImplInlined, ImplStored
+from pytato_like.target.loopy.outlined import (
+    generate_outlined_program,
+    has_outlined_nodes,
+)
+from pytato_like.target.loopy.pocl_warmup import start_compiler_warmup
 from pytato_like.target.loopy.report import ProgramStats, compiling, report_enabled
 from pytato_like.target.loopy.report import logger as report_logger
+from pytato_like.target.loopy.unit import DEFAULT_ARRAY_TAGS_NOT_PROPAGATED
+from pytato_like.transform.runtime_checks import add_runtime_checks
+from pytato_like.transform.signed_indices import store_unsigned_indices
+from pytato_like.transform.split_reductions import split_full_reductions
 
 __all__ = ["BoundProgram", "BoundPyOpenCLExecutable", "BoundPyOpenCLProgram",
-           "ImplInlined", "ImplStored", "ImplSubstitution",
+           "CodegenOptions", "ImplInlined", "ImplStored", "ImplSubstitution",
            "ImplementationStrategy", "LoopyBoundProgram", "LoopyPyOpenCLTarget",
            "LoopyTarget", "generate_loopy"]
 
@@ -81,17 +99,6 @@ class LoopyPyOpenCLTarget(LoopyTarget):
         return f"LoopyPyOpenCLTarget({getattr(self.device, 'name', None)!r})"
 
 
-_KEYED_OPTIONS = ("cost_model", "max_instructions_per_kernel",
-                  "sizes_as_arguments", "time_tile", "small_chunk_elements")
-#: keys of the dict form of *options* that are ours, not loopy's
-_OWN_OPTIONS = ("report", "runtime_checks", *_KEYED_OPTIONS)
-
-
-def _loopy_option_names() -> frozenset[str]:
-    import loopy as lp
-    return frozenset(k for k in vars(lp.Options()) if not k.startswith("_"))
-
-
 def _as_dict_result_options(options):
     """*options* (as given to :func:`generate_loopy`) for compiling the
     pieces of a program with calls, whose results are dicts."""
@@ -100,57 +107,60 @@ def _as_dict_result_options(options):
         return options.copy(return_dict=True)
     if isinstance(options, dict) and "return_dict" in options:
         return {**options, "return_dict": True}
+    if (isinstance(options, CodegenOptions)
+            and "return_dict" in options.loopy_options):
+        return dataclasses.replace(options, loopy_options={
+            **options.loopy_options, "return_dict": True})
     return options
 
 
-def _split_options(options, result_is_dict: bool):
-    """``(our options dict, loopy.Options)`` for the *options* argument of
-    :func:`generate_loopy`: a :class:`loopy.Options`, None, or a dict of
-    our keys and loopy option names. Raises :class:`ValueError` (as pytato
-    does) when ``return_dict`` does not match the kind of result.
+def _loopy_options(given: Any, options: CodegenOptions, result_is_dict: bool):
+    """The :class:`loopy.Options` of a :func:`generate_loopy` call whose
+    *options* argument was *given*: *given* itself when it is one, else
+    made of the loopy option names *options* holds. Raises
+    :class:`ValueError` (as pytato does) when ``return_dict`` does not
+    match the kind of result.
 
-    With no loopy option (None, or a dict of our keys only) the second
-    item is None and loopy is not imported: a warm start (a cache hit)
-    never needs it, and its import costs ~0.2 s. The program makes the
-    default ``loopy.Options`` when its translation unit is asked for."""
-    if options is None or (isinstance(options, dict)
-                           and set(options) <= set(_OWN_OPTIONS)):
-        return dict(options or {}), None
+    With no loopy option the result is None and loopy is not imported: a
+    warm start (a cache hit) never needs it, and its import costs ~0.2 s.
+    The program makes the default ``loopy.Options`` when its translation
+    unit is asked for."""
+    if not options.loopy_options and (given is None or isinstance(
+            given, (dict, CodegenOptions))):
+        return None
     import loopy as lp
-
-    from pytato_like.diagnostic import ConfigurationError
-    ours: dict[str, Any] = {}
-    if isinstance(options, lp.Options):
-        lp_options = options
-    elif isinstance(options, dict):
-        loopy_names = _loopy_option_names()
-        lp_kwargs: dict[str, Any] = {"return_dict": result_is_dict}
-        for key, value in options.items():
-            if key in _OWN_OPTIONS:
-                ours[key] = value
-            elif key in loopy_names:
-                lp_kwargs[key] = value
-            else:
-                raise ConfigurationError(
-                    f"generate_loopy: unknown option '{key}'; known are "
-                    f"{sorted(_OWN_OPTIONS)} and loopy's "
-                    f"{sorted(loopy_names)}")
-        lp_options = lp.Options(**lp_kwargs)
+    if isinstance(given, lp.Options):
+        lp_options = given
     else:
-        raise TypeError(f"generate_loopy: options must be a loopy.Options, "
-                        f"a dict or None, not {type(options).__name__}")
+        lp_options = lp.Options(**{"return_dict": result_is_dict,
+                                   **options.loopy_options})
     if bool(lp_options.return_dict) != result_is_dict:
         raise ValueError(
             f"generate_loopy: options.return_dict={lp_options.return_dict} "
             f"does not match the result, "
             f"{'a dict of arrays' if result_is_dict else 'a single array'}")
-    return ours, lp_options
+    return lp_options
+
+
+def _codegen_options(given: Any, function_name: str,
+                     array_tags: frozenset, axis_tags: frozenset
+                     ) -> CodegenOptions:
+    """The :class:`~pytato_like.target.loopy.options.CodegenOptions` of a
+    :func:`generate_loopy` call (see its *options*)."""
+    if not (given is None or isinstance(given, (dict, CodegenOptions))):
+        import loopy as lp
+        if not isinstance(given, lp.Options):
+            raise TypeError(
+                f"generate_loopy: options must be a loopy.Options, a "
+                f"CodegenOptions, a dict or None, not {type(given).__name__}")
+    return CodegenOptions.from_user(given, function_name=function_name,
+                                    array_tags_not_propagated=array_tags,
+                                    axis_tags_not_propagated=axis_tags)
 
 
 def _check_tag_types(keyword: str, value) -> None:
     from pytools.tag import Tag
 
-    from pytato_like.diagnostic import ConfigurationError
     try:
         items = list(value)
     except TypeError:
@@ -173,17 +183,16 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     """Compile *result* (an :class:`~pytato_like.Array`, a
     :class:`~pytato_like.DictOfNamedArrays` or a dict of arrays) to OpenCL.
 
-    :arg options: a :class:`loopy.Options`, None, or a dict. The dict may
-        hold loopy option names and our own keys: ``"report"`` (bool) prints
-        compile and launch times, ``"cost_model"`` (a
-        :class:`~pytato_like.transform.materialize_cost.CostModel`),
-        ``"max_instructions_per_kernel"``, ``"sizes_as_arguments"``,
-        ``"time_tile"`` (elements per tile of fused stencil steps, 0 for
-        none: :mod:`~pytato_like.target.loopy.time_tiles`) and
-        ``"small_chunk_elements"`` (most elements of small kernels merged
-        into one, 0 for none: :mod:`~pytato_like.target.loopy.chunks`)
-        tune code generation; any other
-        key raises :class:`~pytato_like.diagnostic.ConfigurationError`.
+    :arg options: a
+        :class:`~pytato_like.target.loopy.options.CodegenOptions`, a
+        :class:`loopy.Options`, None, or a dict. The dict may hold field
+        names of :class:`~pytato_like.target.loopy.options.CodegenOptions`
+        (``"report"``, ``"time_tile"``, ``"cost_model"``, ...: they tune
+        code generation, see :doc:`/codegen`, "Options") and loopy option
+        names; any other key raises
+        :class:`~pytato_like.diagnostic.ConfigurationError`. Fields not
+        given come from their ``PYTATO_LIKE_*`` environment variable,
+        read at this call, else their default.
         ``return_dict`` must match the result (true for a dict of arrays):
         a mismatch raises :class:`ValueError`, as in pytato.
     :arg array_tag_t_to_not_propagate: array tag types not copied onto the
@@ -198,36 +207,26 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
         DAG has calls kept outlined); ``prg(queue, **inputs)``
         gives ``(event, (out,))`` or ``(event, {name: out})``.
     """
-    from pytato_like._traversal import topological_order
-    from pytato_like.target.loopy import cache
-    from pytato_like.target.loopy.codegen import build_plan
 
     t_start = time.perf_counter()
     if array_tag_t_to_not_propagate is None:
-        from pytato_like.target.loopy.unit import DEFAULT_ARRAY_TAGS_NOT_PROPAGATED
         array_tag_t_to_not_propagate = DEFAULT_ARRAY_TAGS_NOT_PROPAGATED
     _check_tag_types("array_tag_t_to_not_propagate", array_tag_t_to_not_propagate)
     _check_tag_types("axis_tag_t_to_not_propagate", axis_tag_t_to_not_propagate)
     outputs, single = normalize_outputs(result)
     options_arg = options
-    options, lp_options = _split_options(options, not single)
-    options["function_name"] = function_name
-    # (for the translation unit handed out: which tags it copies)
-    options["_unit_tag_filters"] = (frozenset(array_tag_t_to_not_propagate),
-                                    frozenset(axis_tag_t_to_not_propagate))
+    options = _codegen_options(options, function_name,
+                               frozenset(array_tag_t_to_not_propagate),
+                               frozenset(axis_tag_t_to_not_propagate))
+    lp_options = _loopy_options(options_arg, options, not single)
     if target is None:
         target = LoopyPyOpenCLTarget(cl_device)
     if not isinstance(target, LoopyPyOpenCLTarget):
-        from pytato_like.diagnostic import PytatoLikeError
         raise PytatoLikeError(f"generate_loopy cannot generate code for target "
                               f"{target!r}")
     device = cl_device if cl_device is not None else target.device
     order = topological_order(list(outputs.values()))
     inputs = gather_program_inputs(order)
-    from pytato_like.target.loopy.outlined import (
-        generate_outlined_program,
-        has_outlined_nodes,
-    )
     if has_outlined_nodes(order):
         sub_options = _as_dict_result_options(options_arg)
 
@@ -238,7 +237,6 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
                                              compile_dag, target)
 
         def unit_program():
-            from pytato_like.array import make_dict_of_named_arrays
             from pytato_like.transform.calls import (
                 inline_calls,
                 tag_all_calls_to_be_inlined,
@@ -252,37 +250,36 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
         return outlined
     # uint64 gather indices are read as int64, as NumPy reads them (before
     # the checks, which then see the values NumPy checks)
-    from pytato_like.transform.signed_indices import store_unsigned_indices
     signed = store_unsigned_indices(outputs, order)
     if signed is not outputs:
         outputs = signed
         order = topological_order(list(outputs.values()))
     checks: list = []
-    if options.get("runtime_checks", True):
+    if options.runtime_checks:
         # out-of-range gathers and negative integer powers raise as in NumPy
-        from pytato_like.transform.runtime_checks import add_runtime_checks
         outputs, checks = add_runtime_checks(outputs, order)
         if checks:
             order = topological_order(list(outputs.values()))
     # full reductions of large arrays run in two parallel stages
-    from pytato_like.transform.split_reductions import split_full_reductions
     split = split_full_reductions(outputs, order)
     if split is not outputs:
         outputs = split
         order = topological_order(list(outputs.values()))
-    stats = ProgramStats(enabled=report_enabled(options), n_nodes=len(order))
-    from pytato_like.target.loopy import schedule
-    extra = repr((function_name, sorted((k, repr(options.get(k)))
-                                        for k in _KEYED_OPTIONS),
-                  getattr(device, "name", None), schedule.parameters()))
+    stats = ProgramStats(enabled=report_enabled(options.report),
+                         n_nodes=len(order))
+    # (the options that change code are in the key: other options,
+    # another plan)
+    extra = repr((options.cache_key(), getattr(device, "name", None)))
     key = cache.dag_key(outputs, order, extra)
     stats.record_phase("cache_lookup", time.perf_counter() - t_start)
     plan, where = cache.get_plan(key)
     stats.cache = where
     translation_units = None
     if plan is None:
+        # PoCL loads its compiler at the first build: meanwhile, here
+        start_compiler_warmup(device)
         with compiling(stats, f"{len(order)} nodes"):
-            plan, translation_units = build_plan(outputs, options)
+            plan, translation_units = build_plan(outputs, options, order)
         for phase, t in plan.phase_times.items():
             stats.record_phase(phase, t)
         cache.put_plan(key, plan)

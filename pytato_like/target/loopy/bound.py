@@ -8,10 +8,15 @@ binds data wrappers and size parameters, allocates outputs and the
 temporaries that cross kernel boundaries from a memory pool, and runs each
 launch through the Python launcher loopy generated for its kernel; a
 later call whose inputs have the same layout replays the recorded launches
-instead (:mod:`~pytato_like.target.loopy.replay`). The
+instead (:mod:`~pytato_like.target.loopy.replay`). That is the one call
+path (:meth:`BoundPyOpenCLProgram.__call__`): computing outputs into the
+caller's buffers (``placed_outputs``) and frozen calls, whose buffers and
+kernel arguments are kept from call to call (``reuse_outputs``), are
+keywords of it; the replay cache, keyed by the arguments' layout, lives in
+the program. The
 kernels are built once per context, together with those of the other
 programs generated since the last build (one ``clBuildProgram``, see
-:func:`~pytato_like.target.loopy.cache.kernel_program`).
+:func:`~pytato_like.opencl_build.kernel_program`).
 
 NumPy inputs of one call are uploaded together, by one copy
 (:class:`PackedUpload`).
@@ -19,24 +24,48 @@ NumPy inputs of one call are uploaded together, by one copy
 .. autoclass:: BoundPyOpenCLProgram
 .. autoclass:: BoundPyOpenCLExecutable
 .. autoclass:: PackedUpload
+.. autofunction:: build_kernel
+.. autofunction:: to_device_all
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytato_like.target import BoundProgram, check_input_value
+from pytato_like import opencl_build
+from pytato_like._traversal import topological_order
+from pytato_like.diagnostic import PytatoLikeError, QueueError, UnexpectedInputError
+from pytato_like.target import (
+    BoundProgram,
+    check_input_value,
+    gather_program_inputs,
+    scalar_input_as_placeholder_dtype,
+)
+from pytato_like.target.loopy import cache
 from pytato_like.target.loopy.codegen import (
     KernelSource,
+    PlanBuilder,
     ProgramPlan,
-    hoist_group_ids,
     storage_dtype,
 )
 from pytato_like.target.loopy.replay import MAX_REPLAYS, LaunchReplay, layout_key
+from pytato_like.target.loopy.report import ProgramStats, compiling
+from pytato_like.target.loopy.unit import (
+    UnitInterface,
+    UnitRunner,
+    build_translation_unit,
+    same_code,
+    unit_data_wrappers,
+)
+from pytato_like.transform.runtime_checks import raise_failed_checks
+
+if TYPE_CHECKING:
+    from pytato_like.target.loopy.options import CodegenOptions
 
 # context -> memory pool (one per context, shared by all programs)
 _POOLS: dict[Any, Any] = {}
@@ -54,21 +83,19 @@ def _pool(queue):
     return pool
 
 
-def _build_kernel(ctx, source: KernelSource, stats=None):
+def build_kernel(ctx, source: KernelSource, stats=None):
     """The OpenCL kernels and the launcher of *source* in *ctx*."""
     import pyopencl as cl
     key = (ctx, source.key)
     built = _BUILT.get(key)
     if built is not None:
         return built
-    from pytato_like.target.loopy import cache
-    from pytato_like.target.loopy.report import ProgramStats, compiling
     t0 = time.perf_counter()
     # the kernels of the program, and of every program generated since
     # the last build, are built at once (one clBuildProgram)
     with compiling(stats if stats is not None else ProgramStats(),
                    "the OpenCL program"):
-        prg = cache.kernel_program(ctx, source)
+        prg = opencl_build.kernel_program(ctx, source)
         elapsed = time.perf_counter() - t0
         if stats is not None:
             stats.record_phase("opencl_build", elapsed)
@@ -85,7 +112,7 @@ def _build_kernel(ctx, source: KernelSource, stats=None):
     return built
 
 
-def _to_device(queue, value):
+def to_device(queue, value):
     """*value* (NumPy or pyopencl array) as a contiguous device array
     (booleans viewed as int8, the type kernels store them in)."""
     import pyopencl.array as cla
@@ -180,20 +207,20 @@ class PackedUpload:
                 for value, offset in zip(arrays, self._offsets, strict=True)]
 
 
-def _to_device_all(queue, values: list, upload: PackedUpload | None = None
+def to_device_all(queue, values: list, upload: PackedUpload | None = None
                    ) -> list:
-    """:func:`_to_device` of each of *values*, the NumPy arrays among them
+    """:func:`to_device` of each of *values*, the NumPy arrays among them
     uploaded together (by *upload*, or a new :class:`PackedUpload`) when
     there are at least :data:`PACKED_UPLOAD_MIN_INPUTS` (empty arrays
     apart)."""
     host = [k for k, v in enumerate(values)
             if isinstance(v, np.ndarray) and v.size]
     if len(host) < PACKED_UPLOAD_MIN_INPUTS:
-        return [_to_device(queue, v) for v in values]
+        return [to_device(queue, v) for v in values]
     upload = upload if upload is not None else PackedUpload()
     uploaded = dict(zip(host, upload(queue, [values[k] for k in host]),
                         strict=True))
-    return [uploaded[k] if k in uploaded else _to_device(queue, v)
+    return [uploaded[k] if k in uploaded else to_device(queue, v)
             for k, v in enumerate(values)]
 
 
@@ -220,7 +247,7 @@ def _is_host_value(value) -> bool:
     return isinstance(value, np.ndarray) or np.isscalar(value)
 
 
-def _to_host(queue, ary, dtype):
+def to_host(queue, ary, dtype):
     """The device array *ary* copied to the host, as *dtype* (booleans
     live as bytes on the device)."""
     host = ary.get(queue=queue)
@@ -270,8 +297,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         compile phase times and per-call launch times.
 
     .. automethod:: __call__
-    .. automethod:: call_placed
-    .. automethod:: call_steady
+    .. automethod:: replay_counts
     .. automethod:: copy
     .. automethod:: with_transformed_program
     .. automethod:: bind_to_context
@@ -288,7 +314,7 @@ class BoundPyOpenCLProgram(BoundProgram):
     _last_replay: Any = None
 
     def __init__(self, plan: ProgramPlan, inputs, data_wrappers, single_output: bool,
-                 outputs, options: dict, stats, *, target=None,
+                 outputs, options: CodegenOptions, stats, *, target=None,
                  loopy_options=None, checks=()) -> None:
         self.plan = plan
         #: :class:`~pytato_like.transform.runtime_checks.RuntimeCheck` s
@@ -311,25 +337,22 @@ class BoundPyOpenCLProgram(BoundProgram):
         #: the outputs as the user gave them (before run-time checks), the
         #: entrypoint's name: what :attr:`program` is built from
         self._unit_outputs = outputs
-        self.function_name = options.get("function_name", "_pt_kernel")
+        self.function_name = options.function_name
         self._unit_interface: Any = None
         self._original_data_wrappers = list(data_wrappers)
 
     @classmethod
     def unit_only(cls, outputs: dict[str, Any], single_output: bool,
-                  options: dict, loopy_options: Any, target: Any,
+                  options: CodegenOptions, loopy_options: Any, target: Any,
                   function_name: str) -> BoundPyOpenCLProgram:
         """A program with no plan of its own: it runs its translation unit
         (:attr:`program`, transformed or not) through loopy's executor.
         The unit of a DAG our plans compile in several programs (calls,
         sparse products)."""
-        from pytato_like._traversal import topological_order
-        from pytato_like.target import gather_program_inputs
-        from pytato_like.target.loopy.report import ProgramStats
         inputs = gather_program_inputs(topological_order(list(outputs.values())))
         prg = cls(None, inputs, list(inputs.data_wrappers),  # type: ignore[arg-type]
                   single_output, outputs,
-                  {**options, "function_name": function_name},
+                  dataclasses.replace(options, function_name=function_name),
                   ProgramStats(enabled=False, n_nodes=0), target=target,
                   loopy_options=loopy_options)
         return prg
@@ -355,8 +378,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         distinct kernel; rebuilt on demand when the plan came from the
         cache)."""
         if self._translation_units is None:
-            from pytato_like.target.loopy.codegen import _Builder
-            builder = _Builder(self._outputs, dict(self.options))
+            builder = PlanBuilder(self._outputs, self.options)
             builder.build()
             self._translation_units = builder.translation_units
         return self._translation_units
@@ -367,12 +389,6 @@ class BoundPyOpenCLProgram(BoundProgram):
         if self._unit_interface is None:
             import loopy as lp
 
-            from pytato_like.target.loopy import cache
-            from pytato_like.target.loopy.unit import (
-                UnitInterface,
-                build_translation_unit,
-                unit_data_wrappers,
-            )
             lp_options = self.loopy_options if self.loopy_options is not None \
                 else lp.Options(return_dict=not self.single_output)
             # programs with a plan hold no sparse products (those are
@@ -382,7 +398,7 @@ class BoundPyOpenCLProgram(BoundProgram):
                 import hashlib
                 key = hashlib.sha256(repr((
                     "unit", self.key, self.function_name, repr(lp_options),
-                    repr(self.options.get("_unit_tag_filters")))).encode()
+                    self.options.cache_key())).encode()
                 ).hexdigest()
                 record = cache.get_unit(key)
                 if record is not None:
@@ -447,11 +463,11 @@ class BoundPyOpenCLProgram(BoundProgram):
         new._device_data = {}
         new._replays = {}
         new._last_replay = None
+        new.__dict__.pop("_n_full_calls", None)     # (replay_counts: its own)
         program = kwargs.pop("program", None)
         bound = kwargs.pop("bound_arguments", None)
         for name, value in kwargs.items():
             if name not in self.__dict__ or name.startswith("_"):
-                from pytato_like.diagnostic import PytatoLikeError
                 raise PytatoLikeError(f"copy(): unknown attribute '{name}' of "
                                       f"{type(self).__name__}")
             setattr(new, name, value)
@@ -470,7 +486,6 @@ class BoundPyOpenCLProgram(BoundProgram):
 
     def _rebind(self, bound: dict[str, Any]) -> None:
         """Replace the data of bound data wrappers (by name)."""
-        from pytato_like.diagnostic import UnexpectedInputError
         known = self.bound_arguments
         unknown = set(bound) - set(known)
         if unknown:
@@ -488,8 +503,6 @@ class BoundPyOpenCLProgram(BoundProgram):
         kernel's tags changed, say), through loopy's executor otherwise."""
         import loopy as lp
 
-        from pytato_like.diagnostic import PytatoLikeError
-        from pytato_like.target.loopy.unit import UnitRunner, same_code
         if not isinstance(program, lp.TranslationUnit):
             raise PytatoLikeError(
                 f"the transformation returned a {type(program).__name__}, "
@@ -531,7 +544,7 @@ class BoundPyOpenCLProgram(BoundProgram):
             bufs = {}
             for name, dw in zip(self.plan.data_wrapper_buffers, self.data_wrappers,
                                 strict=True):
-                bufs[name] = _to_device(queue, dw.data)
+                bufs[name] = to_device(queue, dw.data)
             self._device_data[ctx] = bufs
         return bufs
 
@@ -567,16 +580,50 @@ class BoundPyOpenCLProgram(BoundProgram):
         return allocate_before, release_after
 
     def __call__(self, queue=None, /, *args, allocator=None, wait_for=None,
-                 out_host: bool | None = None, **kwargs):
+                 out_host: bool | None = None, placed_outputs=None,
+                 reuse_outputs: bool = False, **kwargs):
         """Run the program on *queue* (positional, or the keyword
         ``queue=`` when no queue is passed positionally); see the class
-        docstring."""
+        docstring. The one way to call a program: the replay cache, placed
+        outputs and frozen calls are modes of it.
+
+        :arg placed_outputs: output name -> a device array (contiguous,
+            offset 0, the output's shape and dtype) the output is computed
+            into where it can be: on a replayed call, for an output that is
+            not another output or an input too. Other outputs (and all of a
+            full call) are allocated as usual: the caller compares
+            identities.
+        :arg reuse_outputs: the caller will not use this call's outputs
+            once it calls again with ``reuse_outputs=True``: a replayed call
+            with outputs on the device and nothing to wait for may then run
+            frozen (:class:`~pytato_like.target.loopy.replay.FrozenLaunches`:
+            the same output arrays, temporaries and kernel arguments every
+            call; the outputs come as a
+            :class:`~pytato_like.target.loopy.replay.KeptOutputs` and the
+            event is ``None``: the queue is in order).
+        """
         queue = queue_argument(self.inputs, queue, kwargs)
-        allocator, wait_for, out_host = inputs_named_like_options(
-            self.inputs, kwargs, allocator, wait_for, out_host)
+        if _option_named_inputs(self.inputs):
+            allocator, wait_for, out_host, placed_outputs, reuse_outputs = \
+                _options_unless_inputs(
+                    self.inputs, kwargs, allocator=allocator,
+                    wait_for=wait_for, out_host=out_host,
+                    placed_outputs=placed_outputs,
+                    reuse_outputs=reuse_outputs or None)
+        elif reuse_outputs and out_host is False and not wait_for and not args:
+            # the frozen form of the replay run last, tried first: a part
+            # program of the executor's steady state, called once per
+            # part and execution (what _run would reach, without its steps)
+            last = self._last_replay
+            if (last is not None and last.frozen and last.queue is queue
+                    and last.plan is self.plan):
+                kept = last.frozen(queue, kwargs)
+                if kept is not None:
+                    return None, kept
         if out_host is None:
             out_host = self._outputs_on_host(kwargs)
-        return self._run(queue, args, allocator, wait_for, bool(out_host), kwargs)
+        return self._run(queue, args, allocator, wait_for, bool(out_host), kwargs,
+                         placed_outputs, bool(reuse_outputs))
 
     def last_launch_ns(self) -> int:
         """Nanoseconds the last call spent inside OpenCL's launch calls
@@ -585,59 +632,24 @@ class BoundPyOpenCLProgram(BoundProgram):
         calls = self.stats.calls
         return int(sum(calls[-1][1]) * 1e9) if calls else 0
 
-    def call_placed(self, queue, placed: dict[str, Any], /, *,
-                    allocator=None, wait_for=None, out_host: bool | None = None,
-                    **kwargs):
-        """Call the program, computing the outputs named in *placed* into
-        those device arrays (contiguous, offset 0, the outputs' shapes and
-        dtypes) where it can: on a replayed call (see
-        :mod:`~pytato_like.target.loopy.replay`), for outputs that are not
-        another output or an input too. Other outputs, and all of a full
-        call, are allocated as usual: the caller compares identities."""
-        allocator, wait_for, out_host = inputs_named_like_options(
-            self.inputs, kwargs, allocator, wait_for, out_host)
-        if out_host is None:
-            out_host = self._outputs_on_host(kwargs)
-        return self._run(queue, (), allocator, wait_for, bool(out_host), kwargs,
-                         placed)
-
-    def call_steady(self, queue, placed: dict[str, Any],
-                    allocator, inputs: dict[str, Any]):
-        """:meth:`call_placed` with outputs on the device and nothing to
-        wait for, for a caller that calls again and again with inputs of
-        one layout (the distributed executor's steady loop): *inputs* (by
-        name; not changed) go to the replay run last as they are -- no
-        keyword dictionaries copied, no options sorted out -- and to
-        :meth:`call_placed` if that replay does not fit them. The work
-        skipped is small with warm caches (7.6 -> 6.1 µs per call of a
-        4-input stencil step), but a part runs right after a kernel
-        that may have streamed tens of megabytes through the caches, and
-        then every Python step costs several times more: 49 -> 35 µs
-        after a kernel over 4 x 10^6 cells."""
-        last = self._last_replay
-        if (last is not None and last.queue is queue and last.plan is self.plan
-                and self.inputs.__dict__.get("_option_named_inputs") == ()):
-            pool = allocator if allocator is not None else _pool(queue)
-            result = last.run_if_same_layout(self, queue, pool, None,
-                                             False, inputs,
-                                             time.perf_counter(), placed)
-            if result is not None:
-                return result
-        # (an input named like an option is the input)
-        kwargs: dict[str, Any] = {"allocator": allocator, "out_host": False}
-        kwargs.update(inputs)
-        return self.call_placed(queue, placed, **kwargs)
+    def replay_counts(self) -> dict[str, int]:
+        """How the calls so far ran: ``"full"`` (checked, launched, maybe
+        recorded), ``"replayed"`` (a replay cache hit) and ``"frozen"``
+        (a replay cache hit run by its frozen form)."""
+        replays = [r for r in self.__dict__.get("_replays", {}).values() if r]
+        return {"full": self.__dict__.get("_n_full_calls", 0),
+                "replayed": sum(r.n_runs for r in replays),
+                "frozen": sum(r.frozen.n_calls for r in replays
+                              if r.frozen)}
 
     def _run(self, queue, args, allocator, wait_for, out_host: bool, kwargs,
-             placed: dict[str, Any] | None = None):
+             placed: dict[str, Any] | None = None, reuse: bool = False):
         import pyopencl.array as cla
         if args:
-            from pytato_like.diagnostic import UnexpectedInputError
             raise UnexpectedInputError(
                 f"inputs must be passed by name; got {len(args)} positional "
                 "argument(s)")
         if self._runner is None and self.plan is None:
-            from pytato_like.target.loopy.unit import UnitRunner
             self._runner = UnitRunner(self._interface(), self.program)
         if self._runner is not None:
             return self._run_unit(queue, allocator, wait_for, out_host, kwargs)
@@ -651,6 +663,10 @@ class BoundPyOpenCLProgram(BoundProgram):
         # launches; first tried: the replay run last, checked directly
         last = self._last_replay
         if last is not None and last.queue is queue and last.plan is plan:
+            if reuse and not out_host and not wait_for:
+                kept = last.run_frozen(self, queue, pool, kwargs, placed)
+                if kept is not None:
+                    return None, kept
             result = last.run_if_same_layout(self, queue, pool, wait_for,
                                              out_host, kwargs, t_start,
                                              placed)
@@ -665,6 +681,7 @@ class BoundPyOpenCLProgram(BoundProgram):
                 self._last_replay = replay
                 return replay.run(self, queue, pool, wait_for, out_host,
                                   kwargs, t_start, placed)
+        self.__dict__["_n_full_calls"] = self.__dict__.get("_n_full_calls", 0) + 1
         values = self.inputs.check_and_convert(kwargs, _as_checked_value)
         sizes: dict[str, int] = {name: int(values[name])
                                  for name in plan.size_params}
@@ -680,7 +697,7 @@ class BoundPyOpenCLProgram(BoundProgram):
             buf = plan.placeholder_buffers[name]
             check_input_value(values[name], ph, concrete(plan.buffers[buf].shape))
         names = list(self.inputs.placeholders)
-        for name, ary in zip(names, _to_device_all(
+        for name, ary in zip(names, to_device_all(
                 queue, [values[name] for name in names]), strict=True):
             buffers[plan.placeholder_buffers[name]] = ary
         buffers.update(self._data_buffers(queue))
@@ -719,7 +736,7 @@ class BoundPyOpenCLProgram(BoundProgram):
                 live += ary.nbytes
             peak = max(peak, live)
             source = plan.kernels[launch.kernel]
-            kernels, host = _build_kernel(queue.context, source, self.stats)
+            kernels, host = build_kernel(queue.context, source, self.stats)
             kwargs_k = {}
             for arg, name in launch.bindings.items():
                 if name in sizes:
@@ -776,7 +793,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         for arg, dw in self._runner.interface.data_args:
             i = position.get(id(dw))
             value = self.data_wrappers[i].data if i is not None else dw.data
-            data[arg] = _to_device(queue, value)
+            data[arg] = to_device(queue, value)
         pool = allocator if allocator is not None else _pool(queue)
         evt, results = self._runner(queue, data, values, sizes, pool,
                                     list(wait_for) if wait_for else None,
@@ -797,12 +814,11 @@ class BoundPyOpenCLProgram(BoundProgram):
             evt = (cl.enqueue_marker(queue, wait_for=wait_for) if wait_for
                    else cl.enqueue_marker(queue))
         if self.checks:
-            from pytato_like.transform.runtime_checks import raise_failed_checks
             check_values = {name: results.pop(name).get(queue=queue)
                             for check in self.checks for name in check.outputs}
             raise_failed_checks(self.checks, check_values)
         if out_host:
-            results = {name: _to_host(queue, ary, plan.buffers[
+            results = {name: to_host(queue, ary, plan.buffers[
                 plan.outputs[name]].dtype) for name, ary in results.items()}
         self.stats.record_call(time.perf_counter() - t_start, launch_times)
         if self.single_output:
@@ -874,13 +890,20 @@ class BoundPyOpenCLExecutable(BoundProgram):
             self.cl_context, self.allocator)
 
     def __call__(self, queue=None, /, *args, allocator=None, wait_for=None,
-                 out_host: bool | None = None, **kwargs):
+                 out_host: bool | None = None, placed_outputs=None,
+                 reuse_outputs: bool = False, **kwargs):
+        """The program's call (:meth:`BoundPyOpenCLProgram.__call__`, the
+        same options) on a queue of :attr:`cl_context`."""
         program = self.bound_program
         queue = queue_argument(program.inputs, queue, kwargs)
-        allocator, wait_for, out_host = inputs_named_like_options(
-            program.inputs, kwargs, allocator, wait_for, out_host)
+        if _option_named_inputs(program.inputs):
+            allocator, wait_for, out_host, placed_outputs, reuse_outputs = \
+                _options_unless_inputs(
+                    program.inputs, kwargs, allocator=allocator,
+                    wait_for=wait_for, out_host=out_host,
+                    placed_outputs=placed_outputs,
+                    reuse_outputs=reuse_outputs or None)
         if queue.context != self.cl_context:
-            from pytato_like.diagnostic import QueueError
             raise QueueError(
                 f"the queue's context ({queue.context}) is not the one this "
                 f"executable of '{program.function_name}' is bound to "
@@ -890,7 +913,8 @@ class BoundPyOpenCLExecutable(BoundProgram):
                         and program._outputs_on_host(kwargs))
         return program._run(
             queue, args, allocator if allocator is not None else self.allocator,
-            wait_for, bool(out_host), kwargs)
+            wait_for, bool(out_host), kwargs, placed_outputs,
+            bool(reuse_outputs))
 
 
 def queue_argument(inputs, queue, kwargs: dict):
@@ -900,11 +924,38 @@ def queue_argument(inputs, queue, kwargs: dict):
     if queue is not None:
         return queue
     if "queue" not in kwargs:
-        from pytato_like.diagnostic import QueueError
         raise QueueError(
             "no command queue: call the program as prg(queue, **inputs) or "
             "prg(queue=queue, **inputs)")
     return kwargs.pop("queue")
+
+
+#: the keyword options of a call; an input of the same name takes the
+#: keyword instead (see :func:`inputs_named_like_options`)
+CALL_OPTIONS = ("allocator", "wait_for", "out_host", "placed_outputs",
+                "reuse_outputs")
+
+
+def _option_named_inputs(inputs) -> tuple[str, ...]:
+    """The inputs of *inputs* named like a call option, found once per
+    (frozen) inputs object and kept in its __dict__; most programs have
+    none."""
+    named = inputs.__dict__.get("_option_named_inputs")
+    if named is None:
+        names = inputs.placeholders.keys() | inputs.size_params.keys()
+        named = inputs.__dict__["_option_named_inputs"] = tuple(
+            name for name in CALL_OPTIONS if name in names)
+    return named
+
+
+def _options_unless_inputs(inputs, kwargs: dict, **options) -> tuple:
+    """The values of *options* (in their order), after moving into
+    *kwargs* those that name inputs of the program (then ``None``)."""
+    for name in _option_named_inputs(inputs):
+        if name in options and options[name] is not None:
+            kwargs[name] = options[name]
+            options[name] = None
+    return tuple(options.values())
 
 
 def inputs_named_like_options(inputs, kwargs: dict, allocator, wait_for,
@@ -914,23 +965,10 @@ def inputs_named_like_options(inputs, kwargs: dict, allocator, wait_for,
     placeholder may be called ``allocator``, ``wait_for`` or ``out_host``
     (or ``queue``, which the call takes positionally only), and then the
     keyword of that name is its value, not the option."""
-    # the inputs named like an option, found once per (frozen) inputs
-    # object and kept in its __dict__; most programs have none
-    named = inputs.__dict__.get("_option_named_inputs")
-    if named is None:
-        names = inputs.placeholders.keys() | inputs.size_params.keys()
-        named = inputs.__dict__["_option_named_inputs"] = tuple(
-            name for name in ("allocator", "wait_for", "out_host")
-            if name in names)
-    if not named:
+    if not _option_named_inputs(inputs):
         return allocator, wait_for, out_host
-    options = {"allocator": allocator, "wait_for": wait_for,
-               "out_host": out_host}
-    for name in named:
-        if options[name] is not None:
-            kwargs[name] = options[name]
-            options[name] = None
-    return options["allocator"], options["wait_for"], options["out_host"]
+    return _options_unless_inputs(inputs, kwargs, allocator=allocator,
+                                  wait_for=wait_for, out_host=out_host)
 
 
 def _as_checked_value(value, ph):
@@ -939,5 +977,4 @@ def _as_checked_value(value, ph):
     import pyopencl.array as cla
     if isinstance(value, cla.Array):
         return value
-    from pytato_like.target import scalar_input_as_placeholder_dtype
     return scalar_input_as_placeholder_dtype(np.asarray(value), ph)

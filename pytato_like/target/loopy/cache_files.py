@@ -74,6 +74,7 @@ import os
 import re
 import secrets
 import stat
+from pytato_like.diagnostic import UnsafeCacheFolderError
 
 logger = logging.getLogger("pytato_like.cache")
 
@@ -123,7 +124,6 @@ def _describe(st: os.stat_result) -> str:
 
 
 def _refuse(path: str, why: str) -> None:
-    from pytato_like.diagnostic import UnsafeCacheFolderError
     raise UnsafeCacheFolderError(
         f"compile cache folder {path!r} {why}: entries read from it could "
         "have been planted by another user, so the disk cache refuses it. "
@@ -329,12 +329,12 @@ def load(versions: str, kind: str, key: str) -> bytes | None:
         return None
     header = len(MAGIC) + _MAC_SIZE
     if len(data) < header or not data.startswith(MAGIC):
-        _discard(path, "not an entry of this format")
+        discard(path, "not an entry of this format")
         return None
     payload = data[header:]
     if not hmac.compare_digest(data[len(MAGIC):header],
                                _mac(secret, versions, kind, key, payload)):
-        _discard(path, "signature does not match this key and secret")
+        discard(path, "signature does not match this key and secret")
         return None
     try:
         os.utime(path)  # least recently used eviction goes by this time
@@ -343,7 +343,7 @@ def load(versions: str, kind: str, key: str) -> bytes | None:
     return payload
 
 
-def _discard(path: str, why: str) -> None:
+def discard(path: str, why: str) -> None:
     logger.info("cache: discarding %s (%s)", path, why)
     try:
         if stat.S_ISREG(os.lstat(path).st_mode):

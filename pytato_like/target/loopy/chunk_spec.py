@@ -37,21 +37,22 @@ from typing import TYPE_CHECKING, Any
 import loopy as lp
 import numpy as np
 import pymbolic.primitives as prim
-from loopy.symbolic import IdentityMapper
+from loopy.symbolic import UncachedIdentityMapper
 
 from pytato_like.target.loopy.chunks import dim_key
-from pytato_like.target.loopy.codegen import storage_dtype
+from pytato_like.target.loopy.plan import storage_dtype
+from pytato_like.target.loopy.time_tiles import shift
 
 if TYPE_CHECKING:
-    from pytato_like.target.loopy.codegen import BufferSpec
-    from pytato_like.target.loopy.instructions import Instruction
+    from pytato_like.target.loopy.plan import BufferSpec, Instruction
     from pytato_like.target.loopy.naming import ProgramNames
+    from pytato_like.target.loopy.options import CodegenOptions
 
 _CANONICAL_RE = re.compile(r"_pt_[asp][0-9]+")
 INT32_MAX = 2**31 - 1
 
 
-class _ChunkScope:
+class ChunkScope:
     """What one chunk has seen so far: its local names, its loop groups
     (``(level, shape) -> _pt_g<n>`` and their extents), the sizes and
     arrays it uses and the constant sizes it takes as arguments."""
@@ -125,13 +126,18 @@ class _ChunkScope:
         return str(e)
 
 
-class _ChunkRewriter(IdentityMapper):
+class ChunkRewriter(UncachedIdentityMapper):
     """Rewrites an instruction's expression for its chunk: group inames
     for its canonical inames, chunk-unique reduction inames, private
     variables for elementwise reads of private arrays, local names for
-    arrays and sizes."""
+    arrays and sizes.
 
-    def __init__(self, scope: _ChunkScope, specs: ChunkSpecBuilder,
+    Uncached: one rewriter maps one expression once, so a cache only adds
+    its keys' cost (a third of a time step's spec); every rewrite is
+    idempotent (local names are numbered at first use), so a shared
+    subexpression rewritten twice gives equal results."""
+
+    def __init__(self, scope: ChunkScope, specs: ChunkSpecBuilder,
                  insn: Instruction, inames: tuple[str, ...],
                  positions: tuple | None = None) -> None:
         super().__init__()
@@ -190,7 +196,6 @@ class _ChunkRewriter(IdentityMapper):
     def _scratch_read(self, dep: Instruction, nid: int, index: tuple) -> Any:
         """A read of an earlier stage's array in a fused run: its scratch
         array at the reader's window position, shifted."""
-        from pytato_like.target.loopy.time_tiles import shift
         run = self.insn.tiled
         name, stage = run.scratch[nid]
         delta = (run.offsets[self.insn.stage] + shift(index, self.insn.canon)
@@ -228,7 +233,7 @@ class _ChunkBody:
         self.n_insn += 1
         return iid
 
-    def place(self, scope: _ChunkScope, as_arguments: bool) -> None:
+    def place(self, scope: ChunkScope, as_arguments: bool) -> None:
         """Write the constant offsets of the pieces' assignments: as size
         arguments when *as_arguments* (offsets above 1, as buffer
         dimensions), else as constants."""
@@ -243,7 +248,7 @@ class _ChunkBody:
                 assignee=prim.Subscript(insn.assignee.aggregate, idx))
 
 
-class _OffsetsAsSizes(IdentityMapper):
+class _OffsetsAsSizes(UncachedIdentityMapper):
     """Integer constants of magnitude 2 or more added in array indices and
     in conditions (``If``) as size arguments of the chunk: offsets such as
     where a concatenation's second piece starts, or the last rows of a
@@ -251,7 +256,7 @@ class _OffsetsAsSizes(IdentityMapper):
     is unchanged (the argument is bound to it), so chunks that differ only
     by such offsets share one kernel."""
 
-    def __init__(self, scope: _ChunkScope) -> None:
+    def __init__(self, scope: ChunkScope) -> None:
         super().__init__()
         self.scope = scope
 
@@ -289,7 +294,7 @@ class _OffsetsAsSizes(IdentityMapper):
                        self.rec(expr.else_))
 
 
-def _offsets_as_sizes(scope: _ChunkScope, insn: Any) -> Any:
+def _offsets_as_sizes(scope: ChunkScope, insn: Any) -> Any:
     """*insn* (a loopy instruction of a chunk that takes its sizes as
     arguments) with :class:`_OffsetsAsSizes` applied."""
     if not isinstance(insn, lp.Assignment):
@@ -318,14 +323,15 @@ def _barriers(phases: list[tuple], phase_insn_ids: dict) -> list:
 
 
 def _sizes_as_arguments(enabled: bool, group_extents: dict, reduction_groups: set,
-                        temps: dict, global_temps: bool,
+                        temps: dict, global_temps: bool, work_group_size: int,
                         shortest_1d: int = 2, sequential: bool = False) -> bool:
     """Whether a chunk takes its constant sizes as arguments: only when
     that cannot change its code beyond the sizes -- no reduction (the
     register-blocked and small-operator schedules need constant
     extents), no global temporary (allocated from its shape), every
     extent constant, and every last axis of a multi-dimensional group at
-    least a work-group long (a shorter one is scheduled by its extent).
+    least a work-group (*work_group_size*) long (a shorter one is
+    scheduled by its extent).
     A one-dimensional group of *shortest_1d* (2) or more elements is a
     loop over runs whatever its length (see
     :func:`~pytato_like.target.loopy.schedule.parallelize`; a single
@@ -334,7 +340,6 @@ def _sizes_as_arguments(enabled: bool, group_extents: dict, reduction_groups: se
     1: whether the chunk's index offsets can be arguments, see
     :class:`_OffsetsAsSizes`.) In a *sequential* chunk every group is a
     plain loop, whatever its extents."""
-    from pytato_like.target.loopy.schedule import WORK_GROUP_SIZE
     if not enabled:
         return False
     if reduction_groups or not group_extents or global_temps:
@@ -347,12 +352,12 @@ def _sizes_as_arguments(enabled: bool, group_extents: dict, reduction_groups: se
         if not extents or sequential:
             continue
         if extents[-1] < (shortest_1d if len(extents) == 1
-                          else WORK_GROUP_SIZE):
+                          else work_group_size):
             return False
     return True
 
 
-def _domain_strings(scope: _ChunkScope, args: list, domains: list) -> list[str]:
+def _domain_strings(scope: ChunkScope, args: list, domains: list) -> list[str]:
     """The ISL domains of the loop groups and reductions of a chunk."""
     dom_strs = []
     params = ",".join(sorted(a.name for a in args if isinstance(a, lp.ValueArg)))
@@ -381,12 +386,13 @@ class ChunkSpecBuilder:
 
     def __init__(self, names: ProgramNames, buffers: dict[str, BufferSpec],
                  insn_of: dict[int, Instruction], private_of: dict[int, str],
-                 options: dict) -> None:
+                 options: CodegenOptions) -> None:
         self.names = names
         self.buffers = buffers
         self.insn_of = insn_of
         self.private_of = private_of
-        self.sizes_as_arguments = bool(options.get("sizes_as_arguments", True))
+        self.sizes_as_arguments = options.sizes_as_arguments
+        self.work_group_size = options.work_group_size
         self.name_to_node = {v: n for n, v in names.array_name.items()}
         #: buffers taken as kernel arguments by some chunk
         self.global_args: set[str] = set()
@@ -407,10 +413,9 @@ class ChunkSpecBuilder:
         ``reduction_groups``, ``const_sizes`` (local size name -> value)
         and ``name`` (set by the kernel generator).
         """
-        if chunk and chunk[0].tiled is not None:
-            from pytato_like.target.loopy.time_tiles import tiled_spec
-            return tiled_spec(self, chunk, k, written_in, read_in, canonical)
-        scope = _ChunkScope(self.names, canonical)
+        # (a fused run's spec is tiled_spec's: codegen calls it instead)
+        assert not (chunk and chunk[0].tiled is not None), "tiled chunk"
+        scope = ChunkScope(self.names, canonical)
         # (small chunks merged: sequential loops in one work-item, see
         # chunks.merge_small_chunks)
         sequential = bool(chunk) and chunk[0].sequential
@@ -452,7 +457,7 @@ class ChunkSpecBuilder:
                                     scope.sizes_used - sizes_before)
         return spec
 
-    def _finish_key(self, scope: _ChunkScope, body: _ChunkBody, k: int,
+    def _finish_key(self, scope: ChunkScope, body: _ChunkBody, k: int,
                     written_in: dict[str, int], read_in: dict[str, set[int]],
                     helpers: set, sequential: bool) -> tuple:
         """What :meth:`_finish` reads of a chunk, without program names of
@@ -482,7 +487,7 @@ class ChunkSpecBuilder:
                       for pos, inames, p in body.placed),
                 body.wide_offsets, tuple(sorted(helpers)))
 
-    def _replay(self, scope: _ChunkScope, done: tuple) -> dict:
+    def _replay(self, scope: ChunkScope, done: tuple) -> dict:
         """The spec of a chunk equal (up to program names) to the one that
         made *done*: its result with this chunk's bindings, after giving
         the scope the local names the first one added."""
@@ -508,7 +513,7 @@ class ChunkSpecBuilder:
                                 for n, v in scope.const_sizes.items()},
                 "name": None}
 
-    def _finish(self, scope: _ChunkScope, body: _ChunkBody, k: int,
+    def _finish(self, scope: ChunkScope, body: _ChunkBody, k: int,
                 written_in: dict[str, int], read_in: dict[str, set[int]],
                 helpers: set, sequential: bool) -> dict:
         """The spec of a chunk whose loopy instructions are in *body*."""
@@ -521,7 +526,7 @@ class ChunkSpecBuilder:
         as_arguments = _sizes_as_arguments(
             self.sizes_as_arguments, scope.group_extents,
             body.reduction_groups, body.temps, global_temps,
-            sequential=sequential)
+            self.work_group_size, sequential=sequential)
         if as_arguments:
             for g, extents in scope.group_extents.items():
                 scope.group_extents[g] = tuple(
@@ -533,7 +538,7 @@ class ChunkSpecBuilder:
         if as_arguments or _sizes_as_arguments(
                 self.sizes_as_arguments, scope.group_extents,
                 body.reduction_groups, body.temps, global_temps,
-                shortest_1d=1):
+                self.work_group_size, shortest_1d=1):
             body.lp_insns = [_offsets_as_sizes(scope, insn)
                              for insn in body.lp_insns]
 
@@ -554,7 +559,7 @@ class ChunkSpecBuilder:
                                 for n, v in scope.const_sizes.items()},
                 "name": None}  # set by the kernel generator
 
-    def _emit(self, scope: _ChunkScope, body: _ChunkBody, insn: Instruction,
+    def _emit(self, scope: ChunkScope, body: _ChunkBody, insn: Instruction,
               barrier_of: dict[tuple, str], sequential: bool = False) -> None:
         """Add the loopy assignments of *insn* to *body*: one to its
         private variable (if any), one per target buffer. (*sequential*:
@@ -563,7 +568,7 @@ class ChunkSpecBuilder:
         if insn.reduction_inames:
             body.reduction_groups.add(g)
         inames = tuple(f"{g}_{i}" for i in range(len(insn.shape)))
-        rw = _ChunkRewriter(scope, self, insn, inames)
+        rw = ChunkRewriter(scope, self, insn, inames)
         expr = rw(insn.expr)
         for name, lo, hi in insn.reduction_inames:
             lo_e = rw(lo) if not isinstance(lo, int) else lo
@@ -634,7 +639,7 @@ class ChunkSpecBuilder:
             body.piece_ids[id(insn.node)] = [*previous, *ids]
         body.phase_insn_ids.setdefault(phase, []).extend(ids)
 
-    def _arguments(self, scope: _ChunkScope, k: int, written_in: dict[str, int],
+    def _arguments(self, scope: ChunkScope, k: int, written_in: dict[str, int],
                    read_in: dict[str, set[int]], temps: dict,
                    wide_offsets: bool = False, sequential: bool = False
                    ) -> tuple[list, dict[str, str], bool]:

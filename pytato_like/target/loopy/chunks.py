@@ -1,6 +1,6 @@
 """Loop groups, levels, storage classes and chunks of loopy code generation.
 
-Given the :class:`~pytato_like.target.loopy.instructions.Instruction` of
+Given the :class:`~pytato_like.target.loopy.plan.Instruction` of
 every stored array, this module decides
 
 - the *level* of each instruction (:func:`assign_levels`): one more than
@@ -25,25 +25,25 @@ a few boundary cells per step, then copy the cells they send: two loop
 groups of a few elements, so two kernels -- and on a CPU device each
 launch costs more host time than its loops (about 5 µs in PoCL and 10
 more in the program's call). Consecutive chunks of at most
-:data:`SMALL_CHUNK_ELEMENTS` elements in all (no reduction, no fused run,
+:attr:`~pytato_like.target.loopy.options.CodegenOptions.small_chunk_elements`
+elements in all (no reduction, no fused run,
 constant shapes) are merged into one chunk whose kernel runs every loop
 in one work-item, one after the other: data written by one loop and read
-by a later one needs no barrier there. (The ``small_chunk_elements``
-option of :func:`~pytato_like.target.loopy.generate_loopy` overrides it;
-0 merges nothing.)
+by a later one needs no barrier there. (0 merges nothing.)
 
 **Kernels of bounded size.** A chunk, a merged run of small chunks and a
-time-tile run take at most :data:`MAX_KERNEL_OPERATIONS` expression
-nodes and :data:`MAX_KERNEL_READS` arrays read (:class:`KernelBudget`):
-loopy's code generation and PoCL's kernel compile grow with the size of
-a kernel, faster than linearly with its arguments, while chunks of one
+time-tile run take at most
+:attr:`~pytato_like.target.loopy.options.CodegenOptions.max_kernel_operations` expression
+nodes and :attr:`~pytato_like.target.loopy.options.CodegenOptions.max_kernel_reads` arrays read
+(:class:`KernelBudget`): loopy's code generation costs about 1 ms per
+expression node (every pass walks every expression), and
+PoCL's kernel compile grows with the size of
+a kernel, faster than linearly with its arguments (1 000 pointers: a
+minute), while chunks of one
 structure are one compiled kernel however often they are launched. So a
 long elementwise chain or a sum of thousands of inputs costs a few
 kernels of bounded size, not one kernel as large as the DAG.
 
-.. autodata:: SMALL_CHUNK_ELEMENTS
-.. autodata:: MAX_KERNEL_OPERATIONS
-.. autodata:: MAX_KERNEL_READS
 .. autoclass:: KernelBudget
 .. autofunction:: merge_small_chunks
 .. autofunction:: set_chunks
@@ -59,35 +59,14 @@ from typing import TYPE_CHECKING, Any
 
 import pymbolic.primitives as prim
 
-from pytato_like._env import env_int
+from pytato_like.diagnostic import ConfigurationError
+from pytato_like.scalar_expr import expression_size
+from pytato_like.target.loopy.options import CodegenOptions
+from pytato_like.utils import are_shape_components_equal
 
 if TYPE_CHECKING:
     from pytato_like.array import Array
-    from pytato_like.target.loopy.codegen import BufferSpec
-    from pytato_like.target.loopy.instructions import Instruction
-
-
-#: most elements (summed over the instructions) of small chunks merged
-#: into one sequential kernel
-SMALL_CHUNK_ELEMENTS = env_int("PYTATO_LIKE_SMALL_CHUNK_ELEMENTS", 1024,
-                               minimum=0)
-
-
-#: most expression nodes (summed over its instructions; variables,
-#: constants and index tuples count) of one kernel: loopy's code
-#: generation costs about 1 ms per node (every pass walks every
-#: expression), so a long elementwise chain cut into kernels of
-#: this size is a few distinct kernels launched many times, not one
-#: kernel as large as the chain; an elementwise kernel of that many
-#: operations per element is bound by its arithmetic, not by the
-#: intermediate it writes (see :doc:`/codegen`, "Compiling at scale")
-MAX_KERNEL_OPERATIONS = env_int("PYTATO_LIKE_MAX_KERNEL_OPERATIONS", 4096,
-                                minimum=1)
-#: most distinct arrays one kernel reads: PoCL's compile of a kernel
-#: grows faster than linearly with its arguments (1 000 pointers: a
-#: minute), and a sum of many inputs in kernels of this many is one
-#: compiled kernel launched several times
-MAX_KERNEL_READS = env_int("PYTATO_LIKE_MAX_KERNEL_READS", 32, minimum=1)
+    from pytato_like.target.loopy.plan import BufferSpec, Instruction
 
 
 def dim_key(d: Any) -> Any:
@@ -99,7 +78,6 @@ def dim_key(d: Any) -> Any:
 def _same_shape(a: tuple, b: tuple) -> bool:
     if len(a) != len(b):
         return False
-    from pytato_like.utils import are_shape_components_equal
     return all(are_shape_components_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
@@ -115,15 +93,17 @@ UNBOUNDED = 1 << 62
 
 class KernelBudget:
     """What one kernel may still take: instructions, expression nodes
-    and distinct arrays read (see :data:`MAX_KERNEL_OPERATIONS`,
-    :data:`MAX_KERNEL_READS`). :meth:`fits` says whether instructions
+    and distinct arrays read (by default the
+    :class:`~pytato_like.target.loopy.options.CodegenOptions` defaults). :meth:`fits` says whether instructions
     fit, :meth:`add` takes them, :meth:`reset` starts a new kernel."""
 
     def __init__(self, max_insns: int, max_ops: int | None = None,
                  max_args: int | None = None) -> None:
         self.max_insns = max_insns
-        self.max_ops = MAX_KERNEL_OPERATIONS if max_ops is None else max_ops
-        self.max_args = MAX_KERNEL_READS if max_args is None else max_args
+        self.max_ops = (CodegenOptions.max_kernel_operations if max_ops is None
+                        else max_ops)
+        self.max_args = (CodegenOptions.max_kernel_reads if max_args is None
+                         else max_args)
         self.reset()
 
     def reset(self) -> None:
@@ -134,7 +114,6 @@ class KernelBudget:
         self.written: set[int] = set()
 
     def _size(self, insn: Instruction) -> int:
-        from pytato_like.scalar_expr import expression_size
         if self.max_ops >= UNBOUNDED:
             return 0
         memo = insn.size_memo
@@ -192,8 +171,7 @@ def assign_chunks(insns: list[Instruction], insn_of: dict[int, Instruction],
     """Order *insns* by level and loop group and cut them into chunks:
     a chunk is one loop group of one level (one device kernel, no
     global barrier inside) of at most *max_insns* instructions, and
-    (see :data:`MAX_KERNEL_OPERATIONS`, :data:`MAX_KERNEL_READS`) of
-    at most *max_ops* expression nodes and *max_args* arrays read. The
+    (see :class:`KernelBudget`) of at most *max_ops* expression nodes and *max_args* arrays read. The
     body of a time step is then one chunk whatever the number of
     steps, and every step launches the same compiled kernel; a long
     elementwise chain or a sum of many inputs is a run of chunks of one
@@ -321,16 +299,15 @@ def merge_small_chunks(insns: list[Instruction], max_insns: int,
                        max_args: int | None = None) -> int:
     """Merge runs of consecutive small chunks of *insns* (see the module
     documentation: at most *max_elements* elements, default
-    :data:`SMALL_CHUNK_ELEMENTS`, and *max_insns* instructions, *max_ops*
+    :attr:`~pytato_like.target.loopy.options.CodegenOptions.small_chunk_elements`, and *max_insns* instructions, *max_ops*
     expression nodes and *max_args* arrays read in all, see
     :class:`KernelBudget`)
     into one chunk each, marked :attr:`Instruction.sequential`, and
     renumber the chunks. Returns the number of chunks merged away."""
     if max_elements is None:
-        max_elements = SMALL_CHUNK_ELEMENTS
+        max_elements = CodegenOptions.small_chunk_elements
     if (not isinstance(max_elements, int) or isinstance(max_elements, bool)
             or max_elements < 0):
-        from pytato_like.diagnostic import ConfigurationError
         raise ConfigurationError(
             "the small_chunk_elements option must be an int >= 0, not "
             f"{max_elements!r}")

@@ -1,10 +1,16 @@
 """From an array DAG to loopy kernels: the code generation pipeline.
 
-This module owns the plan a compiled program runs (:class:`ProgramPlan`,
-with its kernels, launches and buffers), :func:`build_plan`, which runs
-the stages below one after the other, :func:`merge_device_code` and
-:func:`hoist_group_ids` (device code text). Each
-stage lives in a module of its own:
+This module owns :func:`build_plan`, which runs the stages below one
+after the other, from the DAG to the
+:class:`~pytato_like.target.loopy.plan.ProgramPlan` a compiled program
+runs, :func:`chunk_plan` (stage 4 and 5 as one step from a lowered plan
+to a chunked one). The values passed between stages are the immutable
+plans of :mod:`~pytato_like.target.loopy.plan`; the optional
+optimisations between them are the declared passes of
+:mod:`~pytato_like.target.loopy.passes` (read pieces after lowering; time
+tiles and small-chunk merging after chunking), each switched off by name
+with the ``disabled_passes`` option. Each stage lives in a module of its
+own:
 
 1. **Materialisation** -- :func:`~pytato_like.transform.materialize_cost.decide_storage`
    says which arrays are stored; all others are inlined into their users.
@@ -43,10 +49,8 @@ stage lives in a module of its own:
    OpenCL text (one build); :mod:`~pytato_like.target.loopy.bound` runs
    them.
 
-.. autoclass:: ProgramPlan
 .. autofunction:: build_plan
-.. autofunction:: merge_device_code
-.. autofunction:: hoist_group_ids
+.. autofunction:: chunk_plan
 """
 
 from __future__ import annotations
@@ -54,84 +58,49 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
-
+from pytato_like._traversal import topological_order
 from pytato_like.array import Array, NamedArray
+from pytato_like.opencl_build import merge_device_code
+from pytato_like.target import gather_program_inputs
+from pytato_like.target.loopy.chunks import (
+    assign_chunks,
+    assign_levels,
+    assign_storage,
+    chunk_boundaries,
+)
+from pytato_like.target.loopy.instructions import lower_stored_arrays
+from pytato_like.target.loopy.naming import ProgramNames
+from pytato_like.target.loopy.options import CodegenOptions
+from pytato_like.target.loopy.passes import given_options, option, run_passes
+from pytato_like.target.loopy.plan import (
+    BufferSpec,
+    ChunkedPlan,
+    KernelSource,
+    Launch,
+    ProgramPlan,
+    storage_dtype,
+)
 from pytato_like.target.loopy.report import progress
+from pytato_like.transform.materialize_cost import decide_storage
 
-if TYPE_CHECKING:
-    from pytato_like.target.loopy.instructions import Instruction
-
-
-def storage_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype an array of *dtype* has in generated code (booleans are
-    bytes: OpenCL has no boolean buffers)."""
-    return np.dtype(np.int8) if dtype == np.bool_ else dtype
+# (the plan's types live in :mod:`.plan`; imported from here by cache,
+# unit, chunk_spec and the tests)
+__all__ = ["BufferSpec", "KernelSource", "Launch", "ProgramPlan",
+           "build_plan", "storage_dtype"]
 
 
-@dataclasses.dataclass
-class KernelSource:
-    """One distinct compiled chunk."""
-
-    key: str
-    device_code: str
-    host_code: str
-    host_function: str
-    #: canonical argument names of the launcher, in order
-    arg_names: tuple[str, ...]
-    #: the OpenCL text of all kernels of the program this kernel belongs
-    #: to: the whole program is built at once
-    program_code: str = ""
-
-
-@dataclasses.dataclass
-class Launch:
-    """One call of a :class:`KernelSource`: ``kernel argument -> program
-    buffer or size name``."""
-
-    kernel: int
-    bindings: dict[str, str]
-
-
-@dataclasses.dataclass
-class BufferSpec:
-    """A program-level array: input, output or temporary between chunks."""
-
-    name: str
-    shape: tuple  # ints and size names
-    dtype: np.dtype  # the array's dtype (booleans stored as int8)
-    kind: str  # "placeholder", "data", "output", "temporary"
-
-
-@dataclasses.dataclass
-class ProgramPlan:
-    """Everything needed to run a program, picklable (the disk cache stores
-    it): kernels, launches, buffers, size expressions, output names."""
-
-    kernels: list[KernelSource]
-    launches: list[Launch]
-    buffers: dict[str, BufferSpec]
-    #: derived size name -> pymbolic expression over size parameter names
-    derived_sizes: dict[str, Any]
-    size_params: tuple[str, ...]
-    #: user output name -> buffer name
-    outputs: dict[str, str]
-    #: buffer names of the data wrappers, in DAG order
-    data_wrapper_buffers: tuple[str, ...]
-    #: placeholder name -> buffer name
-    placeholder_buffers: dict[str, str] = dataclasses.field(default_factory=dict)
-    phase_times: dict[str, float] = dataclasses.field(default_factory=dict)
-    n_stored: int = 0
-    n_instructions: int = 0
-    materialization_table: str = ""
-
-
-def _unwrap(ary: Array) -> Array:
+def unwrap_named(ary: Array) -> Array:
     while isinstance(ary, NamedArray):
         ary = ary.expr
     return ary
+
+
+def _same_nodes(xs: list[Array], ys: list[Array]) -> bool:
+    """Whether *xs* and *ys* are the same arrays (by identity: ``==`` of
+    arrays is elementwise) in the same order."""
+    return len(xs) == len(ys) and all(x is y for x, y in zip(xs, ys))
 
 
 def _natural_key(name: str) -> tuple:
@@ -139,7 +108,7 @@ def _natural_key(name: str) -> tuple:
                  for p in re.split(r"([0-9]+)", name))
 
 
-class _Builder:
+class PlanBuilder:
     """Builds the :class:`ProgramPlan` of one program, *outputs* (name ->
     array) compiled with *options* (the target's options dict), one stage
     after the other (:meth:`build`):
@@ -162,9 +131,14 @@ class _Builder:
     seconds per phase.
     """
 
-    def __init__(self, outputs: dict[str, Array], options: dict) -> None:
+    def __init__(self, outputs: dict[str, Array], options: CodegenOptions,
+                 known_order: list[Array] | None = None) -> None:
         self.outputs = outputs
         self.options = options
+        #: a topological order of the DAG of ``outputs.values()`` (in the
+        #: given order), when the caller has one, else None
+        self.known_order = known_order
+        self.known_roots = list(outputs.values())
         self.times: dict[str, float] = {}
         #: the loopy translation units built (one per distinct kernel)
         self.translation_units: list = []
@@ -175,8 +149,6 @@ class _Builder:
 
     def build(self) -> ProgramPlan:
         """Run all stages; the plan of the program."""
-        from pytato_like.target.loopy.instructions import lower_stored_arrays
-        from pytato_like.target.loopy.naming import ProgramNames
 
         t0 = time.perf_counter()
         out_nodes, order, costs = self._materialize()
@@ -188,28 +160,38 @@ class _Builder:
         outputs_of, out_buffer = self._declare_buffers(out_nodes)
         insns, insn_of, stored = lower_stored_arrays(
             order, out_nodes, costs, self.names, self.buffers, outputs_of,
-            out_buffer)
+            out_buffer, self.options, split_read_pieces=False)
+        lowered = self.run_passes(ChunkedPlan(
+            "lowered", tuple(insns), insn_of, stored, self.buffers,
+            int(option(self.options, "max_instructions_per_kernel", 128))))
         self.times["lower"] = time.perf_counter() - t0
         progress("lower", self.times["lower"])
 
         t0 = time.perf_counter()
-        plan = self._assemble(insns, insn_of, stored, out_buffer)
-        plan.phase_times.update(self.times)
+        #: the plan after the passes, before kernel generation
+        self.chunked_plan = self.run_passes(chunk_plan(lowered, self.options))
+        plan = self._assemble(self.chunked_plan, out_buffer)
         # loopy and code generation are phases of their own
-        plan.phase_times["assemble"] = (time.perf_counter() - t0
-                                        - self.times["loopy"]
-                                        - self.times["codegen"])
-        plan.n_stored = len(insns)
-        return plan
+        assemble = (time.perf_counter() - t0 - self.times["loopy"]
+                    - self.times["codegen"])
+        return dataclasses.replace(
+            plan, phase_times={**self.times, "assemble": assemble},
+            n_stored=len(insns))
+
+    def run_passes(self, plan: ChunkedPlan) -> ChunkedPlan:
+        """*plan* after the optimisation passes of its stage: the
+        ``passes`` option (default
+        :data:`~pytato_like.target.loopy.passes.DEFAULT_PASSES`) but those
+        the ``disabled_passes`` option names."""
+        return run_passes(plan, self.options,
+                          option(self.options, "passes", None),
+                          option(self.options, "disabled_passes", ()))
 
     def _materialize(self) -> tuple[dict[str, Array], list[Array], dict]:
         """The output arrays (unwrapped, by name), all arrays in
         topological order and the storage decision of each
         (:func:`~pytato_like.transform.materialize_cost.decide_storage`);
         sets :attr:`inputs`."""
-        from pytato_like._traversal import topological_order
-        from pytato_like.target import gather_program_inputs
-        from pytato_like.transform.materialize_cost import decide_storage
 
         out_nodes = {}
         # numbered names in numeric order (``out_8`` before ``out_65``): the
@@ -217,13 +199,20 @@ class _Builder:
         # list the same computations in the same order and share kernels
         for name, ary in sorted(self.outputs.items(),
                                 key=lambda item: _natural_key(item[0])):
-            out_nodes[name] = _unwrap(ary)
-        order = topological_order(list(out_nodes.values()))
+            out_nodes[name] = unwrap_named(ary)
+        sorted_nodes = list(out_nodes.values())
+        given_nodes = [unwrap_named(a) for a in self.outputs.values()]
+        # (the caller's order is reused when it walked these very roots:
+        # one walk of a 10^5-node DAG costs a noticeable part of a compile)
+        order = self.known_order if self.known_order is not None \
+            and _same_nodes(self.known_roots, sorted_nodes) \
+            else topological_order(sorted_nodes)
         # inputs in the order of the outputs as given: the bound program
         # binds data wrappers by their position in that order
-        self.inputs = gather_program_inputs(topological_order(
-            [_unwrap(a) for a in self.outputs.values()]))
-        model = self.options.get("cost_model")
+        self.inputs = gather_program_inputs(
+            order if _same_nodes(given_nodes, sorted_nodes)
+            else topological_order(given_nodes))
+        model = self.options.cost_model
         costs = decide_storage(list(out_nodes.values()), model, order)
         return out_nodes, order, costs
 
@@ -252,41 +241,30 @@ class _Builder:
                                            "output")
         return outputs_of, out_buffer
 
-    def _assemble(self, insns: list[Instruction], insn_of: dict[int, Instruction],
-                  stored: dict[int, Array], out_buffer: dict[str, str]
+    def _assemble(self, plan: ChunkedPlan, out_buffer: dict[str, str]
                   ) -> ProgramPlan:
-        """Levels, chunks and storage classes of *insns*, the spec of each
-        chunk, the kernels and their launches: the plan."""
+        """The spec of each chunk of *plan*, the kernels and their
+        launches: the program's plan."""
+        # (these stages load loopy: a compile needs it, a cache hit not)
         from pytato_like.target.loopy.chunk_spec import ChunkSpecBuilder
-        from pytato_like.target.loopy.chunks import (
-            assign_chunks,
-            assign_levels,
-            assign_storage,
-            chunk_boundaries,
-            merge_small_chunks,
-            split_chunks,
-        )
         from pytato_like.target.loopy.kernels import KernelGenerator
-        from pytato_like.target.loopy.time_tiles import tile_time_steps
+        from pytato_like.target.loopy.tiled_spec import tiled_spec
 
-        max_insns = int(self.options.get("max_instructions_per_kernel", 128))
-        assign_levels(insns, insn_of, stored)
-        assign_chunks(insns, insn_of, max_insns)
-        private_of = assign_storage(insns, insn_of, stored, self.buffers)
-        tile_time_steps(insns, self.buffers, self.options.get("time_tile"),
-                        max_insns=max_insns)
-        merge_small_chunks(insns, max_insns,
-                           self.options.get("small_chunk_elements"))
-        chunks = split_chunks(insns)
+        chunks = [list(c) for c in plan.chunks]
         written_in, read_in = chunk_boundaries(chunks, self.names.array_name)
-
-        spec_builder = ChunkSpecBuilder(self.names, self.buffers, insn_of,
-                                        private_of, self.options)
+        private_of = {id(i.node): i.private for i in plan.instructions
+                      if i.node is not None and i.private}
+        spec_builder = ChunkSpecBuilder(self.names, dict(plan.buffers),
+                                        dict(plan.writer_of), private_of,
+                                        self.options)
         t_build = 0.0
         specs = []
         for k, chunk in enumerate(chunks):
             t0 = time.perf_counter()
-            spec = spec_builder.spec(chunk, k, written_in, read_in)
+            if chunk and chunk[0].tiled is not None:  # a fused run
+                spec = tiled_spec(spec_builder, chunk, k, written_in, read_in)
+            else:
+                spec = spec_builder.spec(chunk, k, written_in, read_in)
             t_build += time.perf_counter() - t0
             if spec["insns"]:
                 specs.append(spec)
@@ -296,7 +274,7 @@ class _Builder:
         self.times["loopy"] = t_build + generator.loopy_time
         self.times["codegen"] = generator.codegen_time
         # temporaries local to a chunk are not program buffers
-        program_buffers = {n: b for n, b in self.buffers.items()
+        program_buffers = {n: b for n, b in plan.buffers.items()
                            if b.kind != "temporary" or n in spec_builder.global_args}
         return ProgramPlan(
             kernels=kernels, launches=launches, buffers=program_buffers,
@@ -307,134 +285,36 @@ class _Builder:
                                        for dw in self.names.data_wrappers),
             placeholder_buffers={name: self.names.array_name[id(ph)] for name, ph
                                  in self.inputs.placeholders.items()},
-            n_instructions=len(insns))
+            n_instructions=len(plan.instructions), pass_report=plan.report)
 
 
-def _preamble_items(head: str) -> list[str]:
-    """The items of a kernel preamble: preprocessor lines, whole
-    ``#if``...``#endif`` groups, and C declarations or functions."""
-    items: list[str] = []
-    lines = head.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            i += 1
-            continue
-        j = i + 1
-        if line.startswith("#if"):
-            depth = 1
-            while j < len(lines) and depth:
-                if lines[j].startswith("#if"):
-                    depth += 1
-                elif lines[j].startswith("#endif"):
-                    depth -= 1
-                j += 1
-        elif not line.startswith("#"):
-            depth = line.count("{") - line.count("}")
-            opened = depth > 0
-            while j < len(lines) and (depth > 0 or not (
-                    opened or lines[j - 1].rstrip().endswith(";"))):
-                depth += lines[j].count("{") - lines[j].count("}")
-                opened = opened or depth > 0
-                j += 1
-        items.append("\n".join(lines[i:j]))
-        i = j
-    return items
+def chunk_plan(plan: ChunkedPlan, options: Any = None) -> ChunkedPlan:
+    """The chunked plan of the lowered *plan*: levels, chunks and storage
+    classes (:mod:`~pytato_like.target.loopy.chunks`) assigned, on
+    copies of its instructions, kernels bounded as *options* say."""
+    insns, writer_of, buffers = plan.copied_instructions()
+    stored = dict(plan.stored)
+    assign_levels(insns, writer_of, stored)
+    assign_chunks(insns, writer_of, plan.max_instructions,
+                  **given_options(options, max_ops="max_kernel_operations",
+                                  max_args="max_kernel_reads"))
+    assign_storage(insns, writer_of, stored, buffers)
+    return dataclasses.replace(plan, stage="chunked", instructions=tuple(insns),
+                               writer_of=writer_of, buffers=buffers)
 
 
-_INDEX_MACROS = ("#define lid(", "#define gid(")
-
-_GID_MACRO = re.compile(r"#define gid\(N\) \(\(([\w ]+)\) get_group_id\(N\)\)")
-_GID_USE = re.compile(r"\bgid\(([0-2])\)")
-
-
-def hoist_group_ids(code: str) -> str:
-    """*code* (loopy's device code) with each kernel's work-group ids read
-    once, into constants at the top of its body, instead of at every use.
-
-    PoCL reads ``get_group_id`` from the work-group's context through a
-    pointer that the kernel's global stores may alias, so a loop that
-    indexes with ``gid(0)`` reloads it at every iteration and LLVM does
-    not vectorise the loop: the heat solver's stencil kernel, each
-    work-item a loop over 4096 of 10^6 cells, took 760-1010 µs with
-    ``gid(0)`` in the loop and 180-220 µs with it hoisted (see
-    :doc:`/codegen`, "Schedule")."""
-    macro = _GID_MACRO.search(code)
-    if macro is None:
-        return code
-    index_type = macro.group(1)
-    out: list[str] = []
-    pos = 0
-    while True:
-        start = code.find("__kernel ", pos)
-        if start < 0:
-            break
-        open_brace = code.find("{", start)
-        depth, end = 0, open_brace
-        for end in range(open_brace, len(code)):
-            depth += {"{": 1, "}": -1}.get(code[end], 0)
-            if depth == 0:
-                break
-        body = code[open_brace + 1:end]
-        axes = sorted(set(_GID_USE.findall(body)))
-        if axes:
-            body = _GID_USE.sub(r"_pt_group_id_\1", body)
-            decls = "".join(f"\n  {index_type} const _pt_group_id_{a} = "
-                            f"gid({a});" for a in axes)
-            body = decls + body
-        out.append(code[pos:open_brace + 1] + body)
-        pos = end
-    out.append(code[pos:])
-    return "".join(out)
-
-
-def merge_device_code(codes: list[str]) -> str:
-    """One OpenCL program text for the device codes of several kernels:
-    each preamble item (``#define``, ``#if`` group, helper function) once,
-    in order of first use, then every kernel -- one ``clBuildProgram`` per
-    program instead of one per kernel."""
-    if len(codes) == 1:
-        return codes[0]
-    seen: set[str] = set()
-    preamble: list[str] = []
-    bodies: list[str] = []
-    heads = []
-    for code in codes:
-        cut = code.find("__kernel ")
-        head, body = (code[:cut], code[cut:]) if cut >= 0 else (code, "")
-        heads.append(_preamble_items(head))
-        bodies.append(body)
-    # loopy defines lid/gid with the kernel's index type: kernels with
-    # 32-bit and 64-bit indices each get their own definition, just before
-    # their body (one shared definition would retype the other kernels)
-    index_macros = {item for items in heads for item in items
-                    if item.startswith(_INDEX_MACROS)}
-    per_kernel = len(index_macros) > 2
-    for k, items in enumerate(heads):
-        if per_kernel:
-            local = [item for item in items if item.startswith(_INDEX_MACROS)]
-            items = [item for item in items if item not in local]
-            bodies[k] = "\n".join(
-                [f"#undef {item.split()[1].split('(')[0]}\n{item}"
-                 for item in local] + [bodies[k]])
-        for item in items:
-            if item not in seen:
-                seen.add(item)
-                preamble.append(item)
-    # pyopencl-complex.h defines cdouble only if asked before its first
-    # include (a complex64 kernel may come first): hoist the request
-    early = [i for i in preamble if i.startswith((
-        "#pragma OPENCL EXTENSION cl_khr_fp64", "#define PYOPENCL_DEFINE_CDOUBLE"))]
-    preamble = early + [i for i in preamble if i not in early]
-    return "\n".join(preamble) + "\n\n" + "\n\n".join(bodies)
-
-
-def build_plan(outputs: dict[str, Array], options: dict | None = None
+def build_plan(outputs: dict[str, Array], options: Any = None,
+               known_order: list[Array] | None = None
                ) -> tuple[ProgramPlan, list | None]:
     """The :class:`ProgramPlan` computing *outputs* (name -> array) and the
-    loopy translation units of its distinct kernels."""
-    builder = _Builder(outputs, dict(options or {}))
+    loopy translation units of its distinct kernels; *options* as
+    :meth:`CodegenOptions.from_user
+    <pytato_like.target.loopy.options.CodegenOptions.from_user>` takes them.
+    *known_order*: the caller's topological order of the DAG of
+    ``outputs.values()``, if it has one (saves a walk)."""
+    if not isinstance(options, CodegenOptions):
+        options = CodegenOptions.from_user(options)
+    builder = PlanBuilder(outputs, options, known_order)
     # translation units are rebuilt on demand (``prg.programs``): kernels
     # from the kernel cache need none
     builder.need_translation_units = False

@@ -10,7 +10,7 @@ is loopy's PyOpenCL target with a printer that parenthesizes every sum
 (product) that is a later operand of a sum (product); the first operand
 needs none, as C groups from the left. Together with
 ``#pragma OPENCL FP_CONTRACT OFF`` (no fused multiply-add, see
-:func:`~pytato_like.target.loopy.cache.build_program`) each ``+ - * /``
+:func:`~pytato_like.opencl_build.build_program`) each ``+ - * /``
 of the program rounds as NumPy's does.
 
 .. autoclass:: OrderedPyOpenCLTarget

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pytato_like.loopy import LoopyCall, LoopyCallResult
+from pytato_like.loopy import LoopyCall, LoopyCallResult, kernel_arg_dtype
 from pytato_like.target.loopy.outlined import OutlinedKind, register_outlined
 
 __all__ = ["LoopyCallRunner"]
@@ -38,7 +38,7 @@ class LoopyCallRunner:
         # device when the kernel runs, as the kernel's dtype
         arg_dict = call.entry_kernel.arg_dict
         self.value_dtypes = {
-            name: np.dtype(arg_dict[name].dtype.numpy_dtype)
+            name: kernel_arg_dtype(arg_dict[name].dtype)
             for name in call.value_array_names}
         self._executors: dict[Any, Any] = {}
 

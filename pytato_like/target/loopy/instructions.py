@@ -1,8 +1,11 @@
 """Lowering stage of loopy code generation: stored arrays into instructions.
 
-Owns :class:`Instruction` (one assignment of a stored array over its
-canonical inames ``_pt_c<i>``, with the stored arrays it reads) and
-:func:`lower_stored_arrays`, which lowers every stored array of a program
+Owns :func:`lower_stored_arrays`, which makes the
+:class:`~pytato_like.target.loopy.plan.Instruction` records (one
+assignment of a stored array over its canonical inames ``_pt_c<i>``, with
+the stored arrays it reads; a leaf module's type, so the passes and
+:mod:`~pytato_like.target.loopy.read_pieces` use them without this
+stage): which lowers every stored array of a program
 (and every output that is an input, as a copy) with
 :class:`~pytato_like.target.loopy.lowering.NodeLowerer`. Levels, chunks
 and private storage are filled in later (:mod:`~pytato_like.target.loopy.chunks`).
@@ -11,7 +14,7 @@ A stored :class:`~pytato_like.array.Concatenate` or
 :class:`~pytato_like.array.Stack` is written *piece by piece*
 (:func:`stored_pieces`): one instruction per piece, over the piece's own
 shape, writing the piece's value (no select on the position along the
-axis) at its :class:`Placement` in the whole array. A select whose
+axis) at its :class:`~pytato_like.target.loopy.plan.Placement` in the whole array. A select whose
 branches load several values keeps devices from vectorising the loop
 (PoCL: 40x slower for a stencil); the pieces are plain loops, and pieces
 of one shape share one kernel. A stored array whose value *reads* a
@@ -28,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 import pymbolic.primitives as prim
 
-from pytato_like._env import env_int
 from pytato_like.array import (
     Array,
     Concatenate,
@@ -37,49 +39,29 @@ from pytato_like.array import (
     SizeParam,
     Stack,
 )
+from pytato_like.target.loopy.options import CodegenOptions
+from pytato_like.target.loopy.plan import BufferSpec, Instruction, Placement
+from pytato_like.target.loopy.read_pieces import split_reads
 
 if TYPE_CHECKING:
-    from pytato_like.target.loopy.codegen import BufferSpec
     from pytato_like.target.loopy.naming import ProgramNames
 
-
-#: fewest elements of a stored concatenation or stack written piece by
-#: piece; a smaller one stays one instruction with selects (one kernel
-#: launch instead of one per piece shape: launches cost more than the
-#: selects at that size)
-PIECES_MIN_SIZE = env_int("PYTATO_LIKE_PIECES_MIN_SIZE", 1024, minimum=0)
-#: most pieces written separately; beyond, one instruction with selects
-PIECES_MAX = env_int("PYTATO_LIKE_PIECES_MAX", 16)
+# A concatenation smaller than CodegenOptions.pieces_min_size stays one
+# instruction with selects: one kernel launch instead of one per piece
+# shape (launches cost more than the selects at that size); one of more
+# than CodegenOptions.pieces_max pieces too.
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class Placement:
-    """Where a piece of a piecewise stored array goes in the whole array:
-    its index along :attr:`axis` plus :attr:`offset` (a piece of a
-    concatenation; an int or a shape expression), or :attr:`position`
-    inserted as axis :attr:`axis` (an array of a stack)."""
-
-    axis: int
-    offset: Any = 0
-    position: int | None = None
-
-    def index(self, idx: tuple, offset: Any) -> tuple:
-        """The index in the whole array of the piece's index *idx*, with
-        *offset* the offset as an expression."""
-        if self.position is not None:
-            return (*idx[:self.axis], self.position, *idx[self.axis:])
-        if isinstance(offset, int) and offset == 0:
-            return idx
-        return (*idx[:self.axis], prim.Sum((idx[self.axis], offset)),
-                *idx[self.axis + 1:])
-
-
-def stored_pieces(node: Array, inlined: Any
+def stored_pieces(node: Array, inlined: Any,
+                  min_size: int = CodegenOptions.pieces_min_size,
+                  max_pieces: int = CodegenOptions.pieces_max,
                   ) -> list[tuple[Array, Placement]] | None:
     """The pieces of the stored array *node* and where each goes, when
     *node* is to be written piece by piece: a concatenation or stack (of
-    at least :data:`PIECES_MIN_SIZE` elements, or of a symbolic size) of
-    at most :data:`PIECES_MAX` non-empty pieces. A piece that is an
+    at least *min_size* elements, or of a symbolic size) of at most
+    *max_pieces* non-empty pieces (the options'
+    :attr:`~pytato_like.target.loopy.options.CodegenOptions.pieces_min_size`
+    and :attr:`~pytato_like.target.loopy.options.CodegenOptions.pieces_max`). A piece that is an
     inlined concatenation along the same axis and of the same dtype
     (``inlined(array)`` true) is split in turn. Empty pieces are left
     out. None when *node* is written as one instruction."""
@@ -88,7 +70,7 @@ def stored_pieces(node: Array, inlined: Any
     if any(isinstance(d, int) and d == 0 for d in node.shape):
         return None  # nothing to write
     if (all(isinstance(d, int) for d in node.shape)
-            and math.prod(node.shape) < PIECES_MIN_SIZE):
+            and math.prod(node.shape) < min_size):
         return None
     axis = node.axis
     pieces: list[tuple[Array, Placement]] = []
@@ -108,60 +90,13 @@ def stored_pieces(node: Array, inlined: Any
             if isinstance(d, int) and d == 0:
                 continue
             pieces.append((ary, Placement(axis, offset)))
-            if len(pieces) > PIECES_MAX:
+            if len(pieces) > max_pieces:
                 return None
             offset = d if isinstance(offset, int) and offset == 0 \
                 else offset + d
-    if not pieces or len(pieces) > PIECES_MAX:
+    if not pieces or len(pieces) > max_pieces:
         return None
     return pieces
-
-
-@dataclasses.dataclass
-class Instruction:
-    """The assignment of one stored array (or output copy)."""
-
-    #: the array computed (None for nothing but a copy of a size)
-    node: Array | None
-    #: global buffer names written (outputs, temporaries)
-    targets: list[str]
-    #: the value at the canonical inames *canon*
-    expr: Any
-    canon: tuple[str, ...]
-    shape: tuple
-    #: ``(id(stored array), index)`` of every read of a stored array
-    refs: list[tuple[int, tuple]]
-    #: ``(iname, lower bound, upper bound)`` of its reductions
-    reduction_inames: list
-    #: scalar helper functions used
-    helpers: set
-    #: set by :mod:`~pytato_like.target.loopy.chunks`
-    level: int = 0
-    chunk: int = 0
-    #: name of the private variable holding the value, if any
-    private: str | None = None
-    #: for a piece of a piecewise stored array (:func:`stored_pieces`):
-    #: where it goes (its value and :attr:`shape` are the piece's)
-    placement: Placement | None = None
-    #: for a piece: the instructions of all pieces of :attr:`node` (one
-    #: list shared by them); readers of the array wait for all of them
-    pieces: list[Instruction] | None = None
-    #: for a step of a fused run of chunks (see
-    #: :mod:`~pytato_like.target.loopy.time_tiles`): the run, and the
-    #: position of the instruction's chunk in it
-    tiled: Any = None
-    stage: int = 0
-    #: set by :func:`~pytato_like.target.loopy.chunks.merge_small_chunks`:
-    #: the instruction's chunk is small chunks merged into one kernel of
-    #: sequential loops (one work-item, no barrier)
-    sequential: bool = False
-    #: ``(limit, expression_size(expr, limit))`` once a kernel budget
-    #: sized it (budgets of several passes share it)
-    size_memo: tuple[int, int] | None = None
-
-    def writers(self) -> list[Instruction]:
-        """The instructions writing :attr:`node`: the pieces, or this one."""
-        return self.pieces or [self]
 
 
 class _StoredArrayLowerer:
@@ -215,6 +150,8 @@ def lower_stored_arrays(
         order: list[Array], out_nodes: dict[str, Array], costs: dict[int, Any],
         names: ProgramNames, buffers: dict[str, BufferSpec],
         outputs_of: dict[int, list[str]], out_buffer: dict[str, str],
+        options: CodegenOptions | None = None,
+        split_read_pieces: bool = True,
         ) -> tuple[list[Instruction], dict[int, Instruction], dict[int, Array]]:
     """One :class:`Instruction` per stored array of *order* (in that order;
     one per piece of those written piece by piece, see
@@ -224,10 +161,16 @@ def lower_stored_arrays(
     *buffers*; its buffer name goes to ``names.array_name``. Returns the
     instructions, ``id(array) -> instruction`` (the last piece of an
     array written piece by piece) and ``id(array) -> array`` of the
-    arrays stored (inputs included).
+    arrays stored (inputs included). *options* (default:
+    :class:`~pytato_like.target.loopy.options.CodegenOptions` defaults)
+    bound the arrays written or read piece by piece. With
+    *split_read_pieces* false an array reading through selects stays one
+    instruction (code generation cuts it in its ``read_pieces`` pass,
+    :mod:`~pytato_like.target.loopy.passes`).
     """
-    from pytato_like.target.loopy.codegen import BufferSpec
-    from pytato_like.target.loopy.read_pieces import split_reads
+    if options is None:
+        options = CodegenOptions()
+    min_size, max_pieces = options.pieces_min_size, options.pieces_max
 
     stored: dict[int, Array] = {}
     for node in order:
@@ -258,12 +201,13 @@ def lower_stored_arrays(
                 names.user_named.add(targets[0])
             buffers[targets[0]] = BufferSpec(
                 targets[0], names.shape_of(node), node.dtype, "temporary")
-        pieces = stored_pieces(node, _inlined)
+        pieces = stored_pieces(node, _inlined, min_size, max_pieces)
         if pieces is None:
             insn = lowerer.lower(node, targets, n_red)
             n_red += 1
             # reads through selects: one instruction per decided range
-            read_pieces = split_reads(insn)
+            read_pieces = (split_reads(insn, min_size, max_pieces)
+                           if split_read_pieces else None)
             if read_pieces is None:
                 insns.append(insn)
             else:

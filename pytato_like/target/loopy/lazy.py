@@ -12,8 +12,9 @@ generated program: its class and attributes are replaced by those of the
 every later use costs nothing extra and ``type(prg)`` says what it is.
 Before that it already is a
 :class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram` for
-``isinstance`` (the distributed executor calls such programs through
-:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.call_placed`).
+``isinstance`` (the distributed executor calls such programs with the
+``placed_outputs`` keyword of
+:meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram.__call__`).
 
 The distributed executor generates them in its first execution
 (:func:`codegen_while_waiting`): all at once before the first launch if a
@@ -22,7 +23,7 @@ share the first OpenCL build), else while the rank waits for its first
 messages -- one part at a time in the order the parts run, looking for
 arrived messages after each, then one OpenCL build of every kernel
 generated and not built yet
-(:func:`~pytato_like.target.loopy.cache.build_pending`). doc/codegen.rst
+(:func:`~pytato_like.opencl_build.build_pending`). doc/codegen.rst
 ("Code generation during the first communication") has the measurements
 behind this rule.
 
@@ -50,7 +51,9 @@ from collections.abc import (
 )
 from typing import Any
 
+from pytato_like import opencl_build
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
+from pytato_like.target.loopy.report import compile_context
 
 __all__ = ["LazyPartProgram", "codegen_while_waiting"]
 
@@ -74,7 +77,6 @@ class LazyPartProgram(BoundPyOpenCLProgram):
     def generate(self) -> None:
         """Generate the code now (nothing if another thread just did) and
         become the generated program."""
-        from pytato_like.target.loopy.report import compile_context
         with self._lazy_lock:
             if type(self) is not LazyPartProgram:
                 return      # generated while this thread waited for the lock
@@ -97,16 +99,13 @@ class LazyPartProgram(BoundPyOpenCLProgram):
 
     def __call__(self, queue: Any = None, /, *args: Any, **kwargs: Any) -> Any:
         self.generate()
+        if not isinstance(self, BoundPyOpenCLProgram):
+            # an outlined program computes into its own arrays (the caller
+            # compares identities) and keeps none
+            for option in ("placed_outputs", "reuse_outputs"):
+                if option not in self.inputs.placeholders:
+                    kwargs.pop(option, None)
         return self(queue, *args, **kwargs)
-
-    def call_placed(self, queue: Any, placed: dict[str, Any], /,
-                    **kwargs: Any) -> Any:
-        self.generate()
-        if isinstance(self, BoundPyOpenCLProgram):
-            return self.call_placed(queue, placed, **kwargs)
-        # (an outlined program computes into its own arrays; the caller
-        # compares identities)
-        return self(queue, **kwargs)
 
     def copy(self, **kwargs: Any) -> Any:
         # (the inherited copy would copy the lazy state)
@@ -179,13 +178,12 @@ def _while_waiting(programs: Mapping[Hashable, Any], order: list[Hashable],
         _generate(prg, recorder)
         generated_any = True
         yield pid
-    from pytato_like.target.loopy import cache
-    if generated_any and queue is not None and cache.pending_kernels():
+    if generated_any and queue is not None and opencl_build.pending_kernels():
         if recorder is None:
-            cache.build_pending(queue.context)
+            opencl_build.build_pending(queue.context)
         else:
             with recorder.record("build", "OpenCL build"):
-                cache.build_pending(queue.context)
+                opencl_build.build_pending(queue.context)
 
 
 # vim: foldmethod=marker

@@ -16,18 +16,21 @@ from typing import TYPE_CHECKING, Any
 import pymbolic.primitives as prim
 
 from pytato_like.array import Array, DataWrapper, SizeParam
+from pytato_like.scalar_expr import substitute
+from pytato_like.tags import CountNamed, Named, PrefixNamed
+from pytato_like.utils import dim_to_index_lambda_components
 
 if TYPE_CHECKING:
     from pytato_like.target import ProgramInputs
 
-_C_KEYWORDS = frozenset("""auto break case char const continue default do double
+C_KEYWORDS = frozenset("""auto break case char const continue default do double
 else enum extern float for goto if inline int long register restrict return
 short signed sizeof static struct switch typedef union unsigned void volatile
 while kernel global local private constant half bool uchar ushort uint ulong
 image2d_t image3d_t sampler_t event_t""".split())
 
 
-_CL_FUNCTIONS = frozenset("""abs fabs sqrt exp log log10 log2 sin cos tan asin
+CL_FUNCTIONS = frozenset("""abs fabs sqrt exp log log10 log2 sin cos tan asin
 acos atan atan2 sinh cosh tanh pow floor ceil fmod copysign fmin fmax min max
 real imag conj isnan select mad clamp sign round trunc exp2 expm1 log1p cbrt
 hypot dot cross length normalize get_global_id get_local_id get_group_id
@@ -86,7 +89,7 @@ class ProgramNames:
 
     def safe(self, name: str) -> str:
         """*name*, unless it would clash with C or OpenCL names."""
-        if name in _C_KEYWORDS or name in _CL_FUNCTIONS or name.startswith("_lpy"):
+        if name in C_KEYWORDS or name in CL_FUNCTIONS or name.startswith("_lpy"):
             return self.vng(f"{name}_in")
         return name
 
@@ -95,7 +98,6 @@ class ProgramNames:
         :class:`~pytato_like.tags.Named`, :class:`~pytato_like.tags.PrefixNamed`
         or :class:`~pytato_like.tags.CountNamed` tag, else ``_pt_tmp``
         (made unique by the name generator)."""
-        from pytato_like.tags import CountNamed, Named, PrefixNamed
         for tag in node.tags:
             if isinstance(tag, Named) and tag.name.isidentifier():
                 return self.safe(tag.name)
@@ -117,8 +119,6 @@ class ProgramNames:
             return prim.Variable(d.name)
         name = self.size_name.get(id(d))
         if name is None:
-            from pytato_like.scalar_expr import substitute
-            from pytato_like.utils import dim_to_index_lambda_components
             expr, bindings = dim_to_index_lambda_components(d)
             expr = substitute(expr, {k: prim.Variable(v.name)
                                      for k, v in bindings.items()})

@@ -38,8 +38,11 @@ from typing import Any
 import numpy as np
 
 from pytato_like.array import Array, Placeholder, SizeParam, children_of
-from pytato_like.diagnostic import NameClashError
+from pytato_like.diagnostic import NameClashError, PytatoLikeError
+from pytato_like.function import Call, FunctionDefinition, NamedCallResult
 from pytato_like.target import BoundProgram
+from pytato_like.target.loopy.bound import inputs_named_like_options, queue_argument
+from pytato_like.target.loopy.unit import same_code
 from pytato_like.transform.copy import CopyMapper
 
 __all__ = ["ContextBoundProgram", "OutlinedProgram", "generate_outlined_program", "has_outlined_nodes",
@@ -65,7 +68,7 @@ class OutlinedKind:
     runner_key: Callable[[Any], Any]
 
 
-_OWNERS: dict[type, OutlinedKind] = {}
+OWNERS: dict[type, OutlinedKind] = {}
 #: result node class -> function giving ``(owner, result name)``
 _RESULTS: dict[type, Callable[[Any], tuple[Any, str]]] = {}
 
@@ -75,14 +78,14 @@ def register_outlined(owner_cls: type, kind: OutlinedKind,
                       ) -> None:
     """Register *owner_cls* as run by a program of its own (see
     :class:`OutlinedKind`), and the classes of its results."""
-    _OWNERS[owner_cls] = kind
+    OWNERS[owner_cls] = kind
     _RESULTS.update(results)
 
 
 _REGISTERED = False
 
 
-def _ensure_registered() -> None:
+def ensure_registered() -> None:
     global _REGISTERED
     if not _REGISTERED:
         _REGISTERED = True
@@ -95,12 +98,12 @@ def _ensure_registered() -> None:
 def has_outlined_nodes(order: list[Array]) -> bool:
     """Whether a topologically ordered DAG holds a node the loopy target
     runs as a program of its own."""
-    _ensure_registered()
-    owners = _OWNERS
+    ensure_registered()
+    owners = OWNERS
     return any(type(node) in owners for node in order)
 
 
-class _ResultsAsPlaceholders(CopyMapper):
+class ResultsAsPlaceholders(CopyMapper):
     """Copies the DAG with each owner result replaced by the placeholder
     named in *names* (by result identity)."""
 
@@ -186,7 +189,6 @@ class OutlinedProgram(BoundProgram):
     @property
     def definition_programs(self) -> dict[Any, Any]:
         """The runners of function definitions, by definition."""
-        from pytato_like.function import FunctionDefinition
         return {k: v for k, v in self.runners.items()
                 if isinstance(k, FunctionDefinition)}
 
@@ -214,7 +216,6 @@ class OutlinedProgram(BoundProgram):
     def _unit_program(self) -> Any:
         if self._unit_program_obj is None:
             if self._make_unit_program is None:
-                from pytato_like.diagnostic import PytatoLikeError
                 raise PytatoLikeError("this outlined program was not made by "
                                       "generate_loopy: it has no translation unit")
             self._unit_program_obj = self._make_unit_program()
@@ -235,7 +236,6 @@ class OutlinedProgram(BoundProgram):
         the transformed unit otherwise."""
         import copy as _copy
 
-        from pytato_like.target.loopy.unit import same_code
         unit_program = self._unit_program()
         t_unit = f(self.program)
         if same_code(unit_program.program, t_unit):
@@ -254,10 +254,6 @@ class OutlinedProgram(BoundProgram):
                  **kwargs: Any) -> tuple[Any, Any]:
         import pyopencl.array as cla
 
-        from pytato_like.target.loopy.bound import (
-            inputs_named_like_options,
-            queue_argument,
-        )
         queue = queue_argument(self.inputs, queue, kwargs)
         allocator, wait_for, out_host = inputs_named_like_options(
             self.inputs, kwargs, allocator, wait_for, out_host)
@@ -339,7 +335,7 @@ def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
     """The :class:`OutlinedProgram` of *outputs* (name -> array, in
     topological *order*); *compile_dag(dict of arrays)* compiles an ordinary
     DAG (or a function body) with the caller's options."""
-    _ensure_registered()
+    ensure_registered()
     taken = {n.name for n in order if isinstance(n, (Placeholder, SizeParam))}
 
     # {{{ owners, their levels, and value names of their results
@@ -351,7 +347,7 @@ def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
     result_names: dict[int, str] = {}
     for node in order:
         below = max((level[id(c)] for c in children_of(node)), default=0)
-        if type(node) in _OWNERS:
+        if type(node) in OWNERS:
             owner_index[id(node)] = len(owners)
             owners.append(node)
             owner_level[id(node)] = below
@@ -368,14 +364,14 @@ def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
 
     # }}}
 
-    cutter = _ResultsAsPlaceholders(result_names)
+    cutter = ResultsAsPlaceholders(result_names)
     n_levels = max(owner_level.values(), default=0) + 1
     stages = [_Stage() for _ in range(n_levels + 1)]
     stage_outputs: list[dict[str, Array]] = [{} for _ in stages]
     runners: dict[Any, Any] = {}
 
     for iowner, owner in enumerate(owners):
-        kind = _OWNERS[type(owner)]
+        kind = OWNERS[type(owner)]
         key = kind.runner_key(owner)
         program = runners.get(key)
         if program is None:
@@ -435,7 +431,6 @@ class _DefinitionRunner:
 
 
 def _register_function_calls() -> None:
-    from pytato_like.function import Call, NamedCallResult
     register_outlined(Call, OutlinedKind(
         arguments=lambda call: {param: call.bindings[param]
                                 for param in call.function._placeholders},

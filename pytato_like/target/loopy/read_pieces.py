@@ -20,9 +20,9 @@ the contiguous (last) one, and the selects on the others stay: they are
 constant along each piece's innermost loop (the 2-D heat equation's
 ``roll`` along both axes). An instruction is left whole if it has
 reductions, symbolic sizes, fewer than
-:data:`~pytato_like.target.loopy.instructions.PIECES_MIN_SIZE`
+:attr:`~pytato_like.target.loopy.options.CodegenOptions.pieces_min_size`
 elements, selects on several axes but not on the last, more than
-:data:`~pytato_like.target.loopy.instructions.PIECES_MAX` ranges, or if its
+:attr:`~pytato_like.target.loopy.options.CodegenOptions.pieces_max` ranges, or if its
 largest range would still hold a select, or if its expression is deeper
 than :data:`MAX_DEPTH`.
 
@@ -39,6 +39,8 @@ import pymbolic.primitives as prim
 from pymbolic.mapper import IdentityMapper
 
 from pytato_like.scalar_expr import affine_form
+from pytato_like.target.loopy.options import CodegenOptions
+from pytato_like.target.loopy.plan import Instruction, Placement
 
 _COMPARE = {
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
@@ -156,22 +158,20 @@ class _Resolver(IdentityMapper):
         return lp.TypeCast(expr.type, self.rec(expr.child))
 
 
-def split_reads(insn: Any) -> list[Any] | None:
+def split_reads(insn: Any,
+                min_size: int = CodegenOptions.pieces_min_size,
+                max_pieces: int = CodegenOptions.pieces_max,
+                ) -> list[Any] | None:
     """The pieces of the instruction *insn* (of
     :mod:`~pytato_like.target.loopy.instructions`), one per index range in
     which its selects are decided (see the module docs), or None when it
-    stays whole."""
-    from pytato_like.target.loopy.instructions import (
-        PIECES_MAX,
-        PIECES_MIN_SIZE,
-        Instruction,
-        Placement,
-    )
+    stays whole (fewer than *min_size* elements, more than *max_pieces*
+    ranges)."""
     shape = insn.shape
     if (insn.node is None or insn.placement is not None
             or insn.reduction_inames or not shape
             or not all(isinstance(d, int) for d in shape)
-            or math.prod(shape) < PIECES_MIN_SIZE):
+            or math.prod(shape) < min_size):
         return None
     names = tuple(insn.canon)
     cuts = _cuts(insn.expr, names, shape)
@@ -188,7 +188,7 @@ def split_reads(insn: Any) -> list[Any] | None:
         return None
     axis = names.index(name)
     bounds = [0, *sorted(positions), shape[axis]]
-    if len(bounds) - 1 > PIECES_MAX:
+    if len(bounds) - 1 > max_pieces:
         return None
     group: list[Any] = []
     largest = max(range(len(bounds) - 1),

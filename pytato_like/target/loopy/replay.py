@@ -39,14 +39,35 @@ call), Python scalars for 0-d inputs, zero-size buffers.
 
 .. autofunction:: layout_key
 .. autoclass:: LaunchReplay
+.. autoclass:: FrozenLaunches
+.. autoclass:: KeptOutputs
+.. autodata:: FROZEN_TEMPORARY_BYTES
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
+from pytato_like.target.loopy.codegen import storage_dtype
+
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable, Collection, Sequence
+
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from pyopencl.tools import MemoryPool
+
+    from pytato_like.target.loopy.bound import (
+        BoundPyOpenCLProgram,
+        PackedUpload,
+    )
+    from pytato_like.target.loopy.codegen import ProgramPlan
+
+    #: a device buffer: one of bound data or from a pool
+    Buffer = cl.MemoryObjectHolder | cl.SVMPointer
 
 #: replays kept per program (the most recent layouts)
 MAX_REPLAYS = 8
@@ -62,12 +83,13 @@ _NO_DATA = object()
 _DEVICE, _HOST, _SIZE = "d", "h", "i"
 
 
-def layout_key(kwargs: dict[str, Any], queue: Any, context: Any,
-               size_params: Any) -> tuple | None:
+def layout_key(kwargs: dict[str, Any], queue: cl.CommandQueue,
+               context: cl.Context, size_params: Collection[str]
+               ) -> tuple | None:
     """The layout of a call's arguments (see the module docstring), or
     ``None`` when some argument cannot be replayed."""
     import pyopencl.array as cla
-    key: list[tuple[Any, ...]] = []
+    key: list[tuple[object, ...]] = []
     for name, value in kwargs.items():
         t = type(value)
         if t is cla.Array:
@@ -97,16 +119,16 @@ class LaunchReplay:
     """
 
     def __init__(self) -> None:
-        self.plan: Any = None
+        self.plan: ProgramPlan | None = None
         #: per argument of the layout: its slot, or None for a size
         self.input_slots: list[int | None] = []
         self.host_inputs: list[bool] = []
         #: slot -> base_data of bound data (None elsewhere)
-        self.constants: list[Any] = []
+        self.constants: list[Buffer | None] = []
         #: id -> nbytes of bound data arrays (peak memory counts each once)
         self.data_bytes: dict[int, int] = {}
         #: slot -> bound data array (an output may be one)
-        self.constant_arrays: dict[int, Any] = {}
+        self.constant_arrays: dict[int, cla.Array] = {}
         #: (index among the array arguments, slot) of inputs that are
         #: outputs too
         self.passed_through: list[tuple[int, int]] = []
@@ -114,13 +136,13 @@ class LaunchReplay:
         #: (slot, state of its pyopencl array but the buffer, queue,
         #: allocator and events, nbytes) per allocated output
         self.new_outputs: list[tuple] = []
-        self.array_class: Any = None
+        self.array_class: type[cla.Array] | None = None
         #: the layout recorded (see :func:`layout_key`)
         self.layout: tuple = ()
         #: the queue of the last call, and per argument (name, slot,
         #: layout) for :meth:`run_if_same_layout` on it
-        self.queue: Any = None
-        self.checks: list[tuple[str, int | None, Any]] = []
+        self.queue: cl.CommandQueue | None = None
+        self.checks: list[tuple[str, int | None, object]] = []
         #: the peak device memory of a call whose inputs are distinct arrays
         self.peak_bytes = 0
         #: output name -> slot
@@ -130,7 +152,7 @@ class LaunchReplay:
         #: output name -> slot, for outputs a caller may place
         self.placeable: dict[str, int] = {}
         #: output name -> the caller's array last placed there (checked)
-        self.placed_ok: dict[str, Any] = {}
+        self.placed_ok: dict[str, cla.Array] = {}
         #: per launch: (host function, kernels, sizes, [(arg, slot)],
         #: [(slot, nbytes)] allocated before, [slot] released after,
         #: its captured steps or None: see :func:`capture_launcher`)
@@ -142,18 +164,21 @@ class LaunchReplay:
         self.n_runs = 0
         #: the upload of host inputs (see
         #: :class:`~pytato_like.target.loopy.bound.PackedUpload`)
-        self.upload: Any = None
+        self.upload: PackedUpload | None = None
+        #: the frozen form of this replay (see :class:`FrozenLaunches`):
+        #: ``None`` not made yet, ``False`` it cannot be made
+        self.frozen: FrozenLaunches | bool | None = None
 
     @classmethod
-    def record(cls, program: Any, queue: Any, kwargs: dict[str, Any],
+    def record(cls, program: BoundPyOpenCLProgram, queue: cl.CommandQueue,
+               kwargs: dict[str, Any],
                sizes: dict[str, int], layout: tuple) -> LaunchReplay | None:
         """The replay of *program*'s call with *kwargs* (which the full
         call has just run and checked; *layout* is their
         :func:`layout_key`); ``None`` if it cannot be replayed."""
         import pyopencl.array as cla
 
-        from pytato_like.target.loopy.bound import _build_kernel
-        from pytato_like.target.loopy.codegen import storage_dtype
+        from pytato_like.target.loopy.bound import build_kernel
         plan = program.plan
         self = cls()
         self.plan = plan
@@ -234,7 +259,7 @@ class LaunchReplay:
                 allocated.append((slot(name), nbytes))
                 live += nbytes
             self.temporary_peak = max(self.temporary_peak, live)
-            kernels, host = _build_kernel(queue.context,
+            kernels, host = build_kernel(queue.context,
                                           plan.kernels[launch.kernel],
                                           program.stats)
             constant_args = {}
@@ -271,26 +296,27 @@ class LaunchReplay:
             self.constant_arrays[slots[buf]] = ary
         return self
 
-    def run(self, program: Any, queue: Any, pool: Any, wait_for: Any,
+    def run(self, program: BoundPyOpenCLProgram, queue: cl.CommandQueue,
+            pool: MemoryPool, wait_for: Sequence[cl.Event] | None,
             out_host: bool, kwargs: dict[str, Any], t_start: float,
-            placed: dict[str, Any] | None = None):
+            placed: dict[str, cla.Array] | None = None):
         """Replay the recorded call with *kwargs* (of the recorded layout:
         :func:`layout_key` said so); returns what the program's call
         returns. Outputs named in *placed* are computed into those arrays
         where they are outputs of their own (see
         :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram\
-.call_placed`)."""
+.__call__`, ``placed_outputs``)."""
         if queue is not self.queue:
             self._check_for(queue)
         bufs = self.constants[:]
         values = []
         if self.any_host:
-            from pytato_like.target.loopy.bound import _to_device_all
+            from pytato_like.target.loopy.bound import to_device_all
             passed = [(value, s) for value, s in zip(
                 kwargs.values(), self.input_slots, strict=True)
                 if s is not None]
             # (device arrays come back as they are)
-            for value, (_, slot) in zip(_to_device_all(
+            for value, (_, slot) in zip(to_device_all(
                     queue, [v for v, _ in passed], self.upload), passed,
                     strict=True):
                 values.append(value)
@@ -304,10 +330,12 @@ class LaunchReplay:
         return self._run(program, queue, pool, wait_for, out_host, bufs,
                          values, t_start, placed)
 
-    def run_if_same_layout(self, program: Any, queue: Any, pool: Any,
-                           wait_for: Any, out_host: bool,
+    def run_if_same_layout(self, program: BoundPyOpenCLProgram,
+                           queue: cl.CommandQueue, pool: MemoryPool,
+                           wait_for: Sequence[cl.Event] | None,
+                           out_host: bool,
                            kwargs: dict[str, Any], t_start: float,
-                           placed: dict[str, Any] | None = None):
+                           placed: dict[str, cla.Array] | None = None):
         """:meth:`run`, if *kwargs* have the recorded layout, checked
         against the record directly (no :func:`layout_key` to build and
         hash) -- device arrays of this :attr:`queue` and sizes only;
@@ -318,8 +346,39 @@ class LaunchReplay:
         return self._run(program, queue, pool, wait_for, out_host, *bound,
                          t_start, placed)
 
-    def bind_same_layout(self, queue: Any, kwargs: dict[str, Any]
-                         ) -> tuple[list[Any], list[Any]] | None:
+    def run_frozen(self, program: BoundPyOpenCLProgram,
+                   queue: cl.CommandQueue, pool: MemoryPool,
+                   kwargs: dict[str, Any],
+                   placed: dict[str, cla.Array] | None
+                   ) -> KeptOutputs | None:
+        """The call with *kwargs* through this replay's frozen form (made
+        now if it has none and can have one, made again if the inputs'
+        layout changed): its outputs, or ``None`` (nothing ran) if it
+        cannot be frozen or *kwargs* do not fit."""
+        frozen = self.frozen
+        if frozen is False:
+            return None
+        if frozen is not None:
+            outputs = frozen(queue, kwargs)      # type: ignore[operator]
+            if outputs is not None:
+                return outputs
+            self.frozen = None              # another layout or queue: thaw
+        if not FrozenLaunches.can_freeze(program, queue, self):
+            self.frozen = False
+            return None
+        made = FrozenLaunches.freeze(program, self, queue, pool, kwargs,
+                                     placed or {})
+        if made is None:
+            return None
+        outputs = made(queue, kwargs)
+        if outputs is not None:
+            self.frozen = made
+        return outputs
+
+    def bind_same_layout(self, queue: cl.CommandQueue,
+                         kwargs: dict[str, Any]
+                         ) -> tuple[list[Buffer | None], list[cla.Array]
+                                    ] | None:
         """The slots' buffers with *kwargs*'s put in, and the device arrays
         passed (in order), if *kwargs* have the recorded layout on *queue*;
         ``None`` otherwise."""
@@ -349,7 +408,7 @@ class LaunchReplay:
             bufs[s] = value.base_data
         return bufs, values
 
-    def _check_for(self, queue: Any) -> None:
+    def _check_for(self, queue: cl.CommandQueue) -> None:
         """What :meth:`run_if_same_layout` compares, for calls on *queue*
         (device inputs of that queue, as outputs of a replay are)."""
         self.queue = queue
@@ -365,9 +424,11 @@ class LaunchReplay:
             else:
                 self.checks.append((name, None, layout[0]))
 
-    def _run(self, program: Any, queue: Any, pool: Any, wait_for: Any,
-             out_host: bool, bufs: list[Any], values: list[Any],
-             t_start: float, placed: dict[str, Any] | None):
+    def _run(self, program: BoundPyOpenCLProgram, queue: cl.CommandQueue,
+             pool: MemoryPool, wait_for: Sequence[cl.Event] | None,
+             out_host: bool, bufs: list[Buffer | None],
+             values: list[cla.Array], t_start: float,
+             placed: dict[str, cla.Array] | None):
         """The replay, the inputs' buffers in *bufs* (the device arrays
         *values*)."""
         self.n_runs += 1
@@ -414,12 +475,14 @@ class LaunchReplay:
         return program._finish_call(queue, evt, wait_for, results, out_host,
                                     t_start, launch_times)
 
-    def allocate_outputs(self, queue: Any, pool: Any, bufs: list[Any],
-                         arrays: dict[int, Any]) -> None:
+    def allocate_outputs(self, queue: cl.CommandQueue, pool: MemoryPool,
+                         bufs: list[Buffer | None],
+                         arrays: dict[int, cla.Array]) -> None:
         """Allocate the outputs not placed (their slots in *bufs* empty)
         from *pool*: buffers in *bufs*, arrays in *arrays*."""
         new = _new_object
         array_class = self.array_class
+        assert array_class is not None      # (set by record)
         for s, template, nbytes in self.new_outputs:
             if bufs[s] is not None:
                 continue        # placed
@@ -435,8 +498,9 @@ class LaunchReplay:
             ary.__dict__ = state
             arrays[s] = ary
 
-    def place(self, placed: dict[str, Any], queue: Any, bufs: list[Any],
-               arrays: dict[int, Any]) -> None:
+    def place(self, placed: dict[str, cla.Array], queue: cl.CommandQueue,
+              bufs: list[Buffer | None],
+              arrays: dict[int, cla.Array]) -> None:
         """Put the caller's arrays of *placed* that fit in their output
         slots. An array checked once is known by identity afterwards (its
         layout does not change: pyopencl arrays are not reshaped in
@@ -461,8 +525,8 @@ class LaunchReplay:
             bufs[s] = ary.base_data
 
 
-def fits_layout(value: Any, slot: int | None, layout: Any,
-                array_class: Any) -> bool:
+def fits_layout(value: Any, slot: int | None, layout: object,
+                array_class: type[cla.Array] | None) -> bool:
     """Whether *value* has the recorded *layout* of an argument (one of
     :attr:`LaunchReplay.checks`, which
     :meth:`LaunchReplay.bind_same_layout` compares the same way): for a
@@ -482,19 +546,204 @@ class _Allocate:
 
     __slots__ = ("pool",)
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: MemoryPool) -> None:
         self.pool = pool
 
-    def __call__(self, nbytes: int) -> Any:
+    def __call__(self, nbytes: int) -> Buffer:
         return self.pool(max(int(nbytes), 1))
 
 
 _new_object = object.__new__
 
 
+# {{{ frozen launches: a replay whose buffers and kernel arguments are kept
+
+#: the most temporary memory (bytes) a frozen replay keeps
+FROZEN_TEMPORARY_BYTES = 1 << 20
+
+
+class KeptOutputs(dict):
+    """The outputs (name -> array) of a frozen call: the same arrays, in
+    the same dict, on every call of that frozen form -- the next call
+    writes them again. A caller handing results out copies them first."""
+
+
+class FrozenLaunches:
+    """A :class:`LaunchReplay` with its buffers fixed: what a call with
+    ``reuse_outputs=True`` becomes once the replay fits (see the module
+    docstring of :mod:`~pytato_like.target.loopy.bound`).
+
+    A replay still does per call what comes out the same every time: it
+    binds the inputs to their slots, allocates outputs and temporaries from
+    the pool, makes an array per output, fills each launch's argument
+    list. In the middle of a distributed execution that costs several
+    times what it costs in a loop over one call (a boundary part of the
+    halo benchmark, 16 inputs, one kernel: 15.5 µs per call alone, 36-47
+    µs between the other parts' calls). A frozen form does it once: the
+    outputs and temporaries get buffers of their own, kept from call to
+    call (the queue is in order, so the next call writes them only after
+    the last one's kernels read them), and each launch gets a kernel
+    object of its own whose arguments are set once (OpenCL takes them as
+    they are at the enqueue). A call checks the inputs by identity -- an
+    input that is another array of the same layout is set on the kernels
+    reading it -- and enqueues the kernels.
+
+    Only replays whose every launch was captured (see
+    :func:`capture_launcher`), of programs without run-time checks, with
+    no host input and no input that is also an output, at most
+    :data:`FROZEN_TEMPORARY_BYTES` of temporaries (kept too), on an
+    in-order queue are frozen."""
+
+    __slots__ = ("program", "queue", "replay", "names", "refs", "uses",
+                 "arg_lists", "steps", "outputs", "buffers", "launch_ns",
+                 "enqueue", "n_calls")
+
+    @staticmethod
+    def can_freeze(program: BoundPyOpenCLProgram, queue: cl.CommandQueue,
+                   replay: LaunchReplay) -> bool:
+        """Whether calls of *program* on *queue* through *replay* can be
+        frozen at all."""
+        import pyopencl as cl
+        return not (
+            program.checks or program.single_output
+            or queue.properties
+            & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+            or replay.any_host or replay.passed_through
+            or any(launch[-1] is None for launch in replay.launches)
+            or sum(nbytes for launch in replay.launches
+                   for _, nbytes in launch[4]) > FROZEN_TEMPORARY_BYTES)
+
+    @classmethod
+    def freeze(cls, program: BoundPyOpenCLProgram, replay: LaunchReplay,
+               queue: cl.CommandQueue, pool: MemoryPool,
+               inputs: dict[str, Any], placed: dict[str, cla.Array]
+               ) -> FrozenLaunches | None:
+        """The frozen form of *replay* (of *program*) for *inputs* on
+        *queue*, outputs named in *placed* computed into those arrays,
+        other outputs and temporaries from *pool*; ``None`` (nothing
+        allocated) if *inputs* do not have the replay's layout. Runs
+        nothing."""
+        import pyopencl as cl
+        bound = replay.bind_same_layout(queue, inputs)
+        if bound is None:
+            return None
+        bufs, _ = bound
+        arrays = dict(replay.constant_arrays)
+        if placed:
+            replay.place(placed, queue, bufs, arrays)
+        replay.allocate_outputs(queue, pool, bufs, arrays)
+        for launch in replay.launches:
+            for s, nbytes in launch[4]:
+                bufs[s] = pool(nbytes)      # kept, never released
+
+        uses: dict[int, list[tuple[int, int]]] = {}
+        arg_lists: list[list[object]] = []
+        steps: list[tuple] = []
+        for launch in replay.launches:
+            for knl, template, fills, packed, gsize, lsize, offset, \
+                    g_times_l, allow_empty in launch[-1]:
+                args = list(template)
+                for pos, s in fills:
+                    args[pos] = bufs[s]
+                    uses.setdefault(s, []).append((len(steps), pos))
+                arg_lists.append(args)
+                # a kernel object of its own (the program's kernels are
+                # shared with other programs and calls): its arguments,
+                # set now, stay set until an input is rebound
+                own: cl.Kernel = cl.Kernel(knl.program, knl.function_name)
+                # (pyopencl's stubs omit its private fast setters)
+                own._set_arg_multi(tuple(args))  # type: ignore[attr-defined]
+                if packed is not None:
+                    own._set_arg_buf_pack_multi(  # type: ignore[attr-defined]
+                        packed)
+                steps.append((own, gsize, lsize, offset, g_times_l,
+                              allow_empty))
+        outputs = KeptOutputs(
+            (name, arrays[s]) for name, s in replay.output_slots.items())
+        # the inputs' buffers are held by the arrays passed (the last ones:
+        # refs), not here -- the first call's inputs may be freed
+        for s in replay.input_slots:
+            if s is not None:
+                bufs[s] = None
+        return cls(program, queue, replay, inputs, uses, arg_lists, steps,
+                   outputs, bufs, cl.enqueue_nd_range_kernel)
+
+    def __init__(self, program: BoundPyOpenCLProgram,
+                 queue: cl.CommandQueue, replay: LaunchReplay,
+                 inputs: dict[str, Any],
+                 uses: dict[int, list[tuple[int, int]]],
+                 arg_lists: list[list[object]], steps: list[tuple],
+                 outputs: KeptOutputs, buffers: list[Buffer | None],
+                 enqueue: Callable[..., cl.Event]
+                 ) -> None:
+        self.program = program
+        self.queue = queue
+        self.replay = replay
+        #: the inputs' names (in the replay's order) and the arrays last
+        #: passed for them
+        self.names = tuple(inputs)
+        self.refs = list(inputs.values())
+        #: slot -> [(step, argument position)] reading it
+        self.uses = uses
+        #: per kernel enqueue: its arguments (as captured by
+        #: :func:`capture_launcher`), and (its own kernel object, arguments
+        #: set; sizes and offsets)
+        self.arg_lists = arg_lists
+        self.steps = steps
+        self.outputs = outputs
+        #: the kept buffers (outputs and temporaries) and bound data, by
+        #: slot
+        self.buffers = buffers
+        self.enqueue = enqueue
+        #: nanoseconds the last call spent enqueueing its kernels
+        self.launch_ns = 0
+        #: calls that enqueued the kernels
+        self.n_calls = 0
+
+    def __call__(self, queue: cl.CommandQueue, values: dict[str, Any]
+                 ) -> KeptOutputs | None:
+        """Enqueue the kernels with the inputs *values* (by name); the
+        outputs, or ``None`` (nothing enqueued) if an input or *queue* is
+        not what the form was frozen for."""
+        if queue is not self.queue or len(values) != len(self.names):
+            return None
+        refs = self.refs
+        for k, name in enumerate(self.names):
+            value = values.get(name)
+            if value is not refs[k] and not self._rebind(k, value):
+                return None
+        t0 = time.perf_counter_ns()
+        enqueue = self.enqueue
+        for knl, gsize, lsize, offset, g_times_l, allow_empty in self.steps:
+            # (an in-order queue: no events to chain)
+            enqueue(queue, knl, gsize, lsize, offset, None,
+                    g_times_l=g_times_l, allow_empty_ndrange=allow_empty)
+        self.launch_ns = dt = time.perf_counter_ns() - t0
+        self.n_calls += 1
+        self.program.stats.record_call(dt * 1e-9, [dt * 1e-9])
+        return self.outputs
+
+    def _rebind(self, k: int, value: Any) -> bool:
+        """Put *value* in for input *k* if it has the recorded layout."""
+        _, s, layout = self.replay.checks[k]
+        if not fits_layout(value, s, layout, self.replay.array_class):
+            return False
+        self.refs[k] = value
+        if s is not None:
+            data = value.base_data
+            for j, pos in self.uses.get(s, ()):
+                args = self.arg_lists[j]
+                args[pos] = data
+                self.steps[j][0]._set_arg_multi(tuple(args))
+        return True
+
+# }}}
+
+
 # {{{ launches without loopy's launcher
 
-def _launch(steps: tuple, queue: Any, bufs: list[Any], wait_for: Any) -> Any:
+def _launch(steps: tuple, queue: cl.CommandQueue, bufs: list[Buffer | None],
+            wait_for: list[cl.Event] | None) -> cl.Event | None:
     """Run the captured *steps* of one launcher (see :func:`capture_launcher`)
     with this call's buffers; the last event."""
     enqueue = _ENQUEUE or _load_enqueue()
@@ -516,10 +765,10 @@ def _launch(steps: tuple, queue: Any, bufs: list[Any], wait_for: Any) -> Any:
 
 #: pyopencl's enqueue_nd_range_kernel, looked up on first use (this module
 #: imports without pyopencl)
-_ENQUEUE: Any = None
+_ENQUEUE: Callable[..., cl.Event] | None = None
 
 
-def _load_enqueue() -> Any:
+def _load_enqueue() -> Callable[..., cl.Event]:
     global _ENQUEUE
     import pyopencl as cl
     _ENQUEUE = cl.enqueue_nd_range_kernel
@@ -543,15 +792,15 @@ class _Marker:
 class _Refuse:
     """Any use but the few a capture knows refuses it."""
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         raise _Refused(name)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
         raise _Refused("call")
 
 
 class _CapturedKernel(_Refuse):
-    def __init__(self, knl: Any, log: list) -> None:
+    def __init__(self, knl: cl.Kernel, log: list) -> None:
         self._knl = knl
         self._log = log
 
@@ -567,23 +816,25 @@ class _CapturedKernel(_Refuse):
 
 
 class _CapturedKernels(_Refuse):
-    def __init__(self, kernels: Any, log: list) -> None:
+    def __init__(self, kernels: object, log: list) -> None:
         self._kernels = kernels
         self._log = log
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> _CapturedKernel:
         return _CapturedKernel(getattr(self._kernels, name), self._log)
 
 
 class _CapturedCL(_Refuse):
-    def __init__(self, queue: Any, log: list) -> None:
+    def __init__(self, queue: object, log: list) -> None:
         self._queue = queue
         self._log = log
 
-    def enqueue_nd_range_kernel(self, queue: Any, kernel: Any, gsize: Any,
-                                lsize: Any, offset: Any = None,
-                                wait_for: Any = None, g_times_l: bool = False,
-                                allow_empty_ndrange: bool = False) -> Any:
+    def enqueue_nd_range_kernel(self, queue: object, kernel: object,
+                                gsize: object, lsize: object,
+                                offset: object = None,
+                                wait_for: object = None,
+                                g_times_l: bool = False,
+                                allow_empty_ndrange: bool = False) -> object:
         if queue is not self._queue or type(kernel) is not _CapturedKernel:
             raise _Refused("enqueue_nd_range_kernel")
         evt = object()
@@ -592,7 +843,7 @@ class _CapturedCL(_Refuse):
         return evt
 
 
-def _sizes(value: Any, none_ok: bool = False) -> bool:
+def _sizes(value: object, none_ok: bool = False) -> bool:
     """Whether *value* is a tuple of integers (or ``None``, if *none_ok*):
     a constant size of an enqueue."""
     if value is None:
@@ -601,7 +852,8 @@ def _sizes(value: Any, none_ok: bool = False) -> bool:
         isinstance(v, (int, np.integer)) for v in value)
 
 
-def capture_launcher(host: Any, kernels: Any, constant_args: dict[str, Any],
+def capture_launcher(host: types.FunctionType, kernels: object,
+                     constant_args: dict[str, int],
                      buffer_args: list[tuple[str, int]],
                      cache: dict | None = None) -> tuple | None:
     """What loopy's launcher *host* does with these arguments, as steps
@@ -617,7 +869,7 @@ def capture_launcher(host: Any, kernels: Any, constant_args: dict[str, Any],
     names as one captured before (the steps of a time loop) reuses that
     capture with its own slots."""
     names = tuple(arg for arg, _ in buffer_args)
-    key: Any = None
+    key: tuple | None = None
     if cache is not None:
         try:
             key = (host, id(kernels), tuple(sorted(constant_args.items())),
@@ -639,7 +891,8 @@ def capture_launcher(host: Any, kernels: Any, constant_args: dict[str, Any],
                   *rest) for knl, template, fills, *rest in steps)
 
 
-def _capture(host: Any, kernels: Any, constant_args: dict[str, Any],
+def _capture(host: types.FunctionType, kernels: object,
+             constant_args: dict[str, int],
              names: tuple[str, ...]) -> tuple | None:
     """:func:`capture_launcher`'s steps with the positions in *names*
     of the buffer arguments in place of slots."""
@@ -653,7 +906,7 @@ def _capture(host: Any, kernels: Any, constant_args: dict[str, Any],
     fake = types.FunctionType(host.__code__, namespace, host.__name__,
                               host.__defaults__, host.__closure__)
     fake.__kwdefaults__ = host.__kwdefaults__
-    args: dict[str, Any] = dict(constant_args)
+    args: dict[str, object] = dict(constant_args)
     for i, arg in enumerate(names):
         args[arg] = _Marker(i)
     try:
@@ -662,8 +915,8 @@ def _capture(host: Any, kernels: Any, constant_args: dict[str, Any],
     except Exception:       # noqa: BLE001 (anything unexpected: not captured)
         return None
     steps = []
-    pending: dict[Any, list[tuple]] = {}
-    last_evt: Any = None
+    pending: dict[object, list[tuple]] = {}
+    last_evt: object = None
     for entry in log:
         if entry[0] != "enqueue":
             pending.setdefault(entry[1], []).append(entry)
@@ -677,9 +930,9 @@ def _capture(host: Any, kernels: Any, constant_args: dict[str, Any],
                 else (type(wait_for) is list and len(wait_for) == 1
                       and wait_for[0] is last_evt)):
             return None
-        template: list[Any] = []
+        template: list[object] = []
         fills: list[tuple[int, int]] = []
-        packed: list[Any] = []
+        packed: list[object] = []
         for what, _, values in pending.pop(kernel, ()):
             if what == "set":
                 for index, value in zip(values[::2], values[1::2],

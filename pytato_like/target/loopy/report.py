@@ -67,6 +67,7 @@ import os
 import sys
 import threading
 import time
+from pytato_like.diagnostic import ConfigurationError
 
 logger = logging.getLogger("pytato_like.codegen")
 run_logger = logging.getLogger("pytato_like.run")
@@ -87,7 +88,6 @@ def _setting():
     raw = os.environ.get("PYTATO_LIKE_REPORT", "")
     value = raw.strip().lower()
     if value not in _LEVELS:
-        from pytato_like.diagnostic import ConfigurationError
         raise ConfigurationError(
             f"PYTATO_LIKE_REPORT={raw!r} is not one of "
             "'0', 'off', 'progress', '1', 'on', 'info', 'debug'")
@@ -152,7 +152,6 @@ def reporting_ranks() -> frozenset[int] | None:
         return None
     parts = [part.strip() for part in value.split(",")]
     if not parts or not all(part.isdigit() for part in parts):
-        from pytato_like.diagnostic import ConfigurationError
         raise ConfigurationError(
             f"PYTATO_LIKE_REPORT_RANKS={raw!r} is neither 'all' nor a "
             "comma-separated list of ranks such as '0' or '0,3'")
@@ -229,13 +228,15 @@ def configure_logging(level=None) -> None:
         root.addHandler(handler)
 
 
-def report_enabled(options: dict | None) -> bool:
+def report_enabled(report: bool | None) -> bool:
     """Whether the full report (phase table, call lines) is on for a
-    program: its ``"report"`` option, else ``PYTATO_LIKE_REPORT``. Also
-    configures the stderr handler accordingly."""
+    program: its *report* option
+    (:attr:`~pytato_like.target.loopy.options.CodegenOptions.report`)
+    unless None, else ``PYTATO_LIKE_REPORT`` (read now). Also configures
+    the stderr handler accordingly."""
     setting = _setting()
-    if options and "report" in options:
-        enabled = bool(options["report"])
+    if report is not None:
+        enabled = bool(report)
         configure_logging(logging.INFO if enabled else setting)
         return enabled
     configure_logging(setting)

@@ -19,6 +19,7 @@ import pymbolic.primitives as prim
 from pytato_like.array import Array, IndexLambda
 from pytato_like.diagnostic import UnknownIndexLambdaExpr
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, Reduce, TypeCast
+from pytato_like.target.loopy.functions import helper_symbol
 
 if TYPE_CHECKING:
     from pytato_like.target.loopy.lowering import NodeLowerer
@@ -35,7 +36,7 @@ _FUNCTION_NAMES = {
 }
 
 
-from pytato_like.target.loopy.codegen import storage_dtype  # noqa: E402
+from pytato_like.target.loopy.plan import storage_dtype  # noqa: E402
 from pytato_like.target.loopy.functions import COMPLEX_VALUES  # noqa: E402
 
 
@@ -279,7 +280,6 @@ class ScalarLowerer:
         return self._helper(name, dtype, cast), dtype
 
     def _helper(self, name: str, dtype: np.dtype, args):
-        from pytato_like.target.loopy.functions import helper_symbol
         self.nodes.helpers_used.add(name)
         return prim.Call(prim.Variable(helper_symbol(name)), tuple(args))
 

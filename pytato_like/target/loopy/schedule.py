@@ -6,7 +6,7 @@ contiguous axis):
 
 * in groups without reductions, unless their contiguous axis is short
   and not their only axis (next rule),
-  ``i_{d-1}`` is split by :data:`CONTIGUOUS_RUN`: the outer part is
+  ``i_{d-1}`` is split by ``contiguous_run``: the outer part is
   ``g.0``, the inner part a loop that each work-item (work-groups of one)
   runs over consecutive elements, which LLVM vectorises with the loop
   bound as its only condition. PoCL's work-group compiler vectorises the
@@ -14,10 +14,10 @@ contiguous axis):
   and the last work-group's bounds check is one: a one-dimensional
   stencil step ran 4-8x faster per kernel as runs of 4096 than as
   work-groups of 64 (with the work-group ids hoisted, see
-  :func:`~pytato_like.target.loopy.codegen.hoist_group_ids`); runs of
+  :func:`~pytato_like.target.loopy.kernels.hoist_group_ids`); runs of
   1024 and 16384 were within noise of 4096 at 2*10^5 cells, 512 and
   1024 slower at 2*10^6;
-* otherwise ``i_{d-1}`` is split by :data:`WORK_GROUP_SIZE` (when it is shorter than that, it is
+* otherwise ``i_{d-1}`` is split by ``work_group_size`` (when it is shorter than that, it is
   ``l.0`` whole and ``i_{d-2}`` is split into ``l.1`` and ``g.0`` to fill
   the work-group): the inner part becomes
   ``l.0`` (consecutive work-items touch consecutive addresses; PoCL's
@@ -28,21 +28,21 @@ contiguous axis):
 * reduction inames stay sequential loops (each work-item reduces its own
   output elements: no atomics, no local-memory trees); in groups with
   reductions and a short contiguous axis (DG-like ``einsum("ij,ej->ei")``)
-  the second-to-last axis is split by :data:`REDUCTION_ILP` with an
+  the second-to-last axis is split by ``reduction_ilp`` with an
   ``ilp`` inner part: each work-item keeps that many accumulators, which
   hides the floating-point add latency of the sequential reduction and
   loads the shared operand once (measured: ~2x on the DG benchmark);
 * 2-d reduction groups of a small dense operator applied to many batch
   elements (``einsum("ij,ej->ei", D, u)`` of DG codes: a long batch axis
   ``i_0``, a short output axis ``i_1`` of at most
-  :data:`SMALL_OPERATOR_OUTPUTS`, the only group of its kernel) run one
+  ``small_operator_outputs``, the only group of its kernel) run one
   work-item per batch element: ``i_0`` is split into
-  :data:`SMALL_OPERATOR_LOCAL` work-items (``l.0``) and ``g.0``, ``i_1``
+  ``small_operator_local`` work-items (``l.0``) and ``g.0``, ``i_1``
   is ``ilp`` (every output of the element is an accumulator of the
   work-item, the reduction loop runs once per element). Operands read
   with ``i_1`` on a strided axis and never with ``i_0`` (``D[i, j]``) are
   copied once per work-group into local memory with that axis contiguous
-  (:data:`SMALL_OPERATOR_STAGED` elements at most), so that each
+  (``small_operator_staged`` elements at most), so that each
   reduction step updates the accumulators from consecutive addresses and
   LLVM's SLP vectoriser packs the update into vector multiply-adds with
   one broadcast of ``u[e, j]`` (DG benchmark: 1.3-1.8x -> 3.1-7.4x NumPy,
@@ -50,15 +50,19 @@ contiguous axis):
   are 2-18 % faster than 64 in interleaved runs (the copy of the
   operator and the barrier are paid per work-group), 256 within noise
   of 128; tried and not
-  kept: 2 or 4 elements per work-item, work-groups of 32);
-  without enough batch elements (:data:`SMALL_OPERATOR_MIN_BATCH`) or
+  kept: 2 or 4 elements per work-item, work-groups of 32). Its kernels
+  compute indices in 64 bits (``small_operator_wide_indices``): with
+  ``int`` indices LLVM could not tell that an element's outputs are
+  consecutive and stored them one by one (6-7 % less CPU time per run
+  of the DG benchmark, paired runs);
+  without enough batch elements (``small_operator_min_batch``) or
   when an operand to stage is too large, the rule above applies, and
   groups that qualify for the tiles below take those;
 * 2-d groups with a reduction and two long axes (matmul-like products,
   ``sum(axis=1)`` of a 3-d array) are register-blocked instead: each
-  work-item reduces a :data:`TILE_ROWS` x :data:`TILE_COLS` tile of
+  work-item reduces a ``tile_rows`` x ``tile_cols`` tile of
   outputs (``ilp`` inames: independent accumulators, each loaded operand
-  reused), work-groups are :data:`TILE_LOCAL` x :data:`TILE_LOCAL`
+  reused), work-groups are ``tile_local`` x ``tile_local``
   work-items (``l.1``, ``l.0``) so that they share rows of one operand and
   columns of the other in cache (matmul 1024^2 float64: 1.77 s -> 0.37 s
   on 2 cores; tried and not kept, all slower or within noise: local-memory
@@ -66,95 +70,54 @@ contiguous axis):
   tiles 8x8, 4x16 and 4x4, and the same tiling for the DG case with
   7-wide column tiles, which the small-operator schedule above replaced).
 
+The ``names`` above are fields of the
+:class:`~pytato_like.target.loopy.options.CodegenOptions` given to
+:func:`parallelize`.
+
 PoCL's pthread device runs work-groups on all cores, so any program with
 at least a few work-groups per core keeps both cores busy. Why this
 mapping and this size: see :doc:`/codegen` (measured in
 ``bench/bench_execution.py``).
 
-.. autodata:: WORK_GROUP_SIZE
-.. autodata:: CONTIGUOUS_RUN
-.. autodata:: REDUCTION_ILP
-.. autodata:: TILE_ROWS
-.. autodata:: TILE_COLS
-.. autodata:: TILE_LOCAL
-.. autodata:: SMALL_OPERATOR_OUTPUTS
-.. autodata:: SMALL_OPERATOR_STAGED
-.. autodata:: SMALL_OPERATOR_LOCAL
-.. autodata:: SMALL_OPERATOR_MIN_BATCH
-.. autofunction:: parameters
 .. autofunction:: parallelize
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from pytato_like._env import env_int
-
-#: work-items per work-group along the contiguous axis
-WORK_GROUP_SIZE = env_int("PYTATO_LIKE_WORK_GROUP_SIZE", 64)
+if TYPE_CHECKING:
+    from pytato_like.target.loopy.options import CodegenOptions
 
 
-#: elements of the contiguous axis that each work-item of a group without
-#: reductions computes as one loop (0 or 1: one work-item per element, in
-#: work-groups of WORK_GROUP_SIZE)
-CONTIGUOUS_RUN = env_int("PYTATO_LIKE_CONTIGUOUS_RUN", 4096, minimum=0)
-
-#: outputs per work-item along the second-to-last axis of reduction groups
-#: with a short contiguous axis (independent accumulators, shared loads)
-REDUCTION_ILP = env_int("PYTATO_LIKE_REDUCTION_ILP", 4)
-
-
-#: register tile (rows x contiguous columns) of outputs per work-item in
-#: 2-d groups with a reduction and long axes (matmul-like products)
-TILE_ROWS = env_int("PYTATO_LIKE_TILE_ROWS", 4)
-TILE_COLS = env_int("PYTATO_LIKE_TILE_COLS", 8)
-#: work-items per work-group along each axis of such a group
-TILE_LOCAL = env_int("PYTATO_LIKE_TILE_LOCAL", 8)
-
-
-def _register_block(knl, g: str, extents: tuple, work_group_size: int):
-    """Each work-item reduces a TILE_ROWS x TILE_COLS tile of outputs:
+def _register_block(knl, g: str, extents: tuple, options: CodegenOptions):
+    """Each work-item reduces a ``tile_rows`` x ``tile_cols`` tile of outputs:
     PoCL runs a work-item's reduction loop as scalar code (it vectorises
     across work-items only for loop-free bodies), so the tile gives that
     loop independent accumulators and contiguous loads along the last
     axis that LLVM's SLP vectoriser packs, and reuses each loaded operand
-    TILE_ROWS or TILE_COLS times (matmul 1024^2: see the bench)."""
+    ``tile_rows`` or ``tile_cols`` times (matmul 1024^2: see the bench)."""
     import loopy as lp
+    tile_rows, tile_cols = options.tile_rows, options.tile_cols
+    tile_local = options.tile_local
     rows, cols = f"{g}_0", f"{g}_1"
-    knl = lp.split_iname(knl, cols, TILE_COLS, inner_tag="ilp")
-    # a squarish work-group tile (TILE_LOCAL x TILE_LOCAL work-items):
+    knl = lp.split_iname(knl, cols, tile_cols, inner_tag="ilp")
+    # a squarish work-group tile (tile_local x tile_local work-items):
     # its work-items share the rows of one operand and the columns of the
     # other, which stay in cache while the work-group runs
-    local_cols = max(1, min(TILE_LOCAL, -(-extents[1] // TILE_COLS)))
-    local_rows = max(1, min(TILE_LOCAL, -(-extents[0] // TILE_ROWS)))
+    local_cols = max(1, min(tile_local, -(-extents[1] // tile_cols)))
+    local_rows = max(1, min(tile_local, -(-extents[0] // tile_rows)))
     knl = lp.split_iname(knl, f"{cols}_outer", local_cols, outer_tag="g.0",
                          inner_tag="l.0")
-    knl = lp.split_iname(knl, rows, TILE_ROWS, inner_tag="ilp")
+    knl = lp.split_iname(knl, rows, tile_rows, inner_tag="ilp")
     knl = lp.split_iname(knl, f"{rows}_outer", local_rows, outer_tag="g.1",
                          inner_tag="l.1")
     return knl
 
 
-#: longest output axis (outputs per batch element) and largest staged
-#: operand (elements) for which small dense operators applied to many
-#: batch elements get one work-item per batch element
-SMALL_OPERATOR_OUTPUTS = env_int(
-    "PYTATO_LIKE_SMALL_OPERATOR_OUTPUTS", 64, minimum=0)
-SMALL_OPERATOR_STAGED = env_int(
-    "PYTATO_LIKE_SMALL_OPERATOR_STAGED", 4096, minimum=0)
-#: work-items (batch elements) per work-group in that schedule
-SMALL_OPERATOR_LOCAL = env_int(
-    "PYTATO_LIKE_SMALL_OPERATOR_LOCAL", 128)
-#: fewest batch elements for that schedule (below it, fewer work-groups
-#: than cores; the generic schedule spreads the outputs wider)
-SMALL_OPERATOR_MIN_BATCH = env_int(
-    "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH", 256, minimum=0)
-
-
-def _operands_to_stage(kernel, g: str):
+def _operands_to_stage(kernel, g: str, max_staged: int):
     """For the small-operator schedule of group *g*: ``{array name: axis}``
     of the global read-only arrays read with ``{g}_1`` (the short output
     axis) in one axis that is not their contiguous one, and never with
@@ -198,19 +161,25 @@ def _operands_to_stage(kernel, g: str):
                 "list[Any]", arr.dim_tags)[axis].stride == 1:
             continue  # already contiguous along the short axis
         if (not all(isinstance(n, int) for n in shape)
-                or int(np.prod(shape)) > SMALL_OPERATOR_STAGED):
+                or int(np.prod(shape)) > max_staged):
             return None
         stage[name] = axis
     return stage
 
 
-def _small_operator(knl, g: str, stage: dict[str, int]):
+def _small_operator(knl, g: str, stage: dict[str, int], local_size: int,
+                    wide_indices: bool):
     """One work-item per batch element (``{g}_0``, ``l.0``/``g.0``), all
     outputs along the short axis ``{g}_1`` as ``ilp`` accumulators; the
     operands in *stage* are copied once per work-group into local memory
     with the short axis contiguous, so that the unrolled update of the
     accumulators reads consecutive addresses (LLVM packs it into vector
-    FMAs) instead of a stride of the operator's row length."""
+    multiplies and adds) instead of a stride of the operator's row length.
+    With *wide_indices* the kernel's index arithmetic is 64-bit: the
+    element's row offset ``n * (g * local + l)`` computed in ``int`` and
+    then sign-extended hid from LLVM that the stores of the element's
+    outputs are consecutive, so they stayed scalar (one multiply, add and
+    store per output); in ``long`` they are vector stores."""
     import islpy as isl
     import loopy as lp
     from loopy.symbolic import IdentityMapper
@@ -268,15 +237,19 @@ def _small_operator(knl, g: str, stage: dict[str, int]):
             insn = insn.copy(expression=_Restage()(insn.expression),
                              depends_on=insn.depends_on | fetch_ids)
         insns.append(insn)
+    extra: dict[str, object] = {}
+    if wide_indices:
+        from loopy.types import to_loopy_type
+        extra["index_dtype"] = to_loopy_type(np.dtype(np.int64))
     kernel = kernel.copy(domains=domains, instructions=[*fetches, *insns],
-                         temporary_variables=temps)
+                         temporary_variables=temps, **extra)
     knl = knl.with_kernel(kernel)
-    knl = lp.split_iname(knl, f"{g}_0", SMALL_OPERATOR_LOCAL,
+    knl = lp.split_iname(knl, f"{g}_0", local_size,
                          outer_tag="g.0", inner_tag="l.0")
     knl = lp.tag_inames(knl, {short: "ilp"})
     for iname, extent in fetch_local:
-        if extent > SMALL_OPERATOR_LOCAL:  # no wider than the work-group
-            knl = lp.split_iname(knl, iname, SMALL_OPERATOR_LOCAL,
+        if extent > local_size:  # no wider than the work-group
+            knl = lp.split_iname(knl, iname, local_size,
                                  inner_tag="l.0")
         else:
             knl = lp.tag_inames(knl, {iname: "l.0"})
@@ -286,31 +259,16 @@ def _small_operator(knl, g: str, stage: dict[str, int]):
     return knl
 
 
-def parameters() -> tuple:
-    """Every tunable above, for the kernel and plan cache keys (a kernel
-    generated with other values is another kernel), with those of
-    :mod:`~pytato_like.target.loopy.instructions` (which stored
-    concatenations are written piece by piece), of
-    :mod:`~pytato_like.target.loopy.time_tiles` (which steps are fused)
-    and of :mod:`~pytato_like.target.loopy.chunks` (which small kernels
-    are merged)."""
-    from pytato_like.target.loopy import chunks, instructions, time_tiles
-    return (WORK_GROUP_SIZE, CONTIGUOUS_RUN, REDUCTION_ILP, TILE_ROWS,
-            TILE_COLS, TILE_LOCAL,
-            SMALL_OPERATOR_OUTPUTS, SMALL_OPERATOR_STAGED,
-            SMALL_OPERATOR_LOCAL, SMALL_OPERATOR_MIN_BATCH,
-            instructions.PIECES_MIN_SIZE, instructions.PIECES_MAX,
-            time_tiles.TIME_TILE, time_tiles.TIME_TILE_STAGES,
-            chunks.SMALL_CHUNK_ELEMENTS)
-
-
-def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = None,
+def parallelize(knl, groups: dict[str, tuple], options: CodegenOptions,
                 reduction_groups=frozenset()):
     """*knl* with the inames of each loop group (``name -> extents``;
-    inames are ``f"{name}_{axis}"``) tagged as described above."""
+    inames are ``f"{name}_{axis}"``) tagged as described above, with the
+    sizes of *options*."""
     import loopy as lp
-    if work_group_size is None:
-        work_group_size = WORK_GROUP_SIZE
+    work_group_size = options.work_group_size
+    tile_rows, tile_cols = options.tile_rows, options.tile_cols
+    reduction_ilp = options.reduction_ilp
+    contiguous_run = options.contiguous_run
     tags = {}
     for g, extents in groups.items():
         d = len(extents)
@@ -322,18 +280,21 @@ def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = Non
         if isinstance(extent, int):
             size = max(1, min(size, extent))
         outer_axes = list(range(d - 2, -1, -1))
-        if (g in reduction_groups and d == 2 and TILE_ROWS * TILE_COLS > 1
+        if (g in reduction_groups and d == 2 and tile_rows * tile_cols > 1
                 and isinstance(extent, int) and isinstance(extents[0], int)
-                and extent >= TILE_COLS * 8 and extents[0] >= TILE_ROWS * 8):
-            knl = _register_block(knl, g, extents, work_group_size)
+                and extent >= tile_cols * 8 and extents[0] >= tile_rows * 8):
+            knl = _register_block(knl, g, extents, options)
             continue
         if (g in reduction_groups and d == 2 and len(groups) == 1
                 and isinstance(extent, int) and isinstance(extents[0], int)
-                and 1 < extent <= SMALL_OPERATOR_OUTPUTS
-                and extents[0] >= SMALL_OPERATOR_MIN_BATCH):
-            stage = _operands_to_stage(knl.default_entrypoint, g)
+                and 1 < extent <= options.small_operator_outputs
+                and extents[0] >= options.small_operator_min_batch):
+            stage = _operands_to_stage(knl.default_entrypoint, g,
+                                       options.small_operator_staged)
             if stage is not None:
-                knl = _small_operator(knl, g, stage)
+                knl = _small_operator(
+                    knl, g, stage, options.small_operator_local,
+                    options.small_operator_wide_indices)
                 continue
         if isinstance(extent, int) and 1 < extent < work_group_size and d >= 2:
             # short contiguous axis (e.g. DOFs of an element): the whole
@@ -342,11 +303,11 @@ def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = Non
             tags[last] = "l.0"
             per_group = max(1, work_group_size // max(extent, 1))
             second = f"{g}_{d - 2}"
-            if g in reduction_groups and REDUCTION_ILP > 1:
-                # each work-item reduces for REDUCTION_ILP rows at once:
+            if g in reduction_groups and reduction_ilp > 1:
+                # each work-item reduces for reduction_ilp rows at once:
                 # independent accumulators hide the add latency and the
                 # operand indexed by the short axis is loaded once
-                knl = lp.split_iname(knl, second, REDUCTION_ILP,
+                knl = lp.split_iname(knl, second, reduction_ilp,
                                      outer_tag="g.0", inner_tag="ilp")
             elif per_group > 1:
                 knl = lp.split_iname(knl, second, per_group,
@@ -356,11 +317,11 @@ def parallelize(knl, groups: dict[str, tuple], work_group_size: int | None = Non
             outer_axes = outer_axes[1:]
             hw_names = ("g.1", "g.2")
         else:
-            if (CONTIGUOUS_RUN > 1 and g not in reduction_groups
+            if (contiguous_run > 1 and g not in reduction_groups
                     and not (isinstance(extent, int) and extent <= 1)):
                 # each work-item loops over a run of the axis (work-groups
                 # of one): LLVM vectorises that loop, bounds and all
-                knl = lp.split_iname(knl, last, CONTIGUOUS_RUN,
+                knl = lp.split_iname(knl, last, contiguous_run,
                                      outer_tag="g.0")
             elif size > 1:
                 knl = lp.split_iname(knl, last, size, outer_tag="g.0",

@@ -8,7 +8,7 @@ field through memory. Once the fields outgrow the cache, every step runs
 at memory bandwidth.
 
 :func:`tile_time_steps` fuses such runs of chunks into one chunk: its
-kernel walks the last step's index range in tiles of :data:`TIME_TILE`
+kernel walks the last step's index range in tiles of :attr:`~pytato_like.target.loopy.options.CodegenOptions.time_tile`
 elements (one work-item per tile), and for each tile computes every step
 over the window the later steps read from it -- the tile widened by the
 shifts of its readers (ghost cells, computed by both neighbouring tiles)
@@ -28,7 +28,7 @@ A run of chunks is fused when
 - the arrays of all its chunks but the last are temporaries read nowhere
   outside the run (the last chunk's arrays are written to memory as
   usual);
-- it has at most :data:`TIME_TILE_STAGES` chunks and at most as many
+- it has at most :attr:`~pytato_like.target.loopy.options.CodegenOptions.time_tile_stages` chunks and at most as many
   instructions as one kernel may have (``max_instructions_per_kernel``);
   the windows widen the tile by at most a quarter, and the scratch arrays
   a work-item keeps alive at once hold at most
@@ -65,8 +65,6 @@ chain keeps two per field alive. Measured (1-D heat step, 4 fields, 8
 steps, 10^6 cells, PoCL on 2 cores): 12.9 ms as 8 kernels, 3.3 ms fused;
 with one core 15 ms and 6.2 ms (tiles of 256 to 4096 within noise).
 
-.. autodata:: TIME_TILE
-.. autodata:: TIME_TILE_STAGES
 .. autodata:: TIME_TILE_SCRATCH_BYTES
 .. autodata:: MAX_EXTENT
 .. autoclass:: TiledRun
@@ -79,20 +77,19 @@ import dataclasses
 import heapq
 from typing import TYPE_CHECKING, Any
 
-from pytato_like._env import env_int
+from pytato_like.diagnostic import ConfigurationError
+from pytato_like.target.loopy.options import CodegenOptions
 from pytato_like.scalar_expr import affine_form
-from pytato_like.target.loopy.chunks import set_chunks, split_chunks
+from pytato_like.target.loopy.chunks import (
+    UNBOUNDED,
+    KernelBudget,
+    set_chunks,
+    split_chunks,
+)
 
 if TYPE_CHECKING:
-    from pytato_like.target.loopy.codegen import BufferSpec
-    from pytato_like.target.loopy.instructions import Instruction
+    from pytato_like.target.loopy.plan import BufferSpec, Instruction
 
-#: elements of the last step computed by one work-item of a fused run (0:
-#: no fusion); the ``time_tile`` option of
-#: :func:`~pytato_like.target.loopy.generate_loopy` overrides it
-TIME_TILE = env_int("PYTATO_LIKE_TIME_TILE", 512, minimum=0)
-#: most chunks (steps) fused into one
-TIME_TILE_STAGES = env_int("PYTATO_LIKE_TIME_TILE_STAGES", 16, minimum=1)
 #: most bytes of scratch arrays one work-item keeps at once
 TIME_TILE_SCRATCH_BYTES = 256 * 1024
 
@@ -440,7 +437,8 @@ def _chains_contiguous(insns: list[Instruction]) -> list[list[Instruction]]:
 
 def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
                     tile: int | None = None, max_insns: int = 128,
-                    max_args: int | None = None
+                    max_args: int | None = None,
+                    max_stages: int = CodegenOptions.time_tile_stages,
                     ) -> list[TiledRun]:
     """Fuse the runs of chunks of *insns* described in the module (chunks
     and storage already assigned) into one chunk each: puts the chunks in
@@ -451,13 +449,13 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
     arrays that now live in scratch arrays only. A run holds at most
     *max_insns* instructions and reads at most *max_args* arrays from
     memory (bounds on a kernel's size of
-    :func:`~pytato_like.target.loopy.chunks.assign_chunks`). Returns the
-    runs."""
-    from pytato_like.target.loopy.chunks import UNBOUNDED, KernelBudget
+    :func:`~pytato_like.target.loopy.chunks.assign_chunks`) and at most
+    *max_stages* steps; its tiles are *tile* elements of the last step
+    (default and meaning: the options' :attr:`~pytato_like.target.loopy.options.CodegenOptions.time_tile`).
+    Returns the runs."""
     if tile is None:
-        tile = TIME_TILE
+        tile = CodegenOptions.time_tile
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 0:
-        from pytato_like.diagnostic import ConfigurationError
         raise ConfigurationError(
             f"the time_tile option must be an int >= 0, not {tile!r}")
     if tile < 1:
@@ -471,11 +469,11 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
             first += 1
             continue
         last = first
-        # (the steps' size is bounded by TIME_TILE_STAGES; their
+        # (the steps' size is bounded by max_stages; their
         # arguments still are the kernel's)
         budget = KernelBudget(max_insns, max_ops=UNBOUNDED, max_args=max_args)
         budget.add(chunks[first])
-        while (last + 1 < len(chunks) and last + 1 - first < TIME_TILE_STAGES
+        while (last + 1 < len(chunks) and last + 1 - first < max_stages
                and budget.fits(chunks[last + 1])
                and finder.fusable_last[last + 1]
                and finder.reads_shifted(last + 1, first)):
@@ -520,204 +518,3 @@ def tile_time_steps(insns: list[Instruction], buffers: dict[str, BufferSpec],
         k = last + 1
     set_chunks(insns, new_chunks)
     return [run for _, _, run in runs]
-
-
-#: the iname of the tiles of a fused run (one work-group each)
-TILE_INAME = "_pt_tile"
-
-
-def _bound_names(w: str) -> tuple[str, str]:
-    """The private variables holding the bounds of the piece loop *w*."""
-    return f"{w}_lo", f"{w}_hi"
-
-
-def _piece_bounds(w: str, run: TiledRun, tile: Any, offset: Any, length: Any,
-                  temps: dict, lp_insns: list) -> set[str]:
-    """Add to *lp_insns* the instructions computing, per tile, the range
-    of the pieces stage's window that the piece at *offset* of *length*
-    covers (the bounds of its loop *w*), and their variables to *temps*;
-    their ids.
-
-    Computed bounds, not a domain intersecting the window with the piece:
-    loopy writes the latter's loop with a conditional around each
-    assignment, a copy loop the compiler vectorises only with masks,
-    which cost the pieces stage more than several of the steps it feeds
-    (see doc/codegen.rst, "Time tiles")."""
-    import loopy as lp
-    import pymbolic.primitives as prim
-
-    base = run.tile * tile + run.offsets[0]
-    window = run.tile + run.widths[0]
-    start, end = offset - base, offset + length - base
-    ids = set()
-    for name, expr in zip(_bound_names(w), (
-            prim.If(prim.Comparison(start, ">", 0), start, 0),
-            prim.If(prim.Comparison(end, "<", window), end, window))):
-        temps[name] = lp.TemporaryVariable(
-            name, shape=(), address_space=lp.AddressSpace.PRIVATE)
-        iid = f"_pt_insn{len(lp_insns)}"
-        lp_insns.append(lp.Assignment(
-            prim.Variable(name), expr, id=iid,
-            within_inames=frozenset({TILE_INAME})))
-        ids.add(iid)
-    return ids
-
-
-def tiled_spec(builder: Any, chunk: list[Instruction], k: int,
-               written_in: dict[str, int], read_in: dict[str, set[int]],
-               canonical: bool) -> dict:
-    """The loopy ingredients of the fused chunk *k* (see
-    :meth:`~pytato_like.target.loopy.chunk_spec.ChunkSpecBuilder.spec`,
-    whose keys it returns, with ``tags``: iname -> loopy tag)."""
-    import loopy as lp
-    import pymbolic.primitives as prim
-
-    from pytato_like.target.loopy.chunk_spec import _ChunkRewriter, _ChunkScope
-    from pytato_like.target.loopy.codegen import storage_dtype
-
-    run: TiledRun = chunk[0].tiled
-    scope = _ChunkScope(builder.names, canonical)
-    as_arguments = builder.sizes_as_arguments
-
-    def extent(n: int) -> Any:
-        # as in ChunkSpecBuilder.spec: a program size name, made local by
-        # scope.isl
-        if as_arguments and n > 1:
-            return prim.Variable(scope.const_size(n))
-        return n
-
-    temps = {name: lp.TemporaryVariable(
-                 name, storage_dtype(dtype), shape=(length,),
-                 address_space=lp.AddressSpace.PRIVATE)
-             for name, (dtype, length) in run.scratch_arrays.items()}
-    tile = prim.Variable(TILE_INAME)
-    stage_ids: list[list[str]] = [[] for _ in range(run.n_stages)]
-    writer_id: dict[int, str] = {}
-    lp_insns: list = []
-    helpers: set = set()
-
-    def add(assignee: Any, expr: Any, deps: set, stage: int, w: str,
-            no_sync: frozenset = frozenset()) -> str:
-        iid = f"_pt_insn{len(lp_insns)}"
-        lp_insns.append(lp.Assignment(
-            assignee, expr, id=iid, depends_on=frozenset(deps),
-            within_inames=frozenset({TILE_INAME, w}), no_sync_with=no_sync))
-        stage_ids[stage].append(iid)
-        return iid
-
-    def local_size(n: int) -> Any:
-        # a size in an instruction: the local name of extent(n)
-        e = extent(n)
-        return prim.Variable(scope.local(e.name, "s")) \
-            if isinstance(e, prim.Variable) else e
-
-    #: ``(offset, length)`` of a piece of stage 0 -> its loop's iname:
-    #: the pieces of one range (the same halo strip of every field) share
-    #: a loop, whose bounds instructions compute (:func:`_piece_bounds`)
-    piece_loops: dict[tuple[int, int], str] = {}
-    #: iname of a piece loop -> the ids of the instructions computing its
-    #: bounds
-    bound_ids: dict[str, set[str]] = {}
-    #: scratch name -> ids of the pieces' writes to it so far
-    piece_writes: dict[str, list[str]] = {}
-    for insn in sorted(chunk, key=lambda i: i.stage):
-        s = insn.stage
-        w = f"_pt_w{s}"
-        offset = run.offsets[s]
-        placement = insn.placement
-        pulled = placement is not None and s == 0 and bool(run.pieces)
-        if placement is not None and pulled:
-            # a piece of a concatenation: a loop over the part of the
-            # window inside the piece
-            piece = (placement.offset, insn.shape[0])
-            w = piece_loops.get(piece, "")
-            if not w:
-                w = piece_loops[piece] = f"_pt_w{s}_{len(piece_loops)}"
-                bound_ids[w] = _piece_bounds(
-                    w, run, tile, local_size(piece[0]), local_size(piece[1]),
-                    temps, lp_insns)
-        position = run.tile * tile + prim.Variable(w)
-        if offset:
-            position = position + offset
-        index = position
-        #: where the value goes in its targets
-        target_index = position
-        if placement is not None and placement.offset:
-            if pulled:
-                index = position - local_size(placement.offset)
-            else:
-                # a piece written by the last stage: its window is the
-                # piece's own positions, its offset places them
-                target_index = position + local_size(placement.offset)
-        rw = _ChunkRewriter(scope, builder, insn, (w,), positions=(index,))
-        expr = rw(insn.expr)
-        helpers |= insn.helpers
-        deps = set(stage_ids[s - 1]) if s else set(bound_ids.get(w, ()))
-        deps.update(writer_id[nid] for nid, _ in insn.refs if nid in writer_id)
-        nid = id(insn.node)
-        assert insn.node is not None  # (fusable chunks only)
-        if insn.private is not None:
-            pname = scope.local(insn.private, "p")
-            temps[pname] = lp.TemporaryVariable(
-                pname, storage_dtype(insn.node.dtype), shape=(),
-                address_space=lp.AddressSpace.PRIVATE)
-            iid = add(prim.Variable(pname), expr, deps, s, w)
-            writer_id[nid] = iid
-            expr, deps = prim.Variable(pname), {iid}
-        if nid in run.scratch:
-            name = run.scratch[nid][0]
-            no_sync: frozenset = frozenset()
-            if insn.placement is not None:
-                # after the earlier pieces of the array, as in
-                # ChunkSpecBuilder: they write disjoint ranges of its
-                # scratch, no synchronisation needed
-                previous = piece_writes.setdefault(name, [])
-                deps.update(previous)
-                no_sync = frozenset((i, "any") for i in previous)
-            iid = add(prim.Subscript(prim.Variable(name), (prim.Variable(w),)),
-                      expr, deps, s, w, no_sync)
-            writer_id.setdefault(nid, iid)
-            if insn.placement is not None:
-                piece_writes[name].append(iid)
-        for t in insn.targets:
-            scope.arrays_used.add(t)
-            target_deps, no_sync = deps, frozenset()
-            if insn.placement is not None:
-                # the last stage writing several pieces of one array
-                # (both boundary strips of a field): ordered after the
-                # earlier ones, disjoint ranges, no synchronisation
-                previous = piece_writes.setdefault(t, [])
-                target_deps = deps | set(previous)
-                no_sync = frozenset((i, "any") for i in previous)
-            iid = add(prim.Subscript(prim.Variable(scope.local(t, "a")),
-                                     (target_index,)), expr, target_deps, s,
-                      w, no_sync)
-            writer_id.setdefault(nid, iid)
-            if insn.placement is not None:
-                piece_writes[t].append(iid)
-
-    # (a pieces stage is bounded by its pieces' ranges, not its extent)
-    extents = [None if s == 0 and piece_loops else extent(n)
-               for s, n in enumerate(run.extents)]
-    args, bindings, wide = builder._arguments(scope, k, written_in, read_in, temps)
-    params = ",".join(sorted(a.name for a in args if isinstance(a, lp.ValueArg)))
-    domains = [f"[{params}] -> {{[{TILE_INAME}]: 0 <= {run.tile}*{TILE_INAME} "
-               f"< {scope.isl(extents[-1])}}}"]
-    sep = "," if params else ""
-    for w in piece_loops.values():
-        lo, hi = _bound_names(w)
-        domains.append(f"[{lo}, {hi}] -> {{[{w}]: {lo} <= {w} < {hi}}}")
-    for s in range(1 if piece_loops else 0, run.n_stages):
-        w = f"_pt_w{s}"
-        domains.append(
-            f"[{params}{sep}{TILE_INAME}] -> {{[{w}]: 0 <= {w} < "
-            f"{run.tile + run.widths[s]} and 0 <= {run.tile}*{TILE_INAME} + "
-            f"{w} + {run.offsets[s]} < {scope.isl(extents[s])}}}")
-    key = builder._key(wide, domains, lp_insns, args, temps, helpers)
-    return {"key": key, "domains": domains, "insns": lp_insns, "args": args,
-            "temps": list(temps.values()), "bindings": bindings,
-            "helpers": helpers, "groups": {}, "reduction_groups": set(),
-            "wide_offsets": False, "tags": {TILE_INAME: "g.0"},
-            "const_sizes": {scope.local(n, "s"): v
-                            for n, v in scope.const_sizes.items()},
-            "name": None}

@@ -42,14 +42,27 @@ from typing import Any
 import numpy as np
 import pymbolic.primitives as prim
 
-from pytato_like.array import Array, DataWrapper
+from pytato_like._traversal import topological_order
+from pytato_like.array import Array, DataWrapper, InputArgumentBase
+from pytato_like.diagnostic import PytatoLikeError
+from pytato_like.sparse import CSRMatmul
+from pytato_like.tags import ForceValueArgTag, ImplStored, Named, PrefixNamed
+from pytato_like.target import gather_program_inputs
+from pytato_like.target.loopy.codegen import (
+    BufferSpec,
+    PlanBuilder,
+    storage_dtype,
+    unwrap_named,
+)
+from pytato_like.target.loopy.instructions import lower_stored_arrays
+from pytato_like.target.loopy.naming import CL_FUNCTIONS, C_KEYWORDS, ProgramNames
+from pytato_like.target.loopy.options import CodegenOptions
 
 #: the output name of a single-array result (pytato's)
 SINGLE_OUTPUT_NAME = "_pt_out"
 
 
 def _default_array_tags_not_propagated() -> frozenset[type]:
-    from pytato_like.tags import ImplStored, Named, PrefixNamed
     return frozenset([ImplStored, Named, PrefixNamed])
 
 
@@ -106,7 +119,7 @@ def _isl_expr(expr: Any) -> str | None:
 class _UnitBuilder:
     """Builds the one-kernel translation unit of *outputs*."""
 
-    def __init__(self, outputs: dict[str, Array], options: dict,
+    def __init__(self, outputs: dict[str, Array], options: CodegenOptions,
                  lp_options: Any, function_name: str) -> None:
         self.outputs = outputs
         self.options = options
@@ -116,20 +129,15 @@ class _UnitBuilder:
     def build(self) -> UnitInterface:
         import loopy as lp
 
-        from pytato_like.target.loopy.codegen import BufferSpec, _Builder, storage_dtype
         from pytato_like.target.loopy.evaluation_order import OrderedPyOpenCLTarget
         from pytato_like.target.loopy.functions import register_helpers
-        from pytato_like.target.loopy.instructions import lower_stored_arrays
-        from pytato_like.target.loopy.naming import _C_KEYWORDS, _CL_FUNCTIONS, ProgramNames
 
         outputs, sparse = _cut_sparse_products(self.outputs)
-        planner = _Builder(outputs, self.options)
+        planner = PlanBuilder(outputs, self.options)
         out_nodes, order, costs = planner._materialize()
         inputs = planner.inputs
         if sparse:
             # inputs that only sparse products read are inputs too
-            from pytato_like._traversal import topological_order
-            from pytato_like.target import gather_program_inputs
             inputs = gather_program_inputs(topological_order([
                 *(planner.outputs[name] for name in planner.outputs),
                 *(a for site in sparse for a in site.input_arguments.values())]))
@@ -155,8 +163,8 @@ class _UnitBuilder:
         outputs_of: dict[int, list[str]] = {}
         out_buffer: dict[str, str] = {}
         for name, node in out_nodes.items():
-            clash = (not name.isidentifier() or name in _C_KEYWORDS
-                     or name in _CL_FUNCTIONS or name.startswith("_lpy")
+            clash = (not name.isidentifier() or name in C_KEYWORDS
+                     or name in CL_FUNCTIONS or name.startswith("_lpy")
                      or names.vng.is_name_conflicting(name))
             buf = names.fresh(f"{name}_out" if name.isidentifier() else "_pt_out") \
                 if clash else name
@@ -166,13 +174,15 @@ class _UnitBuilder:
             buffers[buf] = BufferSpec(buf, names.shape_of(node), node.dtype,
                                       "output")
         insns, _insn_of, _stored = lower_stored_arrays(
-            order, out_nodes, costs, names, buffers, outputs_of, out_buffer)
+            order, out_nodes, costs, names, buffers, outputs_of, out_buffer,
+            self.options)
         # the arguments of sparse products are temporaries, not outputs
         computed_buffers: dict[str, str] = {}
         for site in sparse:
             for value_name in site.computed_arguments.values():
                 computed_buffers[value_name] = out_buffer.pop(value_name)
-                buffers[computed_buffers[value_name]].kind = "temporary"
+                buf = computed_buffers[value_name]
+                buffers[buf] = dataclasses.replace(buffers[buf], kind="temporary")
 
         # derived sizes: written into domains and expressions where affine,
         # value arguments otherwise
@@ -211,9 +221,8 @@ class _UnitBuilder:
         helpers: set = set()
         # pytato copies array tags onto the loopy variables and axis tags
         # onto the inames, but for the tag types the caller filters out
-        array_filter, axis_filter = self.options.get(
-            "_unit_tag_filters", (DEFAULT_ARRAY_TAGS_NOT_PROPAGATED, frozenset()))
-        array_filter, axis_filter = tuple(array_filter), tuple(axis_filter)
+        array_filter = tuple(self.options.array_tags_not_propagated)
+        axis_filter = tuple(self.options.axis_tags_not_propagated)
         var_tags: dict[str, frozenset] = {}
         iname_tags: dict[str, frozenset] = {}
 
@@ -294,7 +303,6 @@ class _UnitBuilder:
         def arg_shape(spec: BufferSpec) -> tuple:
             return tuple(extent(d) for d in spec.shape)
 
-        from pytato_like.tags import ForceValueArgTag
         args: list = []
         placeholder_args = {}
         value_args = set()
@@ -375,21 +383,17 @@ def _cut_sparse_products(outputs: dict[str, Array]
                          ) -> tuple[dict[str, Array], list[_SparseProduct]]:
     """*outputs* with every sparse product replaced by a placeholder and
     the products' computed arguments added as outputs; the products."""
-    from pytato_like._traversal import topological_order
-    from pytato_like.array import InputArgumentBase
-    from pytato_like.sparse import CSRMatmul
     from pytato_like.target.loopy.outlined import (
-        _OWNERS,
-        _ensure_registered,
-        _ResultsAsPlaceholders,
+        OWNERS,
+        ensure_registered,
+        ResultsAsPlaceholders,
     )
 
     order = topological_order(list(outputs.values()))
-    _ensure_registered()
+    ensure_registered()
     others = sorted({type(n).__name__ for n in order
-                     if type(n) in _OWNERS and not isinstance(n, CSRMatmul)})
+                     if type(n) in OWNERS and not isinstance(n, CSRMatmul)})
     if others:
-        from pytato_like.diagnostic import PytatoLikeError
         raise PytatoLikeError(
             f"no one-entrypoint translation unit for a program with "
             f"{', '.join(others)} nodes yet (inline function calls first; "
@@ -404,7 +408,7 @@ def _cut_sparse_products(outputs: dict[str, Array]
         while name in taken:
             name = "_" + name
         result_names[id(node)] = name
-    cutter = _ResultsAsPlaceholders(result_names)
+    cutter = ResultsAsPlaceholders(result_names)
     new_outputs = {name: cutter(ary) for name, ary in outputs.items()}
     sites = []
     for k, node in enumerate(products):
@@ -433,7 +437,6 @@ def _sparse_product_instructions(site: _SparseProduct, iid: str, names: Any,
     import loopy as lp
     from loopy.symbolic import Reduction
 
-    from pytato_like.target.loopy.codegen import storage_dtype
     node = site.node
     out = names.array_name[id(site.result)]
     row, nz = names.fresh(f"{out}_row"), names.fresh(f"{out}_nz")
@@ -506,20 +509,17 @@ def _unit_rewriter(subst: dict[str, Any], zero_d: set[str]) -> Any:
 def unit_data_wrappers(outputs: dict[str, Array]) -> list[DataWrapper]:
     """The data wrappers of the unit of *outputs* (with no sparse
     products), in the order of its data arguments."""
-    from pytato_like._traversal import topological_order
-    from pytato_like.target import gather_program_inputs
-    from pytato_like.target.loopy.codegen import _unwrap
     inputs = gather_program_inputs(topological_order(
-        [_unwrap(a) for a in outputs.values()]))
+        [unwrap_named(a) for a in outputs.values()]))
     # each once, as ProgramNames numbers them
     return list({id(dw): dw for dw in inputs.data_wrappers}.values())
 
 
-def build_translation_unit(outputs: dict[str, Array], options: dict,
+def build_translation_unit(outputs: dict[str, Array], options: CodegenOptions,
                            lp_options: Any, function_name: str) -> UnitInterface:
     """The one-entrypoint translation unit computing *outputs* (output
     name -> array; a single-array result is named ``_pt_out``)."""
-    return _UnitBuilder(outputs, dict(options), lp_options, function_name).build()
+    return _UnitBuilder(outputs, options, lp_options, function_name).build()
 
 
 def same_code(a: Any, b: Any) -> bool:
@@ -556,7 +556,7 @@ class UnitRunner:
                  sizes: dict[str, int], allocator, wait_for, out_host: bool):
         from pymbolic import evaluate
 
-        from pytato_like.target.loopy.bound import _to_device, _to_host
+        from pytato_like.target.loopy.bound import to_device, to_host
         iface = self.interface
         kwargs: dict[str, Any] = {}
         for pname, arg in iface.placeholder_args.items():
@@ -565,7 +565,7 @@ class UnitRunner:
                 value = value.get(queue=queue) if hasattr(value, "get") else value
                 kwargs[arg] = np.asarray(value)[()]
             else:
-                kwargs[arg] = _to_device(queue, value)
+                kwargs[arg] = to_device(queue, value)
         kwargs.update(data_buffers)
         kwargs.update(sizes)
         for arg, expr in iface.derived_size_args.items():
@@ -583,7 +583,7 @@ class UnitRunner:
             ary = out[arg]
             dtype = np.dtype(np.bool_) if name in iface.bool_outputs else ary.dtype
             if out_host:
-                ary = _to_host(queue, ary, dtype)
+                ary = to_host(queue, ary, dtype)
             elif dtype == np.bool_:
                 ary = ary.view(np.bool_)
             results[name] = ary

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pytato_like.array import Array, DictOfNamedArrays
+from pytato_like._traversal import topological_order
+from pytato_like.array import Array, DictOfNamedArrays, SizeParam
+from pytato_like.target import normalize_outputs
 from pytato_like.target.python import BoundJAXPythonProgram, JAXPythonTarget
 from pytato_like.target.python.numpy_like import generate_numpy_like
 
@@ -54,9 +56,6 @@ def generate_jax(expr: Array | Mapping[str, Array] | DictOfNamedArrays, *,
     decorators: list[str] = []
     if jit:
         preambles.append("from jax import jit as _pt_jax_jit")
-        from pytato_like._traversal import topological_order
-        from pytato_like.array import SizeParam
-        from pytato_like.target import normalize_outputs
         outputs, _ = normalize_outputs(expr)
         size_params = sorted({node.name
                               for node in topological_order(list(outputs.values()))

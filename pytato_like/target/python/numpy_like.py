@@ -41,6 +41,7 @@ from typing import Any, cast
 import numpy as np
 import pymbolic.primitives as prim
 
+from pytato_like._traversal import topological_order
 from pytato_like.array import (
     Array,
     DataWrapper,
@@ -53,6 +54,7 @@ from pytato_like.array import (
     SizeParam,
     children_of,
 )
+from pytato_like.cmath import C99_TO_NUMPY
 from pytato_like.diagnostic import (
     InvalidNameError,
     NameClashError,
@@ -61,6 +63,7 @@ from pytato_like.diagnostic import (
 )
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX
 from pytato_like.target import gather_program_inputs, normalize_outputs
+from pytato_like.utils import are_shape_components_equal
 
 logger = logging.getLogger("pytato_like")
 
@@ -312,7 +315,6 @@ class _ScalarExpressionWriter:
         return _Piece(f"{var}[{', '.join(keys)}]", ary.dtype, axes, scalar)
 
     def _subscript_as_view(self, var: str, ary: Array, index) -> _Piece | None:
-        from pytato_like.utils import are_shape_components_equal
         basic: list[str] = []
         axes: list[int] = []
         for idx, dim in zip(index, ary.shape, strict=True):
@@ -438,7 +440,6 @@ class _ScalarExpressionWriter:
         return self._fold(expr.children, "maximum")
 
     def map_call(self, expr) -> _Piece:
-        from pytato_like.cmath import C99_TO_NUMPY
         name = getattr(expr.function, "name", "")
         ufunc = (C99_TO_NUMPY.get(name[len(C99_FUNCTION_PREFIX):])
                  if name.startswith(C99_FUNCTION_PREFIX) else None)
@@ -752,7 +753,6 @@ def generate_numpy_like(result: Array | DictOfNamedArrays | Mapping[str, Array],
     """
     from pytools import UniqueNameGenerator
 
-    from pytato_like._traversal import topological_order
 
     outputs, single = normalize_outputs(result)
     order = topological_order(list(outputs.values()))

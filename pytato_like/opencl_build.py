@@ -1,0 +1,344 @@
+"""OpenCL programs of generated kernels, shared by the code generator and
+the runtime.
+
+Both :mod:`pytato_like.target.loopy` (the kernels of compiled programs)
+and :mod:`pytato_like.runtime.halo_opencl` (the copy kernels of the halo
+packer) turn :class:`KernelSource` records into built ``pyopencl``
+programs; this leaf module (it imports nothing of the package but
+:mod:`pytato_like._pocl_cache`) does it for both, so that the runtime
+does not import the code generator:
+
+- :func:`get_kernel` / :func:`put_kernel`: kernel sources by key, in
+  memory, and on disk once :mod:`pytato_like.target.loopy.cache` (the disk
+  cache) is imported: it installs its store with
+  :func:`set_kernel_persistence`;
+- :func:`note_kernels` / :func:`note_plan`: kernels that the next OpenCL
+  build builds too, and :func:`kernel_program`: the built program holding
+  a kernel -- every kernel waiting is built in that one
+  ``clBuildProgram`` (:func:`merge_device_code`), so the part programs of
+  a partition and the halo copy kernels cost one build;
+- :func:`build_program`: one build per OpenCL text and context (PoCL's
+  own cache skips the compiler across processes; see
+  :mod:`~pytato_like._pocl_cache`).
+
+.. autoclass:: KernelSource
+.. autofunction:: merge_device_code
+.. autofunction:: get_kernel
+.. autofunction:: put_kernel
+.. autofunction:: set_kernel_persistence
+.. autofunction:: build_program
+.. autofunction:: note_plan
+.. autofunction:: note_kernels
+.. autofunction:: kernel_program
+.. autofunction:: pending_kernels
+.. autofunction:: build_pending
+.. autofunction:: clear_memory
+.. autodata:: OPENCL_BUILDS
+.. autodata:: CODEGEN_CALLS
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pytato_like import _pocl_cache
+
+logger = logging.getLogger("pytato_like.cache")
+
+#: number of OpenCL program builds (``clBuildProgram``) in this process
+OPENCL_BUILDS = 0
+#: number of kernel sources generated (by loopy) in this process: tests
+#: check that a cache hit generates none
+CODEGEN_CALLS = 0
+# (context, digest of the OpenCL text) -> built pyopencl.Program
+_PROGRAMS: dict[tuple, Any] = {}
+
+
+# {{{ kernel sources
+
+@dataclasses.dataclass(frozen=True)
+class KernelSource:
+    """The generated code of one kernel: a distinct chunk of a compiled
+    program, or a copy kernel of the halo packer."""
+
+    key: str
+    device_code: str
+    host_code: str
+    host_function: str
+    #: canonical argument names of the launcher, in order
+    arg_names: tuple[str, ...]
+    #: the OpenCL text of all kernels of the program this kernel belongs
+    #: to: the whole program is built at once
+    program_code: str = ""
+
+
+# kernel key -> KernelSource generated in this process or loaded
+_MEMORY_KERNELS: dict[str, KernelSource] = {}
+# (load(key), store(key, source)) of the disk cache, when installed
+_persistence: tuple[Callable[[str], object], Callable[[str, KernelSource], None]] | None = None
+
+
+def set_kernel_persistence(load: Callable[[str], object],
+                           store: Callable[[str, KernelSource], None]) -> None:
+    """Keep kernel sources on disk too: *load(key)* returns what *store*
+    stored under *key* (or None). :mod:`pytato_like.target.loopy.cache`
+    installs its disk cache so when it is imported."""
+    global _persistence
+    _persistence = (load, store)
+
+
+def get_kernel(key: str) -> KernelSource | None:
+    """The :class:`KernelSource` generated for kernel *key* by any program
+    of this or (through the disk cache) an earlier process, or None."""
+    source = _MEMORY_KERNELS.get(key)
+    if source is None and _persistence is not None:
+        loaded = _persistence[0](key)
+        if not isinstance(loaded, KernelSource):
+            return None
+        _MEMORY_KERNELS[key] = source = loaded
+    return source
+
+
+def put_kernel(key: str, source: KernelSource) -> None:
+    """Keep *source* as kernel *key* (see :func:`get_kernel`)."""
+    _MEMORY_KERNELS[key] = source
+    if _persistence is not None:
+        _persistence[1](key, source)
+
+# }}}
+
+
+# {{{ one OpenCL text for several kernels
+
+def _preamble_items(head: str) -> list[str]:
+    """The items of a kernel preamble: preprocessor lines, whole
+    ``#if``...``#endif`` groups, and C declarations or functions."""
+    items: list[str] = []
+    lines = head.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        j = i + 1
+        if line.startswith("#if"):
+            depth = 1
+            while j < len(lines) and depth:
+                if lines[j].startswith("#if"):
+                    depth += 1
+                elif lines[j].startswith("#endif"):
+                    depth -= 1
+                j += 1
+        elif not line.startswith("#"):
+            depth = line.count("{") - line.count("}")
+            opened = depth > 0
+            while j < len(lines) and (depth > 0 or not (
+                    opened or lines[j - 1].rstrip().endswith(";"))):
+                depth += lines[j].count("{") - lines[j].count("}")
+                opened = opened or depth > 0
+                j += 1
+        items.append("\n".join(lines[i:j]))
+        i = j
+    return items
+
+
+_INDEX_MACROS = ("#define lid(", "#define gid(")
+
+
+def merge_device_code(codes: list[str]) -> str:
+    """One OpenCL program text for the device codes of several kernels:
+    each preamble item (``#define``, ``#if`` group, helper function) once,
+    in order of first use, then every kernel -- one ``clBuildProgram`` per
+    program instead of one per kernel."""
+    if len(codes) == 1:
+        return codes[0]
+    seen: set[str] = set()
+    preamble: list[str] = []
+    bodies: list[str] = []
+    heads = []
+    for code in codes:
+        cut = code.find("__kernel ")
+        head, body = (code[:cut], code[cut:]) if cut >= 0 else (code, "")
+        heads.append(_preamble_items(head))
+        bodies.append(body)
+    # loopy defines lid/gid with the kernel's index type: kernels with
+    # 32-bit and 64-bit indices each get their own definition, just before
+    # their body (one shared definition would retype the other kernels)
+    index_macros = {item for items in heads for item in items
+                    if item.startswith(_INDEX_MACROS)}
+    per_kernel = len(index_macros) > 2
+    for k, items in enumerate(heads):
+        if per_kernel:
+            local = [item for item in items if item.startswith(_INDEX_MACROS)]
+            items = [item for item in items if item not in local]
+            bodies[k] = "\n".join(
+                [f"#undef {item.split()[1].split('(')[0]}\n{item}"
+                 for item in local] + [bodies[k]])
+        for item in items:
+            if item not in seen:
+                seen.add(item)
+                preamble.append(item)
+    # pyopencl-complex.h defines cdouble only if asked before its first
+    # include (a complex64 kernel may come first): hoist the request
+    early = [i for i in preamble if i.startswith((
+        "#pragma OPENCL EXTENSION cl_khr_fp64", "#define PYOPENCL_DEFINE_CDOUBLE"))]
+    preamble = early + [i for i in preamble if i not in early]
+    return "\n".join(preamble) + "\n\n" + "\n\n".join(bodies)
+
+# }}}
+
+
+# {{{ building
+
+_NO_CONTRACTION = "#pragma OPENCL FP_CONTRACT OFF\n"
+
+
+def build_program(ctx, code: str):
+    """The ``pyopencl.Program`` of *code* built for *ctx*, once per process
+    and context. Across processes PoCL's own cache (``POCL_CACHE_DIR``)
+    skips the compiler for a source it built before; with other drivers
+    pyopencl's binary cache does. PoCL's folder is checked before the
+    first build, and a build that fails or lacks a kernel of *code* is
+    retried once past PoCL's cache
+    (:mod:`~pytato_like._pocl_cache`)."""
+    key = (ctx, hashlib.sha256(code.encode()).digest())
+    prg = _PROGRAMS.get(key)
+    if prg is None:
+        global OPENCL_BUILDS
+        OPENCL_BUILDS += 1
+        _pocl_cache.check_pocl_cache()  # waits for the background check
+        # NumPy rounds every product and sum: no fused multiply-add
+        # (OpenCL C allows contraction by default, which changes the last
+        # bits, e.g. of arange's start + i * delta)
+        source = _NO_CONTRACTION + code
+        try:
+            prg = _build_with_kernels(ctx, source, code)
+        except Exception as first:  # noqa: BLE001 - retried once
+            logger.warning("OpenCL build failed (%s); retrying once "
+                           "past PoCL's cache",
+                           (str(first).splitlines() or [""])[0][:200])
+            try:
+                prg = _build_with_kernels(
+                    ctx, _pocl_cache.uncached_source(source), code)
+            except Exception:  # noqa: BLE001
+                raise first from None  # its build log's lines match *code*
+        _PROGRAMS[key] = prg
+    return prg
+
+
+def _build_with_kernels(ctx, source: str, code: str):
+    import pyopencl as cl
+    prg = cl.Program(ctx, source).build()
+    missing = (set(_KERNEL_NAME_RE.findall(code))
+               - set(prg.kernel_names.split(";")))
+    if missing:
+        # e.g. an emptied program.bc in PoCL's cache: the build "succeeds"
+        raise RuntimeError(f"the built OpenCL program lacks kernel(s) "
+                           f"{sorted(missing)}")
+    return prg
+
+
+# }}}
+
+
+# {{{ one OpenCL build for every kernel waiting to be built
+
+# kernel key -> KernelSource of plans obtained since the last build
+_PENDING: dict[str, KernelSource] = {}
+# (context, kernel key) -> the pyopencl.Program holding that kernel
+_KERNEL_PROGRAMS: dict[tuple, Any] = {}
+
+_KERNEL_NAME_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?"
+                             r"(\w+)\s*\(")
+
+
+def note_plan(plan) -> None:
+    """The kernels of *plan* will be needed: the next OpenCL build builds
+    them too (all part programs of a partition, generated before the
+    first runs, are then one build)."""
+    for source in plan.kernels:
+        _PENDING.setdefault(source.key, source)
+
+
+def note_kernels(sources) -> None:
+    """Kernels built outside a plan (the halo copy kernels of
+    :mod:`pytato_like.runtime.halo_opencl`) that the next OpenCL build
+    builds too."""
+    for source in sources:
+        _PENDING.setdefault(source.key, source)
+
+
+def kernel_program(ctx, source):
+    """The ``pyopencl.Program`` of *ctx* containing the kernel *source*.
+    Built on first use together with every kernel noted by
+    :func:`note_plan` and not built yet (kernels whose names would clash
+    wait for a later build); with nothing else pending, together with
+    the other kernels of *source*'s program."""
+    prg = _KERNEL_PROGRAMS.get((ctx, source.key))
+    if prg is not None:
+        return prg
+    batch = {source.key: source}
+    names = set(_KERNEL_NAME_RE.findall(source.device_code))
+    for key, other in list(_PENDING.items()):
+        if (ctx, key) in _KERNEL_PROGRAMS:
+            del _PENDING[key]  # built already (its plan was fetched again)
+            continue
+        if key in batch:
+            continue
+        other_names = set(_KERNEL_NAME_RE.findall(other.device_code))
+        if other_names & names:
+            continue
+        names |= other_names
+        batch[key] = other
+    own = source.program_code or source.device_code
+    if len(batch) == 1:
+        prg = build_program(ctx, own)
+    else:
+        try:
+            prg = build_program(ctx, merge_device_code(
+                [s.device_code for s in batch.values()]))
+        except Exception:  # noqa: BLE001 - another program's kernel failed:
+            # build this program alone, so that its own error (if any) shows
+            logger.info("joint OpenCL build of %d kernels failed; "
+                        "building %s alone", len(batch), source.host_function)
+            batch = {source.key: source}
+            prg = build_program(ctx, own)
+    for key in batch:
+        _KERNEL_PROGRAMS[(ctx, key)] = prg
+        _PENDING.pop(key, None)
+    return prg
+
+
+def pending_kernels() -> int:
+    """How many noted kernels wait for an OpenCL build."""
+    return len(_PENDING)
+
+
+def build_pending(ctx) -> None:
+    """Build every kernel noted and not built yet for *ctx* now (one
+    OpenCL build, as :func:`kernel_program` would at the next launch):
+    the distributed executor does it while it waits for messages."""
+    for key, source in list(_PENDING.items()):
+        if (ctx, key) not in _KERNEL_PROGRAMS:
+            kernel_program(ctx, source)
+        # (kernels whose names clashed wait for a later build)
+        if (ctx, key) in _KERNEL_PROGRAMS:
+            _PENDING.pop(key, None)
+
+# }}}
+
+
+def clear_memory() -> None:
+    """Forget kernel sources and built programs held in memory."""
+    _MEMORY_KERNELS.clear()
+    _PROGRAMS.clear()
+    _PENDING.clear()
+    _KERNEL_PROGRAMS.clear()
+
+# vim: foldmethod=marker
