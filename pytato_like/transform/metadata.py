@@ -60,7 +60,7 @@ import logging
 import re
 from collections.abc import Collection, Iterator, Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 import pymbolic.primitives as prim
 from pytools import UniqueNameGenerator
@@ -83,8 +83,10 @@ from pytato_like.transform.mapper import ArrayOrNames, Mapper
 from pytato_like.utils import are_shape_components_equal, is_one
 
 if TYPE_CHECKING:
+    from pymbolic.typing import Expression
     from typing_extensions import Self
 
+    from pytato_like.array import Axis, ReductionDescriptor
     from pytato_like.function import FunctionDefinition
 
 logger = logging.getLogger("pytato_like")
@@ -102,6 +104,10 @@ BINDING_NAME_RESERVED_PATTERN = re.compile(r"^(_in?(0|([1-9][0-9]*)))$")
 
 _AXIS_INDEX = re.compile(r"_(?P<index>0|[1-9][0-9]*)")
 
+_V = TypeVar("_V")
+_TaggedT = TypeVar("_TaggedT", "Axis", "ReductionDescriptor")
+_ArrayOrNamesT = TypeVar("_ArrayOrNamesT", Array, AbstractResultWithNamedArrays)
+
 
 class AxisIgnoredForPropagationTag(Tag):
     """On an axis: tags neither enter nor leave the axis through
@@ -110,7 +116,7 @@ class AxisIgnoredForPropagationTag(Tag):
     the tags of the vectors it is applied to."""
 
 
-class AxisMap(Mapping):
+class AxisMap(Mapping[tuple[Array, int | str], _V]):
     """A mapping keyed by ``(array, axis)`` that compares arrays by identity
     (``axis`` is an int, or a reduction variable's name). ``inverse`` maps
     each value back to its key when the values are unique (the axis
@@ -118,28 +124,29 @@ class AxisMap(Mapping):
     *track_inverse* false, e.g. for unhashable values)."""
 
     def __init__(self, track_inverse: bool = True) -> None:
-        self._entries: dict[tuple[int, Any], tuple[Array, Any, Any]] = {}
-        self.inverse: dict[Any, tuple[Array, Any]] = {}
+        self._entries: dict[tuple[int, int | str],
+                            tuple[Array, int | str, _V]] = {}
+        self.inverse: dict[_V, tuple[Array, int | str]] = {}
         self._track_inverse = track_inverse
 
-    def __getitem__(self, key: tuple[Array, Any]) -> Any:
+    def __getitem__(self, key: tuple[Array, int | str]) -> _V:
         ary, axis = key
         try:
             return self._entries[id(ary), axis][2]
         except KeyError:
             raise KeyError(key) from None
 
-    def __setitem__(self, key: tuple[Array, Any], value: Any) -> None:
+    def __setitem__(self, key: tuple[Array, int | str], value: _V) -> None:
         ary, axis = key
         self._entries[id(ary), axis] = (ary, axis, value)
         if self._track_inverse:
             self.inverse[value] = (ary, axis)
 
     def __contains__(self, key: object) -> bool:
-        ary, axis = cast("tuple[Array, Any]", key)
+        ary, axis = cast("tuple[Array, int | str]", key)
         return (id(ary), axis) in self._entries
 
-    def __iter__(self) -> Iterator[tuple[Array, Any]]:
+    def __iter__(self) -> Iterator[tuple[Array, int | str]]:
         return ((ary, axis) for ary, axis, _ in self._entries.values())
 
     def __len__(self) -> int:
@@ -148,7 +155,7 @@ class AxisMap(Mapping):
 
 # {{{ subscripts in scalar expressions
 
-def _binding_subscripts(expr: Any) -> tuple[tuple[str, tuple], ...]:
+def _binding_subscripts(expr: Expression) -> tuple[tuple[str, tuple], ...]:
     """``(binding name, index tuple)`` of every subscript of a variable in
     the scalar expression *expr*."""
     # the front end shares expression objects between nodes of the same
@@ -160,14 +167,15 @@ def _binding_subscripts(expr: Any) -> tuple[tuple[str, tuple], ...]:
 
 
 @lru_cache(maxsize=4096)
-def _binding_subscripts_cached(expr: Any) -> tuple[tuple[str, tuple], ...]:
+def _binding_subscripts_cached(expr: Expression
+                               ) -> tuple[tuple[str, tuple], ...]:
     return _walk_binding_subscripts(expr)
 
 
-def _walk_binding_subscripts(expr: Any) -> tuple[tuple[str, tuple], ...]:
+def _walk_binding_subscripts(expr: Expression) -> tuple[tuple[str, tuple], ...]:
     """:func:`_binding_subscripts`, walking *expr* with a stack."""
     result = []
-    stack = [expr]
+    stack: list[object] = [expr]
     while stack:
         e = stack.pop()
         if isinstance(e, prim.Subscript) and isinstance(e.aggregate, prim.Variable):
@@ -194,7 +202,7 @@ def _kept_reshape_axes(in_shape, out_shape) -> list[tuple[int, int]]:
     return list(zip(ins, outs))
 
 
-def _data_children(expr: Any) -> tuple:
+def _data_children(expr: ArrayOrNames) -> tuple[Array, ...]:
     if isinstance(expr, Array):
         return children_of(expr, include_shape=False)
     if isinstance(expr, AbstractResultWithNamedArrays):
@@ -237,9 +245,9 @@ class AxesTagsEquationCollector(Mapper):
         super().__init__()
         self.tag_t = tag_t
         self._visited: set[int] = set()
-        self._visited_nodes: list[Any] = []  # keeps the ids unique
+        self._visited_nodes: list[ArrayOrNames] = []  # keeps the ids unique
         self.var_name_gen = UniqueNameGenerator()
-        self.axis_to_var = AxisMap()
+        self.axis_to_var: AxisMap[str] = AxisMap()
         self.known_tag_to_var: dict[Tag, str] = {}
         self.equations: list[tuple[str, str]] = []
         self._counter = 0
@@ -277,7 +285,7 @@ class AxesTagsEquationCollector(Mapper):
                 if isinstance(tag, self.tag_t):
                     self.record_equation(self.get_var_for_axis(ary, iaxis),
                                          self.get_var_for_tag(tag))
-        descrs: Mapping[str, Any] = {}
+        descrs: Mapping[str, ReductionDescriptor] = {}
         if isinstance(ary, IndexLambda):
             descrs = ary.var_to_reduction_descr
         elif isinstance(ary, Einsum):
@@ -325,12 +333,15 @@ class AxesTagsEquationCollector(Mapper):
 
     # {{{ traversal
 
-    def __call__(self, expr: Any) -> None:
-        roots = [expr]
+    def __call__(self, expr: ArrayOrNames) -> None:
+        # (topological_order is annotated for arrays; with _data_children
+        # it walks a DictOfNamedArrays root as well)
+        roots = cast("list[Array]", [expr])
         for node in topological_order(roots, _data_children):
+
             self.rec(node)
 
-    def rec(self, expr: Any) -> None:
+    def rec(self, expr: ArrayOrNames) -> None:
         if id(expr) in self._visited:
             return
         if isinstance(expr, Array):
@@ -472,7 +483,8 @@ class AxisTagAttacher(CopyMapper):
         return result
 
 
-def _tagged(metadata: Any, tags: frozenset[Tag], expr: Array, where: str) -> Any:
+def _tagged(metadata: _TaggedT, tags: frozenset[Tag], expr: Array,
+            where: str) -> _TaggedT:
     try:
         return metadata.tagged(tags)
     except NonUniqueTagError as err:
@@ -484,10 +496,10 @@ def _tagged(metadata: Any, tags: frozenset[Tag], expr: Array, where: str) -> Any
 # }}}
 
 
-def unify_axes_tags(expr: Any, *, tag_t: type[Tag] = Tag,
+def unify_axes_tags(expr: _ArrayOrNamesT, *, tag_t: type[Tag] = Tag,
                     equations_collector_t: type[AxesTagsEquationCollector]
                     = AxesTagsEquationCollector,
-                    unify_redn_descrs: bool = True) -> Any:
+                    unify_redn_descrs: bool = True) -> _ArrayOrNamesT:
     """A copy of *expr* (an array or a
     :class:`~pytato_like.DictOfNamedArrays`) whose axes carry, in addition,
     the tags of type *tag_t* that propagate to them along the equations
@@ -517,7 +529,8 @@ def unify_axes_tags(expr: Any, *, tag_t: type[Tag] = Tag,
                 for t in ary.axes[axis].tags):
             blocked.add(var)
 
-    solved = AxisMap(track_inverse=False)
+    solved: AxisMap[set[Tag]] = AxisMap(track_inverse=False)
+
     for tag, source in collector.known_tag_to_var.items():
         if source in blocked:
             continue
