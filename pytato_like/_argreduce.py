@@ -12,7 +12,7 @@ entry with a NaN in either part counting as the extreme.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, SupportsIndex
 
 import numpy as np
 
@@ -21,8 +21,14 @@ from pytato_like.diagnostic import AxisError, DTypeError, EmptyReductionError
 from pytato_like.reductions import amax, amin
 from pytato_like.reductions import any as any_
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def _arg_extreme(a: Any, axis: Any, keepdims: bool, which: str) -> Any:
+    from numpy.typing import ArrayLike
+
+
+def _arg_extreme(a: Array | ArrayLike, axis: SupportsIndex | None,
+                 keepdims: bool, which: str) -> Array:
     import pytato_like as pt
 
     if not isinstance(a, Array):
@@ -60,7 +66,8 @@ def _arg_extreme(a: Any, axis: Any, keepdims: bool, which: str) -> Any:
                 keepdims=keepdims)
 
 
-def _complex_hits(a: Any, axis: int, reduce: Any, which: str) -> Any:
+def _complex_hits(a: Array, axis: int, reduce: Callable[..., Array],
+                  which: str) -> Array:
     """Where complex *a* holds its extreme along *axis* in NumPy's order:
     by real part, then imaginary part; an entry with a NaN part is the
     extreme, so when the axis has one, only NaN entries are hits."""
@@ -78,11 +85,13 @@ def _complex_hits(a: Any, axis: int, reduce: Any, which: str) -> Any:
     return pt.where(has_nan, nan, hit)
 
 
-def argmax(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def argmax(a: Array | ArrayLike, axis: SupportsIndex | None = None,
+           keepdims: bool = False) -> Array:
     """Index of the first largest entry, as :func:`numpy.argmax` (int64)."""
     return _arg_extreme(a, axis, keepdims, "max")
 
 
-def argmin(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def argmin(a: Array | ArrayLike, axis: SupportsIndex | None = None,
+           keepdims: bool = False) -> Array:
     """Index of the first smallest entry, as :func:`numpy.argmin` (int64)."""
     return _arg_extreme(a, axis, keepdims, "min")

@@ -41,7 +41,7 @@ those names back to NumPy ufuncs for the reference executor.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, cast, overload
+from typing import TYPE_CHECKING, Protocol, cast, overload
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -57,8 +57,11 @@ from pytato_like._frontend import (
 )
 from pytato_like.array import Array
 
+if TYPE_CHECKING:
+    from pytato_like.array import Operand
+
 #: C99 function name used in scalar expressions -> NumPy ufunc.
-C99_TO_NUMPY: dict[str, Callable[..., Any]] = {
+C99_TO_NUMPY: dict[str, Callable[..., np.ndarray | np.generic]] = {
     "abs": np.absolute, "sqrt": np.sqrt, "exp": np.exp, "log": np.log,
     "log10": np.log10, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
@@ -74,11 +77,11 @@ class _UnaryFunction(Protocol):
     @overload
     def __call__(self, x: Array, /) -> Array: ...
     @overload
-    def __call__(self, x: Any, /) -> Array | np.generic: ...
+    def __call__(self, x: Operand, /) -> Array | np.generic: ...
 
 
 def _unary(c99_name: str, ufunc: np.ufunc) -> _UnaryFunction:
-    def fn(x: Any) -> Array | np.generic:
+    def fn(x: Operand) -> Array | np.generic:
         return apply_ufunc(c99_name, ufunc, x)
     fn.__name__ = ufunc.__name__
     fn.__doc__ = f"Elementwise :func:`numpy.{ufunc.__name__}`."
@@ -102,7 +105,7 @@ tanh = _unary("tanh", np.tanh)
 isnan = _unary("isnan", np.isnan)
 
 
-def arctan2(x1: Any, x2: Any) -> Array | np.generic:
+def arctan2(x1: Operand, x2: Operand) -> Array | np.generic:
     """Elementwise :func:`numpy.arctan2`."""
     return binary_op("arctan2", x1, x2)
 
@@ -110,10 +113,10 @@ def arctan2(x1: Any, x2: Any) -> Array | np.generic:
 @overload
 def conj(x: Array) -> Array: ...
 @overload
-def conj(x: Any) -> Array | np.generic: ...
+def conj(x: Operand) -> Array | np.generic: ...
 
 
-def conj(x: Any) -> Array | np.generic:
+def conj(x: Operand) -> Array | np.generic:
     """Complex conjugate; real arrays are returned unchanged."""
     x = as_operand(x)
     if isinstance(x, Array) and x.dtype.kind != "c":
@@ -125,11 +128,12 @@ def conj(x: Any) -> Array | np.generic:
 @overload
 def real(x: Array) -> Array: ...
 @overload
-def real(x: Any) -> Array | np.generic: ...
+def real(x: Operand) -> Array | np.generic | complex: ...
 
 
-def real(x: Any) -> Array | np.generic:
+def real(x: Operand) -> Array | np.generic | complex:
     """Real part; real arrays are returned unchanged."""
+    # (a Python number's part is a Python number, as np.real gives it)
     x = as_operand(x)
     if not isinstance(x, Array):
         return np.real(x)
@@ -143,10 +147,10 @@ def real(x: Any) -> Array | np.generic:
 @overload
 def imag(x: Array) -> Array: ...
 @overload
-def imag(x: Any) -> Array | np.generic: ...
+def imag(x: Operand) -> Array | np.generic | complex: ...
 
 
-def imag(x: Any) -> Array | np.generic:
+def imag(x: Operand) -> Array | np.generic | complex:
     """Imaginary part; zeros for real arrays."""
     x = as_operand(x)
     if not isinstance(x, Array):
@@ -159,7 +163,7 @@ def imag(x: Any) -> Array | np.generic:
 
 
 def _binary(op_name: str, doc: str):
-    def fn(x1: Any, x2: Any) -> Array | np.generic:
+    def fn(x1: Operand, x2: Operand) -> Array | np.generic:
         return binary_op(op_name, x1, x2)
     fn.__name__ = doc
     fn.__doc__ = f"Elementwise :func:`numpy.{doc}`."
@@ -178,7 +182,7 @@ logical_and = _binary("logical_and", "logical_and")
 logical_or = _binary("logical_or", "logical_or")
 
 
-def logical_not(x: Any) -> Array:
+def logical_not(x: Operand) -> Array:
     """Elementwise :func:`numpy.logical_not`."""
     x = as_operand(x)
     if not isinstance(x, Array):

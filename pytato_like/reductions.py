@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import builtins
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from pymbolic.typing import Expression
 
+    from pytato_like.array import Operand, ShapeComponent
     from pytato_like.dtype import DTypeLike
 
     #: the axes to reduce: one, several, or None for all
@@ -102,8 +103,8 @@ def _accumulation_dtype(numpy_reduce, dtype: np.dtype) -> np.dtype:
     return numpy_reduce(np.zeros(1, dtype)).dtype
 
 
-def _reduce(op: ReductionOperation, a: Any, axis, keepdims: bool,
-            what: str, dtype=None, initial: Any = None,
+def _reduce(op: ReductionOperation, a: Operand, axis, keepdims: bool,
+            what: str, dtype=None, initial: Operand | None = None,
             axis_to_reduction_descr=None) -> Array:
     a = as_operand(a)
     if not isinstance(a, Array):
@@ -210,7 +211,7 @@ def _reduction_expr(op: ReductionOperation, dtype: np.dtype, shape: tuple,
     array bound as ``_in0``; size parameters of symbolic axis lengths are
     added to *bindings*."""
     index = []
-    bounds: dict[str, tuple[Any, Any]] = {}
+    bounds: dict[str, tuple[int, Expression]] = {}
     out_shape = []
     n_out = 0
     for ax, dim in enumerate(shape):
@@ -244,7 +245,7 @@ def _reduction_expr(op: ReductionOperation, dtype: np.dtype, shape: tuple,
 _DEFAULT_DESCR = ReductionDescriptor()
 
 
-def _bound_expr(dim: Any, bindings: dict[str, Array]) -> Any:
+def _bound_expr(dim: ShapeComponent, bindings: dict[str, Array]) -> Expression:
     """A reduction bound for axis length *dim*: the int itself, or a scalar
     expression of size parameters that are added to *bindings*."""
     if isinstance(dim, int):
@@ -257,9 +258,9 @@ def _bound_expr(dim: Any, bindings: dict[str, Array]) -> Any:
     return expr
 
 
-def sum(a: Any, axis: AxisArg = None, dtype: DTypeLike | None = None,  # noqa: A001
-        keepdims: bool = False, initial: Any = 0,
-        axis_to_reduction_descr: DescrArg = None, **kwargs: Any) -> Array:
+def sum(a: Operand, axis: AxisArg = None, dtype: DTypeLike | None = None,  # noqa: A001
+        keepdims: bool = False, initial: Operand | None = 0,
+        axis_to_reduction_descr: DescrArg = None, **kwargs: AxisArg) -> Array:
     """Sum over *axis* (all axes when None), with NumPy's accumulation
     dtype (e.g. int64 for small integers), plus *initial*.
     *axis_to_reduction_descr* maps reduced axes of *a* to the
@@ -269,18 +270,18 @@ def sum(a: Any, axis: AxisArg = None, dtype: DTypeLike | None = None,  # noqa: A
                    "sum", dtype, initial, axis_to_reduction_descr)
 
 
-def prod(a: Any, axis: AxisArg = None, dtype: DTypeLike | None = None,
-         keepdims: bool = False, initial: Any = 1,
-         axis_to_reduction_descr: DescrArg = None, **kwargs: Any) -> Array:
+def prod(a: Operand, axis: AxisArg = None, dtype: DTypeLike | None = None,
+         keepdims: bool = False, initial: Operand | None = 1,
+         axis_to_reduction_descr: DescrArg = None, **kwargs: AxisArg) -> Array:
     """Product over *axis*, times *initial*."""
     _check_kwargs(kwargs, "prod")
     return _reduce(ProductReductionOperation, a, _axis(axis, kwargs), keepdims,
                    "prod", dtype, initial, axis_to_reduction_descr)
 
 
-def amax(a: Any, axis: AxisArg = None, keepdims: bool = False,
-         initial: Any = None, axis_to_reduction_descr: DescrArg = None,
-         **kwargs: Any) -> Array:
+def amax(a: Operand, axis: AxisArg = None, keepdims: bool = False,
+         initial: Operand | None = None, axis_to_reduction_descr: DescrArg = None,
+         **kwargs: AxisArg) -> Array:
     """Maximum over *axis* (NaN propagates, as in NumPy); with *initial*,
     also of *initial* (which makes empty axes allowed)."""
     _check_kwargs(kwargs, "amax")
@@ -288,30 +289,30 @@ def amax(a: Any, axis: AxisArg = None, keepdims: bool = False,
                    "amax", None, initial, axis_to_reduction_descr)
 
 
-def amin(a: Any, axis: AxisArg = None, keepdims: bool = False,
-         initial: Any = None, axis_to_reduction_descr: DescrArg = None,
-         **kwargs: Any) -> Array:
+def amin(a: Operand, axis: AxisArg = None, keepdims: bool = False,
+         initial: Operand | None = None, axis_to_reduction_descr: DescrArg = None,
+         **kwargs: AxisArg) -> Array:
     """Minimum over *axis* (and *initial*, when given)."""
     _check_kwargs(kwargs, "amin")
     return _reduce(MinReductionOperation, a, _axis(axis, kwargs), keepdims,
                    "amin", None, initial, axis_to_reduction_descr)
 
 
-def any(a: Any, axis: AxisArg = None, keepdims: bool = False,  # noqa: A001
+def any(a: Operand, axis: AxisArg = None, keepdims: bool = False,  # noqa: A001
         axis_to_reduction_descr: DescrArg = None) -> Array:
     """Whether any element along *axis* is nonzero."""
     return _reduce(AnyReductionOperation, a, axis, keepdims, "any",
                    axis_to_reduction_descr=axis_to_reduction_descr)
 
 
-def all(a: Any, axis: AxisArg = None, keepdims: bool = False,  # noqa: A001
+def all(a: Operand, axis: AxisArg = None, keepdims: bool = False,  # noqa: A001
         axis_to_reduction_descr: DescrArg = None) -> Array:
     """Whether every element along *axis* is nonzero."""
     return _reduce(AllReductionOperation, a, axis, keepdims, "all",
                    axis_to_reduction_descr=axis_to_reduction_descr)
 
 
-def mean(a: Any, axis: AxisArg = None, keepdims: bool = False) -> Array:
+def mean(a: Array | np.ndarray | np.generic, axis: AxisArg = None, keepdims: bool = False) -> Array:
     """Arithmetic mean over *axis* (float64 for integer input)."""
     total = sum(a, axis=axis, keepdims=keepdims)
     axes = normalize_axes(axis, a.ndim)
