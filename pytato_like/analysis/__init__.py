@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
+
 
 from pytato_like._einsum import parse_subscripts as parse
 from pytato_like._traversal import topological_order
@@ -66,6 +67,7 @@ from pytato_like.transform.walk import CachedWalkMapper
 if TYPE_CHECKING:
     from typing_extensions import Never
 
+    from pytato_like.analysis._key_builder import PytatoKeyBuilder
     from pytato_like.distributed.nodes import DistributedSendRefHolder
     from pytato_like.function import FunctionDefinition
 
@@ -445,7 +447,7 @@ def collect_materialized_nodes(outputs: Array | DictOfNamedArrays
 
 # {{{ names defined in modules that import loopy
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[PytatoKeyBuilder]:
     # PEP 562: the key builder subclasses loopy's, and importing loopy costs
     # most of a second; it loads when the name is first used
     if name == "PytatoKeyBuilder":

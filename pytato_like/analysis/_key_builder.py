@@ -9,13 +9,22 @@ through that module's lazy ``__getattr__``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from loopy.tools import LoopyKeyBuilder
 
 from pytato_like._traversal import ArrayRef, topological_order
 from pytato_like.array import Array, DictOfNamedArrays
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import pyopencl.array as cla
+    from pytools import Hash
+
+    from pytato_like.array import NamedArray
+    from pytato_like.reductions import ReductionOperation
 
 __all__ = ["PytatoKeyBuilder"]
 
@@ -26,7 +35,7 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
     data's bytes), NumPy arrays and pyopencl arrays (by contents).
     Structurally equal DAGs get equal keys in every process."""
 
-    def rec(self, key_hash: Any, key: Any) -> Any:
+    def rec(self, key_hash: Hash, key: object) -> Hash:
         # pytools dispatches on the exact class name; node classes (and user
         # subclasses of them) all go through the DAG walk
         if isinstance(key, (Array, DictOfNamedArrays)):
@@ -39,43 +48,47 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
             return key_hash
         return super().rec(key_hash, key)
 
-    def update_for_ndarray(self, key_hash: Any, key: Any) -> None:
+    def update_for_ndarray(self, key_hash: Hash, key: np.ndarray) -> None:
         self.rec(key_hash, (key.dtype.str, key.shape))
         self.rec(key_hash, key.tobytes())
 
-    def update_for_Array(self, key_hash: Any, key: Any) -> None:  # noqa: N802
+    def update_for_Array(self, key_hash: Hash,  # noqa: N802
+                         key: Array | cla.Array) -> None:
         if not isinstance(key, Array):  # pyopencl.array.Array
             self.update_for_ndarray(key_hash, key.get())
             return
         self._update_for_dag(key_hash, key)
 
-    def update_for_DictOfNamedArrays(self, key_hash: Any, key: Any) -> None:  # noqa: N802
+    def update_for_DictOfNamedArrays(self, key_hash: Hash,  # noqa: N802
+                                     key: DictOfNamedArrays) -> None:
         for name in sorted(key._data):
             self.rec(key_hash, name)
             self._update_for_dag(key_hash, key._data[name])
         self.rec(key_hash, key.tags)
 
-    def update_for_constantdict(self, key_hash: Any, key: Any) -> None:
+    def update_for_constantdict(self, key_hash: Hash,
+                                key: Mapping[object, object]) -> None:
         self.update_for_dict(key_hash, key)
 
-    def update_for_ReductionOperation(self, key_hash: Any, key: Any) -> None:  # noqa: N802
+    def update_for_ReductionOperation(self, key_hash: Hash,  # noqa: N802
+                                      key: ReductionOperation) -> None:
         self.rec(key_hash, key.name)
 
-    def _update_for_dag(self, key_hash: Any, root: Array) -> None:
+    def _update_for_dag(self, key_hash: Hash, root: Array) -> None:
         # One record per node in topological order, children referenced by
         # position: linear in the DAG, no recursion over its depth. Field
         # values (expressions, dtypes, axes) are shared by many nodes, so
         # each distinct object is keyed once and its digest reused.
-        memo: dict[int, tuple[bytes, Any]] = {}
+        memo: dict[int, tuple[bytes, object]] = {}
 
-        def digest(value: Any, identity: bool = False) -> bytes:
+        def digest(value: object, identity: bool = False) -> bytes:
             entry = memo.get(id(value))
             if entry is None:
                 inner = self.new_hash()
                 if identity and isinstance(value, np.ndarray):
                     self.update_for_ndarray(inner, value)
                 elif identity:  # a device array: by contents
-                    self.update_for_Array(inner, value)
+                    self.update_for_Array(inner, cast("cla.Array", value))
                 else:
                     self.rec(inner, value)
                 entry = memo[id(value)] = (inner.digest(), value)
@@ -87,12 +100,13 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
         def array_ref(ary: Array) -> ArrayRef:
             return ArrayRef(position[id(ary)])
 
-        def put(layout: Any) -> None:
+        def put(layout: object) -> None:
             # a field's canonical layout: an array ref, or a tuple of refs,
             # values and (name, ref) pairs (two levels at most)
             if type(layout) is ArrayRef:
                 update(ref(layout.i))
             elif type(layout) is tuple:
+
                 update(len(layout).to_bytes(8, "little"))
                 for entry in layout:
                     put(entry)
@@ -106,7 +120,8 @@ class PytatoKeyBuilder(LoopyKeyBuilder):
             cls = type(node)
             update(digest(f"{cls.__module__}.{cls.__qualname__}"))
             if cls.__name__ == "NamedArray":
-                named: Any = node
+                named = cast("NamedArray", node)
+
                 update(digest(named.name))
                 update(ref(position[id(named.expr)]))
             else:
