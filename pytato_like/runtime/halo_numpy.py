@@ -18,6 +18,10 @@ class HaloDataTransformerNumpy(HaloDataTransformer[np.ndarray]):
 
     _array_type = np.ndarray
 
+    @staticmethod
+    def accepts(np_module_or_queue: object) -> bool:
+        return np_module_or_queue is np
+
     def _compile(self) -> None:
         # (component, index, basic index, axis permutation, negate) per
         # segment, so a pack is one index, one transpose, one copy each.

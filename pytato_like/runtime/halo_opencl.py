@@ -264,6 +264,11 @@ class HaloDataTransformerOpenCL(HaloDataTransformer["cla.Array"]):
         self._events: list[cl.Event] = []
         super().__init__(queue, exchange_descriptors_x, exchange_descriptors_y)
 
+    @staticmethod
+    def accepts(np_module_or_queue: object) -> bool:
+        # by the type's name: pyopencl stays unimported until it is used
+        return type(np_module_or_queue).__name__ == "CommandQueue"
+
     def _check_array_kind(self, array: object, where: str) -> None:
         import pyopencl.array as cla
         if not isinstance(array, cla.Array):

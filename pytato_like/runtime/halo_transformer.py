@@ -13,7 +13,7 @@ import abc
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast, overload
 
 import numpy as np
 
@@ -104,23 +104,34 @@ class HaloDataTransformer(abc.ABC, Generic[ArrayT]):
         """A :class:`~pytato_like.runtime.halo.HaloDataTransformerNumpy`
         for the :mod:`numpy` module, a
         :class:`~pytato_like.runtime.halo.HaloDataTransformerOpenCL` for a
-        :class:`pyopencl.CommandQueue`."""
-        # the variants import this module: imported here, not at the top
-        if np_module_or_queue is np:
-            from pytato_like.runtime.halo_numpy import HaloDataTransformerNumpy
-            return HaloDataTransformerNumpy(
-                np, exchange_descriptors_x, exchange_descriptors_y)
-        if type(np_module_or_queue).__name__ == "CommandQueue":
-            from pytato_like.runtime.halo_opencl import (
-                HaloDataTransformerOpenCL,
-            )
-            return HaloDataTransformerOpenCL(
-                cast("cl.CommandQueue", np_module_or_queue),  # by its type
-                exchange_descriptors_x,
-                exchange_descriptors_y)
+        :class:`pyopencl.CommandQueue`: the first registered variant whose
+        :meth:`accepts` says yes (:mod:`~pytato_like.runtime.halo`
+        imports and so registers both)."""
+        for variant in HaloDataTransformer._variants:
+            if variant.accepts(np_module_or_queue):
+                return variant(np_module_or_queue, exchange_descriptors_x,
+                               exchange_descriptors_y)
         raise HaloSpecError(
             "HaloDataTransformer.get needs the numpy module or a "
             f"pyopencl.CommandQueue, got {type(np_module_or_queue).__name__}")
+
+    #: The concrete variants, in definition order: each subclass that
+    #: defines :meth:`accepts` registers itself (``__init_subclass__``), so
+    #: :meth:`get` picks a variant without importing the modules that
+    #: import this one.
+    _variants: ClassVar[list[type[HaloDataTransformer[np.ndarray]]
+                             | type[HaloDataTransformer[cla.Array]]]] = []
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "accepts" in cls.__dict__:
+            HaloDataTransformer._variants.append(cls)
+
+    @staticmethod
+    def accepts(np_module_or_queue: object) -> bool:
+        """Whether this variant packs the arrays of *np_module_or_queue*
+        (the argument of :meth:`get`)."""
+        return False
 
     # {{{ plan
 

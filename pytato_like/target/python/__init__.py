@@ -15,6 +15,9 @@ output name to array.
 
 .. autofunction:: generate_jax
 
+(defined in :mod:`pytato_like.target.python.jax`, which builds on this
+module, as in pytato)
+
 .. currentmodule:: pytato_like.target.python
 
 .. autoclass:: PythonTarget
@@ -259,10 +262,3 @@ class JAXPythonTarget(NumpyLikePythonTarget):
 
 # }}}
 
-
-def __getattr__(name: str) -> Any:
-    # generate_jax lives in .jax, which imports this module
-    if name == "generate_jax":
-        from pytato_like.target.python.jax import generate_jax
-        return generate_jax
-    raise AttributeError(name)
