@@ -34,7 +34,10 @@ from pytato_like.utils import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from numpy.typing import ArrayLike
     from pytools.tag import Tag
+
+    from pytato_like.array import Operand, ShapeComponent
 
 
 def _expand_ellipsis(subscripts: str, operands: tuple[Array, ...]) -> str:
@@ -123,7 +126,7 @@ def parse_subscripts(subscripts: str, n_operands: int):
     return in_specs, out_spec
 
 
-def einsum(subscripts: str, *operands: Any,
+def einsum(subscripts: str, *operands: Operand,
            tags: Tag | Iterable[Tag] = frozenset(),
            index_to_redn_descr: Mapping[str, ReductionDescriptor] | None = None
            ) -> Array:
@@ -132,18 +135,18 @@ def einsum(subscripts: str, *operands: Any,
     the axes no letter names and broadcasts across operands).
     *index_to_redn_descr* maps summed index letters to the
     :class:`~pytato_like.array.ReductionDescriptor` of their reduction."""
-    operands = tuple(_as_array(as_operand(op)) for op in operands)
+    arrays = tuple(_as_array(as_operand(op)) for op in operands)
     if "." in subscripts:
-        subscripts = _expand_ellipsis(subscripts, operands)
-    key = (subscripts, tuple((op.shape, op.dtype) for op in operands))
+        subscripts = _expand_ellipsis(subscripts, arrays)
+    key = (subscripts, tuple((op.shape, op.dtype) for op in arrays))
     cached = _DESCRIPTOR_CACHE.get(key)
     if cached is None:
-        cached = _DESCRIPTOR_CACHE[key] = _access_descriptors(subscripts, operands)
+        cached = _DESCRIPTOR_CACHE[key] = _access_descriptors(subscripts, arrays)
     access, redn_descr = cached
     if index_to_redn_descr:
-        redn_descr = _with_given_descriptors(subscripts, len(operands), redn_descr,
+        redn_descr = _with_given_descriptors(subscripts, len(arrays), redn_descr,
                                              index_to_redn_descr)
-    return Einsum(access, operands, redn_descr, None, check_tags(tags))
+    return Einsum(access, arrays, redn_descr, None, check_tags(tags))
 
 
 def _with_given_descriptors(subscripts: str, n_operands: int, redn_descr,
@@ -172,7 +175,7 @@ _DESCRIPTOR_CACHE: dict[tuple, tuple] = {}
 def _access_descriptors(subscripts: str, operands: tuple[Array, ...]):
     in_specs, out_spec = parse_subscripts(subscripts, len(operands))
 
-    extents: dict[str, Any] = {}
+    extents: dict[str, ShapeComponent] = {}
     for spec, op in zip(in_specs, operands):
         if len(spec) != op.ndim:
             raise EinsumSpecError(
@@ -201,18 +204,18 @@ def _wrap(x):
     return make_data_wrapper(np.asarray(x))
 
 
-def _ndim(x: Any) -> int:
+def _ndim(x: Array | ArrayLike) -> int:
     return x.ndim if isinstance(x, Array) else np.ndim(x)
 
 
-def _as_array(x: Any) -> Array:
+def _as_array(x: Array | ArrayLike) -> Array:
     return x if isinstance(x, Array) else _wrap(x)
 
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def matmul(a: Any, b: Any) -> Array:
+def matmul(a: object, b: object) -> Array:
     """``a @ b`` with NumPy's rules for 1-d operands and broadcast batch
     axes."""
     a, b = _as_array(as_operand(a)), _as_array(as_operand(b))
@@ -256,7 +259,7 @@ def dot(a: Any, b: Any) -> Array:
     return einsum(f"{sa},{sb}->{sa[:-1]}{sb_letters}", a, b)
 
 
-def vdot(a: Any, b: Any) -> Array:
+def vdot(a: Operand, b: Operand) -> Array:
     """:func:`numpy.vdot`: inner product of the flattened operands, the first
     conjugated."""
     a, b = _as_array(as_operand(a)), _as_array(as_operand(b))

@@ -8,7 +8,7 @@ when deciding whether the advanced indices are contiguous.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, SupportsIndex
 
 import numpy as np
 
@@ -29,8 +29,13 @@ from pytato_like.diagnostic import (
 )
 from pytato_like.utils import get_shape_after_broadcasting
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
-def _normalize_slice(s: slice, dim: Any, axis: int, shape) -> NormalizedSlice:
+    from pytato_like.array import ShapeComponent
+
+
+def _normalize_slice(s: slice, dim: ShapeComponent, axis: int, shape) -> NormalizedSlice:
     if not isinstance(dim, int):
         if s == slice(None) or s == slice(None, None, 1):
             return NormalizedSlice(0, None, 1)  # full slice of a symbolic axis
@@ -47,7 +52,7 @@ def _normalize_slice(s: slice, dim: Any, axis: int, shape) -> NormalizedSlice:
     return NormalizedSlice(start, stop, step)
 
 
-def _normalize_int(i: Any, dim: Any, axis: int, shape) -> int:
+def _normalize_int(i: SupportsIndex, dim: ShapeComponent, axis: int, shape) -> int:
     i = int(i)
     if isinstance(dim, int):
         if not -dim <= i < dim:
@@ -61,7 +66,7 @@ def _normalize_int(i: Any, dim: Any, axis: int, shape) -> int:
     return i
 
 
-def _as_index_array(idx: Any, axis: int, shape) -> list:
+def _as_index_array(idx: Array | ArrayLike, axis: int, shape) -> list[Array]:
     """An index that is array-like: returns a list of integer arrays (a
     boolean mask becomes one array per masked axis)."""
     if isinstance(idx, Array):
@@ -102,7 +107,7 @@ def _as_index_array(idx: Any, axis: int, shape) -> list:
     return [make_data_wrapper(arr)]
 
 
-def _is_array_like(idx: Any) -> bool:
+def _is_array_like(idx: object) -> bool:
     return isinstance(idx, (Array, np.ndarray, list, tuple))
 
 
@@ -111,7 +116,7 @@ def _basic_getitem(ary: Array, key: tuple) -> Array | None:
     stencil code); None when the key needs the general treatment."""
     if len(key) > ary.ndim:
         return None
-    indices: list[Any] = []
+    indices: list[int | NormalizedSlice | Array] = []
     for axis, k in enumerate(key):
         tk = type(k)
         if tk is slice:
@@ -137,7 +142,7 @@ def _is_identity(indices, shape) -> bool:
                for i, d in zip(indices, shape))
 
 
-def getitem(ary: Array, key: Any) -> Array:
+def getitem(ary: Array, key: object) -> Array:
     """``ary[key]`` with NumPy semantics."""
     if not isinstance(key, tuple):
         key = (key,)
@@ -184,7 +189,7 @@ def getitem(ary: Array, key: Any) -> Array:
         ary = Reshape(ary, tuple(shape), "C", None, NO_TAGS)
         key = tuple(new_key)
 
-    indices: list[Any] = []
+    indices: list[int | NormalizedSlice | Array] = []
     axis = 0
     for k in key:
         if isinstance(k, slice):

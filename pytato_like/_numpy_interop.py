@@ -31,7 +31,7 @@ nodes, element by element, without a word). The rules:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -39,6 +39,21 @@ from pytato_like._einsum import matmul
 from pytato_like._frontend import binary_op
 from pytato_like.array import Array
 from pytato_like.diagnostic import LazyArrayConversionError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Iterable
+
+    from pytato_like.dtype import DTypeLike
+
+
+class ArrayFunction(Protocol):
+    """What NumPy passes to ``__array_function__``: a public function
+    (``np.sum``) that keeps its plain implementation beside it."""
+
+    __name__: str
+    _implementation: Callable[..., object]
+
+    def __call__(self, *args: object, **kwargs: object) -> object: ...
 
 #: ufuncs of Python's binary operators -> the front end's operation name
 _OPERATOR_UFUNCS: dict[np.ufunc, str] = {
@@ -70,7 +85,7 @@ _EVALUATE = ("evaluate it first: pt.generate_numpy(result)(**inputs) on the "
              "OpenCL")
 
 
-def _describe(x: Any) -> str:
+def _describe(x: Array | None) -> str:
     if x is None:  # nested deeper than _first_lazy looks
         return "a lazy array"
     name = getattr(x, "name", None)
@@ -79,7 +94,7 @@ def _describe(x: Any) -> str:
             f"{x.dtype}")
 
 
-def _first_lazy(values: Any) -> Any:
+def _first_lazy(values: Iterable[object]) -> Array | None:
     """The first lazy array among *values* (looking one level into lists
     and tuples, where array functions take their arrays)."""
     for v in values:
@@ -103,7 +118,7 @@ def _pt_hint(numpy_name: str) -> str:
     return _EVALUATE
 
 
-def refuse_conversion(array: Any) -> LazyArrayConversionError:
+def refuse_conversion(array: Array) -> LazyArrayConversionError:
     """The error for ``np.asarray(array)`` (rule 1)."""
     return LazyArrayConversionError(
         f"NumPy asked for the values of a lazy array ({_describe(array)}), "
@@ -112,8 +127,8 @@ def refuse_conversion(array: Any) -> LazyArrayConversionError:
         "pt.concatenate.)")
 
 
-def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> Any:
+def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[object, ...],
+                kwargs: dict[str, object]) -> object:
     """``ufunc`` applied (by *method*) to *inputs*, at least one of them
     lazy: rules 2 and 3."""
     if method == "__call__" and len(inputs) == 2 and not kwargs:
@@ -148,7 +163,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
         f"{what} cannot compute a lazy array ({_describe(lazy)}); {hint}")
 
 
-def _other_operator(ufunc: np.ufunc, a: Any, b: Any) -> Any:
+def _other_operator(ufunc: np.ufunc, a: object, b: object) -> object:
     """``@``, ``divmod()``, ``==`` and ``!=`` with a NumPy left operand."""
     if isinstance(a, np.ndarray) and a.ndim == 0:
         a = a[()]
@@ -169,8 +184,8 @@ def _other_operator(ufunc: np.ufunc, a: Any, b: Any) -> Any:
 _METADATA_FUNCTIONS = frozenset({np.shape, np.ndim, np.size})
 
 
-def array_function(func: Any, args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> Any:
+def array_function(func: ArrayFunction, args: tuple[object, ...],
+                   kwargs: dict[str, object]) -> object:
     """NumPy's array function *func* called with a lazy array among
     *args*: rule 3."""
     lazy = _first_lazy((*args, *kwargs.values()))
@@ -188,18 +203,20 @@ def install_numpy_protocol(array_cls: type) -> None:
     ``__array__``, ``__array_ufunc__`` and ``__array_function__`` (rules 1
     to 3)."""
 
-    def __array__(self: Array, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    def __array__(self: Array, dtype: DTypeLike | None = None,
+                  copy: bool | None = None) -> np.ndarray:
         raise refuse_conversion(self)
 
     def __array_ufunc__(self: Array, ufunc: np.ufunc, method: str,
-                        *inputs: Any, **kwargs: Any) -> Any:
+                        *inputs: object, **kwargs: object) -> object:
         # a NumPy scalar on the left of an operator comes here, a hot path
         # of graph construction
         return array_ufunc(ufunc, method, inputs, kwargs)
 
-    def __array_function__(self: Array, func: Any, types: Any,
-                           args: tuple[Any, ...],
-                           kwargs: dict[str, Any]) -> Any:
+    def __array_function__(self: Array, func: ArrayFunction,
+                           types: Collection[type],
+                           args: tuple[object, ...],
+                           kwargs: dict[str, object]) -> object:
         return array_function(func, args, kwargs)
 
     array_cls.__array__ = __array__  # type: ignore[attr-defined]

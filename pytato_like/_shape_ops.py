@@ -3,7 +3,7 @@ expand_dims, squeeze, broadcast_to (NumPy semantics, lazy)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from pytato_like.utils import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from pytato_like.array import ShapeComponent
+    from pytato_like.array import Operand, ShapeComponent, SizeParam
 
     #: a shape: one length or a sequence of lengths (ints or size expressions)
     ShapeArg = int | Sequence[ShapeComponent]
@@ -50,14 +50,14 @@ if TYPE_CHECKING:
     AxesArg = int | Sequence[int]
 
 
-def _require_array(a: Any, what: str) -> Array:
+def _require_array(a: Operand, what: str) -> Array:
     a = as_operand(a)
     if not isinstance(a, Array):
         a = make_data_wrapper(np.asarray(a))
     return a
 
 
-def reshape(a: Any, newshape: ShapeArg, order: str = "C") -> Array:
+def reshape(a: Operand, newshape: ShapeArg, order: str = "C") -> Array:
     """*a* with shape *newshape* (one entry may be -1), read in *order*.
     On a symbolic shape the -1 becomes an expression of the size
     parameters, e.g. ``3*n`` for ``(n, 3) -> (-1,)``; a length that is not
@@ -110,7 +110,7 @@ def reshape(a: Any, newshape: ShapeArg, order: str = "C") -> Array:
 
 # {{{ -1 in reshapes of symbolic shapes
 
-def _shape_poly(dims: Iterable[Any], size_params: dict[str, Any]
+def _shape_poly(dims: Iterable[ShapeComponent], size_params: dict[str, SizeParam]
                 ) -> Polynomial | None:
     result: Polynomial | None = {(): 1}
     for d in dims:
@@ -121,12 +121,13 @@ def _shape_poly(dims: Iterable[Any], size_params: dict[str, Any]
     return result
 
 
-def _poly_to_component(p: Polynomial, size_params: dict[str, Any]) -> Any:
+def _poly_to_component(p: Polynomial, size_params: dict[str, SizeParam]
+                       ) -> ShapeComponent:
     """Polynomial *p* as a shape component: an int or an expression of the
     size parameters (a size parameter itself for ``n``)."""
-    result: Any = 0
+    result: ShapeComponent = 0
     for m, c in sorted(p.items()):
-        term: Any = c if c != 1 or not m else None
+        term: ShapeComponent | None = c if c != 1 or not m else None
         for name, e in m:
             for _ in range(e):
                 term = size_params[name] if term is None else term * size_params[name]
@@ -134,11 +135,11 @@ def _poly_to_component(p: Polynomial, size_params: dict[str, Any]) -> Any:
     return result
 
 
-def _dim_str(dim: Any) -> str:
+def _dim_str(dim: ShapeComponent) -> str:
     """A shape component as an expression of size parameter names."""
     if not isinstance(dim, Array):
         return str(dim)
-    size_params: dict[str, Any] = {}
+    size_params: dict[str, SizeParam] = {}
     p = size_polynomial(dim, size_params)
     if p is None:  # (not a polynomial: print the expression)
         import pymbolic.primitives as prim
@@ -160,12 +161,13 @@ def _dim_str(dim: Any) -> str:
     return " + ".join(terms)
 
 
-def _shape_str(shape: Iterable[Any]) -> str:
+def _shape_str(shape: Iterable[ShapeComponent]) -> str:
     dims = [_dim_str(d) for d in shape]
     return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
 
 
-def _infer_symbolic_dim(shape: tuple, given: list, newshape: list) -> Any:
+def _infer_symbolic_dim(shape: tuple, given: list, newshape: list
+                        ) -> ShapeComponent:
     """The ``-1`` entry of *newshape* when reshaping an array of symbolic
     *shape*: its size divided by the product of the *given* entries,
     exactly for every value of the size parameters. Equal components
@@ -202,7 +204,7 @@ def _infer_symbolic_dim(shape: tuple, given: list, newshape: list) -> Any:
             result = result * factor
         return result
     # 2. divide the polynomials (by a monomial)
-    size_params: dict[str, Any] = {}
+    size_params: dict[str, SizeParam] = {}
     p = _shape_poly([size_int, *remaining], size_params)
     q = _shape_poly([known_int, *unmatched], size_params)
     quotient: Polynomial | None = None
@@ -233,7 +235,7 @@ def _infer_symbolic_dim(shape: tuple, given: list, newshape: list) -> Any:
 # }}}
 
 
-def transpose(a: Any, axes: Sequence[int] | None = None) -> Array:
+def transpose(a: Operand, axes: Sequence[int] | None = None) -> Array:
     """*a* with its axes permuted (reversed when *axes* is None)."""
     a = _require_array(a, "transpose")
     if axes is None:
@@ -262,37 +264,37 @@ def _check_joinable(arrays, axis_to_skip, what):
                     f"axis {ax}")
 
 
-def concatenate(arrays: Iterable[Any], axis: int = 0) -> Array:
+def concatenate(arrays: Iterable[Operand], axis: int = 0) -> Array:
     """*arrays* joined along existing axis *axis*."""
-    arrays = [_require_array(a, "concatenate") for a in arrays]
-    if not arrays:
+    given = [_require_array(a, "concatenate") for a in arrays]
+    if not given:
         raise ShapeMismatchError("concatenate needs at least one array")
-    if arrays[0].ndim == 0:
+    if given[0].ndim == 0:
         raise ShapeMismatchError("zero-dimensional arrays cannot be concatenated")
-    axis = normalize_axis(axis, arrays[0].ndim, f"array of shape {arrays[0].shape}")
-    _check_joinable(arrays, axis, "concatenate")
-    if len(arrays) == 1:
-        return arrays[0]
-    return Concatenate(tuple(arrays), axis, None, NO_TAGS)
+    axis = normalize_axis(axis, given[0].ndim, f"array of shape {given[0].shape}")
+    _check_joinable(given, axis, "concatenate")
+    if len(given) == 1:
+        return given[0]
+    return Concatenate(tuple(given), axis, None, NO_TAGS)
 
 
-def stack(arrays: Iterable[Any], axis: int = 0) -> Array:
+def stack(arrays: Iterable[Operand], axis: int = 0) -> Array:
     """*arrays* (all of one shape) joined along a new axis *axis*."""
-    arrays = [_require_array(a, "stack") for a in arrays]
-    if not arrays:
+    given = [_require_array(a, "stack") for a in arrays]
+    if not given:
         raise ShapeMismatchError("stack needs at least one array")
-    _check_joinable(arrays, None, "stack")
-    for a in arrays[1:]:
-        if not are_shapes_equal(a.shape, arrays[0].shape):
+    _check_joinable(given, None, "stack")
+    for a in given[1:]:
+        if not are_shapes_equal(a.shape, given[0].shape):
             raise ShapeMismatchError(
                 f"stack: all arrays must have the same shape, got "
-                f"{[x.shape for x in arrays]}")
-    axis = normalize_axis(axis, arrays[0].ndim + 1,
-                          f"stacked result of arrays of shape {arrays[0].shape}")
-    return Stack(tuple(arrays), axis, None, NO_TAGS)
+                f"{[x.shape for x in given]}")
+    axis = normalize_axis(axis, given[0].ndim + 1,
+                          f"stacked result of arrays of shape {given[0].shape}")
+    return Stack(tuple(given), axis, None, NO_TAGS)
 
 
-def roll(a: Any, shift: int | Sequence[int], axis: AxesArg | None = None
+def roll(a: Operand, shift: int | Sequence[int], axis: AxesArg | None = None
          ) -> Array:
     """Elements of *a* shifted cyclically by *shift* along *axis* (the
     flattened array when None), as :func:`numpy.roll`."""
@@ -328,7 +330,7 @@ def roll(a: Any, shift: int | Sequence[int], axis: AxesArg | None = None
     return result
 
 
-def expand_dims(a: Any, axis: AxesArg) -> Array:
+def expand_dims(a: Operand, axis: AxesArg) -> Array:
     """*a* with unit axes inserted at the positions *axis*."""
     a = _require_array(a, "expand_dims")
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
@@ -340,7 +342,7 @@ def expand_dims(a: Any, axis: AxesArg) -> Array:
                    frozenset([ExpandedDimsReshape(tuple(positions))]))
 
 
-def squeeze(a: Any, axis: AxesArg | None = None) -> Array:
+def squeeze(a: Operand, axis: AxesArg | None = None) -> Array:
     """*a* without its unit axes (only those in *axis* when given)."""
     a = _require_array(a, "squeeze")
     if axis is None:
@@ -359,7 +361,7 @@ def squeeze(a: Any, axis: AxesArg | None = None) -> Array:
     return Reshape(a, newshape, "C", None, NO_TAGS)
 
 
-def broadcast_to(a: Any, shape: ShapeArg) -> Array:
+def broadcast_to(a: Operand, shape: ShapeArg) -> Array:
     """*a* broadcast to *shape*, as :func:`numpy.broadcast_to`."""
     a = _require_array(a, "broadcast_to")
     shape = normalize_shape(shape)
