@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if sys.version_info >= (3, 11):
     from typing import Never
@@ -107,6 +107,7 @@ if TYPE_CHECKING:
     from pymbolic.typing import ArithmeticExpression
 
     from pytato_like.array import ShapeComponent
+    from pytato_like.transform.mapper import ArrayOrNames
 
 # {{{ index arithmetic that stays readable for static extents
 
@@ -520,7 +521,7 @@ _LOWERINGS = {
 _LOWERED = "_pt_lowered_index_lambda"
 
 
-def to_index_lambda(expr: Array) -> IndexLambda:
+def to_index_lambda(expr: ArrayOrNames) -> IndexLambda:
     """*expr* as an :class:`~pytato_like.array.IndexLambda` computing the
     same values (the node itself if it is one); raises
     :class:`~pytato_like.diagnostic.CannotBeLoweredToIndexLambda` for nodes
@@ -551,7 +552,11 @@ def to_index_lambda(expr: Array) -> IndexLambda:
 
 # {{{ mappers
 
-def _lower_then_rec(self: Any, expr: Array) -> IndexLambda:
+class _MapsChildren(Protocol):
+    def rec(self, expr: ArrayOrNames) -> ArrayOrNames: ...
+
+
+def _lower_then_rec(self: _MapsChildren, expr: ArrayOrNames) -> Array:
     return rebuild_with(to_index_lambda(expr), self.rec)
 
 
@@ -565,11 +570,13 @@ class ToIndexLambdaMixin:
 
     map_index_lambda = _lower_then_rec
 
-    def handle_unsupported_array(self, expr: Any, *args: Any, **kwargs: Any
-                                 ) -> Any:
+    def handle_unsupported_array(self, expr: ArrayOrNames, *args: object,
+                                 **kwargs: object) -> ArrayOrNames:
+
         # node kinds from outside the package that declare their rule
         if callable(getattr(type(expr), "to_index_lambda", None)):
-            return _lower_then_rec(self, expr)
+            # (rec: from the mapper base this is mixed into)
+            return _lower_then_rec(cast("_MapsChildren", self), expr)
         return super().handle_unsupported_array(  # type: ignore[misc]
             expr, *args, **kwargs)
 
@@ -585,15 +592,19 @@ class ToIndexLambdaMapper(Mapper[Array, Never, []], ToIndexLambdaMixin):
     operands, not lowered further); inputs raise
     :class:`~pytato_like.diagnostic.CannotBeLoweredToIndexLambda`."""
 
-    def handle_unsupported_array(self, expr: Any, *args: Any, **kwargs: Any
-                                 ) -> Any:
+    def handle_unsupported_array(self, expr: ArrayOrNames, *args: object,
+                                 **kwargs: object) -> Array:
         return to_index_lambda(expr)  # raises, naming the node
 
-    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
-        # one level only: the operands stay as they are
+    def rec(self, expr: ArrayOrNames, *args: object, **kwargs: object
+            ) -> Any:
+        # one level only: the operands stay as they are (Any: this is the
+        # identity, while the base class promises an Array)
         return expr
 
-    def __call__(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, expr: ArrayOrNames, *args: object, **kwargs: object
+                 ) -> Array:
         return Mapper.rec(self, expr)
+
 
 # }}}
