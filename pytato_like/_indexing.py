@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from pytato_like.array import ShapeComponent
 
 
-def _normalize_slice(s: slice, dim: ShapeComponent, axis: int, shape) -> NormalizedSlice:
+def _normalize_slice(s: slice, dim: ShapeComponent, axis: int,
+                     shape) -> NormalizedSlice:
     if not isinstance(dim, int):
         if s == slice(None) or s == slice(None, None, 1):
             return NormalizedSlice(0, None, 1)  # full slice of a symbolic axis

@@ -312,7 +312,8 @@ def all(a: Operand, axis: AxisArg = None, keepdims: bool = False,  # noqa: A001
                    axis_to_reduction_descr=axis_to_reduction_descr)
 
 
-def mean(a: Array | np.ndarray | np.generic, axis: AxisArg = None, keepdims: bool = False) -> Array:
+def mean(a: Array | np.ndarray | np.generic, axis: AxisArg = None,
+         keepdims: bool = False) -> Array:
     """Arithmetic mean over *axis* (float64 for integer input)."""
     total = sum(a, axis=axis, keepdims=keepdims)
     axes = normalize_axes(axis, a.ndim)

@@ -106,7 +106,7 @@ class PartHooks:
         """How many awaited values have not arrived yet."""
         return 0
 
-    def arrivals(self, block: bool) -> Iterable[tuple[str, Any]]:
+    def arrivals(self, block: bool) -> Iterable[tuple[str, object]]:
         """``(name, value)`` of values arrived since the last call; with
         *block*, wait until at least one has arrived. Called without
         *block* after every part (the hooks may progress their own work
@@ -123,12 +123,13 @@ class PartHooks:
         return contextlib.nullcontext()
 
     def forwarded_outputs(self, pid: Hashable, part: GraphPart,
-                          values: Mapping[str, Any]) -> dict[str, Any] | None:
+                          values: Mapping[str, object]
+                          ) -> Mapping[str, object] | None:
         """The outputs of part *pid* if they can be had without running its
         program (e.g. a part passing received values on), else ``None``."""
         return None
 
-    def prepare_inputs(self, pid: Hashable, inputs: dict[str, Any]
+    def prepare_inputs(self, pid: Hashable, inputs: dict[str, object]
                        ) -> list[cl.Event] | None:
         """Make *inputs* (name -> value, changed in place) ready for part
         *pid*, e.g. by copying them to its device; returns events the
@@ -142,14 +143,15 @@ class PartHooks:
 
     def call_program(self, pid: Hashable, prg: BoundProgram,
                      queue: cl.CommandQueue | None,
-                     kwargs: dict[str, Any]) -> tuple[Any, Any]:
+                     kwargs: dict[str, Any]
+                     ) -> tuple[object, Mapping[str, object]]:
         """Call the program of part *pid*: ``prg(queue, **kwargs)`` (the
         contract's options and the inputs), ``(event, outputs)``. An
         executor may call a target-specific entry point instead (e.g. one
         computing outputs into buffers it provides)."""
         return prg(queue, **kwargs)
 
-    def part_done(self, pid: Hashable, outputs: Mapping[str, Any],
+    def part_done(self, pid: Hashable, outputs: Mapping[str, object],
                   event: object) -> None:
         """Part *pid* has been run (or enqueued): its *outputs* by name and
         the *event* of its program (``None`` for forwarded outputs)."""
@@ -178,7 +180,7 @@ class PreparedHooks:
     def part_ready(self, i: int) -> None:
         """Part *i* has become runnable."""
 
-    def run_part(self, i: int, values: dict[str, Any]) -> Mapping[str, Any]:
+    def run_part(self, i: int, values: dict[str, object]) -> Mapping[str, object]:
         """Run (or enqueue) part *i* with its inputs from *values* and hand
         its outputs on (e.g. send them); its outputs by name."""
         raise NotImplementedError
@@ -187,7 +189,7 @@ class PreparedHooks:
         """As :meth:`PartHooks.n_pending`."""
         return 0
 
-    def arrivals(self, block: bool) -> Iterable[tuple[str, Any]]:
+    def arrivals(self, block: bool) -> Iterable[tuple[str, object]]:
         """As :meth:`PartHooks.arrivals`."""
         return ()
 
@@ -244,7 +246,7 @@ class PreparedParts:
             not self.readers.keys().isdisjoint(parts[pid].output_names)
             for pid in order]
 
-    def run(self, hooks: PreparedHooks, values: dict[str, Any]) -> int:
+    def run(self, hooks: PreparedHooks, values: dict[str, object]) -> int:
         """Run every part in the order rule of the module docs; *values*
         (the inputs) is filled with every part output and arrival. The
         number of parts run."""
@@ -260,7 +262,7 @@ class PreparedParts:
                 part_ready(i)
                 ready.append(i)         # ascending: a heap already
 
-        def deliver(items: Iterable[tuple[str, Any]]) -> None:
+        def deliver(items: Iterable[tuple[str, object]]) -> None:
             for name, value in items:
                 values[name] = value
                 for j in readers.pop(name, ()):
@@ -296,7 +298,7 @@ class PreparedParts:
                 deliver(got)
         return n_done
 
-    def _still_awaited(self, waiting: list[int], values: dict[str, Any]
+    def _still_awaited(self, waiting: list[int], values: dict[str, object]
                        ) -> dict[Hashable, list[str]]:
         return {self.order[i]: [n for n in self.awaited[i] if n not in values]
                 for i, n in enumerate(waiting) if n}
@@ -338,7 +340,7 @@ class _ContractParts(PreparedHooks):
     def blocked(self, waiting: dict[Hashable, list[str]]) -> NoReturn:
         self.hooks.blocked(waiting)
 
-    def run_part(self, i: int, values: dict[str, Any]) -> Mapping[str, Any]:
+    def run_part(self, i: int, values: dict[str, object]) -> Mapping[str, object]:
         hooks = self.hooks
         pid = self.order[i]
         outputs = hooks.forwarded_outputs(pid, self.parts[pid], values)
@@ -367,14 +369,14 @@ class _ContractParts(PreparedHooks):
 
 def run_parts(partition: GraphPartition,
               prg_per_partition: Mapping[Hashable, BoundProgram],
-              hooks: PartHooks, input_args: Mapping[str, Any] | None = None
-              ) -> tuple[dict[str, Any], int]:
+              hooks: PartHooks, input_args: Mapping[str, object] | None = None
+              ) -> tuple[dict[str, object], int]:
     """Run every part of *partition* (a
     :class:`~pytato_like.partition.GraphPartition` or a subclass) with its
     program in *prg_per_partition*, in dependency order (see the module
     docs). Returns every value by name (the inputs, every part output,
     every arrival) and the number of parts run."""
-    values: dict[str, Any] = dict(input_args or {})
+    values: dict[str, object] = dict(input_args or {})
     prepared = prepare_parts(partition, hooks, frozenset(values))
     n_done = prepared.run(
         _ContractParts(partition, prepared, prg_per_partition, hooks), values)

@@ -60,7 +60,7 @@ import math
 import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 
@@ -79,6 +79,9 @@ from pytato_like.diagnostic import (
     PytatoLikeError,
 )
 
+if TYPE_CHECKING:
+    from types import EllipsisType
+
 # {{{ comparing results
 
 
@@ -96,7 +99,7 @@ def default_tolerance(dtype: DTypeLike) -> float:
     return float(min(1e-1, max(1e-10, 1e3 * eps)))
 
 
-def assert_results_close(actual: Any, expected: Any, *, rtol: float | None = None,
+def assert_results_close(actual: object, expected: object, *, rtol: float | None = None,
                          atol: float | None = None, check_dtype: bool = True,
                          err_msg: str = "") -> None:
     """Assert that *actual* matches *expected* in shape, dtype and value.
@@ -148,7 +151,7 @@ def assert_results_close(actual: Any, expected: Any, *, rtol: float | None = Non
 
 
 def random_input(rng: np.random.Generator, shape: tuple[int, ...],
-                 dtype: Any) -> np.ndarray:
+                 dtype: DTypeLike) -> np.ndarray:
     """Test data of *shape* and *dtype*: small integers (non-negative for
     unsigned dtypes), standard normal floats, random booleans."""
     dtype = np.dtype(dtype)
@@ -165,7 +168,8 @@ def random_input(rng: np.random.Generator, shape: tuple[int, ...],
 
 
 def evaluate_lazy_and_eager(fn: Callable[..., Any], *arrays: np.ndarray,
-                            as_data_wrappers: bool = False) -> tuple[Any, Any]:
+                            as_data_wrappers: bool = False
+                            ) -> tuple[object, object]:
     """``(lazy, eager)``: *fn* applied to lazy inputs and evaluated by
     :func:`~pytato_like.generate_numpy`, and *fn* applied to *arrays*
     directly.
@@ -194,7 +198,7 @@ def evaluate_lazy_and_eager(fn: Callable[..., Any], *arrays: np.ndarray,
     return lazy, eager
 
 
-def _placeholder_names(result: Any) -> set[str]:
+def _placeholder_names(result: object) -> set[str]:
     return {node.name for node in topological_order(output_arrays(result))
             if isinstance(node, Placeholder)}
 
@@ -370,7 +374,7 @@ class RandomDAG:
         compares them exactly.
     """
 
-    outputs: dict[str, Any]
+    outputs: dict[str, Array]
     inputs: dict[str, np.ndarray]
     expected: dict[str, np.ndarray]
     tolerances: dict[str, tuple[float, float]]
@@ -391,7 +395,7 @@ class RandomDAG:
         """The program as NumPy-style lines, one per operation."""
         return "\n".join(self.lines)
 
-    def check(self, actual: Mapping[str, Any], *,
+    def check(self, actual: Mapping[str, object], *,
               numpy_rounding: bool = True) -> None:
         """Assert that *actual* (output name -> array, e.g. what a target
         returned for :attr:`result`) matches :attr:`expected` in shape,
@@ -410,7 +414,7 @@ class RandomDAG:
                 err_msg=f"output {name!r} of the program\n"
                         f"{self.program_text()}\n")
 
-    def check_raises(self, run: Callable[[], Any]) -> None:
+    def check_raises(self, run: Callable[[], object]) -> None:
         """Assert that ``run()`` (running :attr:`result` on a target)
         raises :attr:`expected_error`, as NumPy raised on the same values."""
         assert self.expected_error is not None
@@ -440,7 +444,7 @@ class _DAGBuilder:
         self.negative_indices = negative_indices
         # the operation NumPy raises on (see op_failing): label, lazy
         # array, typed error
-        self.failing: tuple[str, Any, type[Exception]] | None = None
+        self.failing: tuple[str, Array, type[Exception]] | None = None
         self.data_rng = np.random.default_rng(choices.integer(0, 2**32 - 1))
         self.pool: list[_Value] = []
         self.inputs: dict[str, np.ndarray] = {}
@@ -891,7 +895,7 @@ class _DAGBuilder:
         ndim = len(a.shape)
         form = self.c.integer(0, 3)
         if form == 0 or ndim == 0:
-            axis: Any = None
+            axis: int | tuple[int, ...] | None = None
         elif form == 1:
             axis = self.c.integer(-ndim, ndim - 1)
         else:
@@ -1040,12 +1044,13 @@ class _DAGBuilder:
     def op_roll(self) -> _Value | None:
         a = self.pick()
         ndim = len(a.shape)
-        shift: Any = self.c.integer(-6, 6)
+        first_shift = self.c.integer(-6, 6)
+        shift: int | tuple[int, int] = first_shift
         if ndim == 0 or self.c.chance(25):
-            axis: Any = None
+            axis: int | tuple[int, int] | None = None
         elif ndim >= 2 and self.c.chance(25):
             axis = (0, -1)
-            shift = (shift, self.c.integer(-3, 3))
+            shift = (first_shift, self.c.integer(-3, 3))
         else:
             axis = self.c.integer(-ndim, ndim - 1)
         return self.build(f"roll({{}}, {shift!r}, axis={axis!r})",
@@ -1136,7 +1141,7 @@ class _DAGBuilder:
 
     def op_basic_index(self) -> _Value | None:
         a = self.pick()
-        key: list[Any] = []
+        key: list[int | slice | EllipsisType | None] = []
         for dim in a.shape:
             r = self.c.integer(0, 99)
             if r < 25 and dim > 0:
@@ -1157,7 +1162,8 @@ class _DAGBuilder:
         return self.build(f"{{}}[{_key_text(key_t)}]", lambda xp, x: x[key_t], (a,),
                           exact=True, int_range=self._keep(a))
 
-    def index_array(self, dim: int, shape: tuple[int, ...]) -> Any:
+    def index_array(self, dim: int, shape: tuple[int, ...]
+                    ) -> np.ndarray | _Value | None:
         """An integer index array valid for an axis of length *dim*: a NumPy
         constant, a lazy input, or computed from an integer value."""
         lo = -dim if self.negative_indices else 0
@@ -1197,7 +1203,7 @@ class _DAGBuilder:
                               lambda xp, x: x[key_t], (a,), exact=True,
                               int_range=self._keep(a))
         index_shape = self.c.choice([(2,), (3,), (1,), (2, 1), (2, 3), ()])
-        key: list[Any] = []
+        key: list[int | slice | np.ndarray | _ArraySlot] = []
         arrays: list[_Value] = []
         n_adv = 0
         forced = self.c.integer(0, ndim - 1)  # at least this axis is advanced
@@ -1277,7 +1283,7 @@ class _DAGBuilder:
         return True
 
     def _record_failure(self, text: str, fn: Callable[..., Any],
-                        operands: Sequence[Any], numpy_error: type[Exception],
+                        operands: Sequence[_Value], numpy_error: type[Exception],
                         error: type[Exception]) -> bool:
         """Record ``fn(xp, *operands)`` as the failing value if NumPy raises
         *numpy_error* on it. A lazy front end may find the problem while
@@ -1414,7 +1420,7 @@ def _prime_factors(n: int) -> list[int]:
 
 
 def _key_text(key: tuple) -> str:
-    def one(k: Any) -> str:
+    def one(k: object) -> str:
         if isinstance(k, slice):
             return ":".join("" if v is None else str(v)
                             for v in (k.start, k.stop, k.step))
