@@ -288,8 +288,9 @@ def test_dropped_handle_that_cannot_complete_ends_with_an_error():
 
 
 def test_each_rank_device_gets_its_share_of_the_cores():
-    """Under mpiexec, importing pytato_like limits each rank's PoCL device
-    to cores // ranks_on_node compute units (checked through OpenCL)."""
+    """Under mpiexec, a program's first distributed step (building a
+    receive) limits each rank's PoCL device to cores // ranks_on_node
+    compute units (checked through OpenCL)."""
     if not _loopy_available():
         pytest.skip("no OpenCL")
     script = ROOT / "tests" / "mpi" / "device_threads.py"

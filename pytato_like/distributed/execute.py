@@ -93,7 +93,6 @@ from pytato_like.distributed.safety import (
     track_execution,
 )
 from pytato_like.distributed.steady import SteadyParts
-from pytato_like.distributed.threads import configure_device_threads
 from pytato_like.runtime.collector import collection_paused, pausing_enabled
 from pytato_like.runtime.handles import Handle
 from pytato_like.runtime.pool import get_buffer_pool
@@ -114,10 +113,6 @@ if TYPE_CHECKING:
     from pytato_like.partition import GraphPart
 from pytato_like.target.loopy.lazy import codegen_while_waiting
 from pytato_like.target.program import HostBoundProgram
-
-# before any OpenCL context exists: one device thread pool per rank must
-# not oversubscribe the node (see distributed.threads)
-configure_device_threads()
 
 # {{{ plans, one per (partition, communicator, queue, mode)
 

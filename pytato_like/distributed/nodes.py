@@ -34,6 +34,7 @@ from pytato_like.array import (
     normalize_shape,
 )
 from pytato_like.diagnostic import DistributedPartitionError, NotAnArrayError
+from pytato_like.distributed.threads import ensure_device_threads
 
 if TYPE_CHECKING:
     from pytato_like.array import Axis, ShapeArg
@@ -219,6 +220,9 @@ def make_distributed_send(sent_data: Array, dest_rank: int,
                           send_tags: Tag | Iterable[Tag] = frozenset()
                           ) -> DistributedSend:
     """A send of *sent_data* to *dest_rank* under *comm_tag*."""
+    # a distributed program starts: set each rank's device threads before
+    # an OpenCL context exists (see distributed.threads)
+    ensure_device_threads()
     return DistributedSend(_check_array(sent_data, "sent data"),
                            _check_rank(dest_rank, "destination"),
                            _check_comm_tag(comm_tag), _tags(send_tags))
@@ -254,6 +258,7 @@ def make_distributed_recv(src_rank: int, comm_tag: CommTagType,
                           ) -> DistributedRecv:
     """An array of *shape* and *dtype* received from *src_rank* under
     *comm_tag*."""
+    ensure_device_threads()  # as in make_distributed_send
     return DistributedRecv(_check_rank(src_rank, "source"),
                            _check_comm_tag(comm_tag), normalize_shape(shape),
                            np.dtype(dtype), axes=axes, tags=_tags(tags))

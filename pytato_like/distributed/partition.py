@@ -80,6 +80,7 @@ from pytato_like.distributed.safety import (
     is_communicator,
     is_mpi,
 )
+from pytato_like.distributed.threads import ensure_device_threads
 from pytato_like.partition import (
     COMPUTED,
     RECV,
@@ -570,6 +571,9 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
     that step's messages travel (one pass over the fields per step, for
     networks whose latency outweighs it). Either way the values are
     the same, bit for bit."""
+    # (a program without sends or receives starts here: see
+    # distributed.threads)
+    ensure_device_threads()
     if outputs is None:
         if is_communicator(mpi_communicator) and mpi_communicator is not None:
             raise NotAnArrayError(

@@ -7,9 +7,15 @@ and each step pays for the oversubscription. So, by default, each rank's
 device gets ``cores // ranks_on_node`` threads (at least 1).
 
 The limit can only be set before the OpenCL platform is first queried (PoCL
-reads it from the environment when it starts), so it is applied when
-:mod:`pytato_like` is imported -- normally before any context exists -- by
-setting PoCL's variables ``POCL_MAX_PTHREAD_COUNT`` (older PoCL) and
+reads it from the environment when it starts), so it is applied
+(:func:`ensure_device_threads`, once per process) at the first step of a
+distributed program: when it makes its first send or receive node
+(:func:`~pytato_like.distributed.nodes.make_distributed_send`,
+:func:`~pytato_like.distributed.nodes.make_distributed_recv`) or, without
+any, partitions
+(:func:`~pytato_like.distributed.partition.find_distributed_partition`) --
+before code generation warms up the OpenCL compiler and before the
+program's queue is normally made -- by setting PoCL's variables ``POCL_MAX_PTHREAD_COUNT`` (older PoCL) and
 ``POCL_CPU_MAX_CU_COUNT`` (newer PoCL). Nothing is changed
 
 * when the process does not run under an MPI launcher that tells the ranks
@@ -37,6 +43,7 @@ to 21.6 ms (both drivers alternated in the same processes; no loss at
 (the user's choice wins) or ``PYTATO_LIKE_INLINE_DEVICE=0``.
 
 .. autofunction:: configure_device_threads
+.. autofunction:: ensure_device_threads
 .. autofunction:: ranks_on_node
 .. autofunction:: default_device_threads
 """
@@ -128,3 +135,17 @@ def configure_device_threads(n_threads: int | None = None,
     logger.debug("OpenCL CPU device threads per rank: %d (PoCL drivers %s)",
                  n_threads, env.get(POCL_DEVICES, "default"))
     return n_threads
+
+
+_ENSURED = False
+
+
+def ensure_device_threads() -> None:
+    """:func:`configure_device_threads` with its defaults, the first time
+    this is called in the process (later calls do nothing). The distributed
+    steps that come before any OpenCL context call it; not run at import,
+    so importing the package reads no environment."""
+    global _ENSURED
+    if not _ENSURED:
+        _ENSURED = True
+        configure_device_threads()
