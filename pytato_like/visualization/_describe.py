@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -31,6 +31,17 @@ from pytato_like.array import (
 from pytato_like.diagnostic import VisualizationError
 from pytato_like.scalar_expr import stringify, substitute
 
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from pymbolic.typing import Expression
+
+    from pytato_like.array import DictOfNamedArrays
+
+    #: What the drawing functions draw: an array, a
+    #: :class:`~pytato_like.DictOfNamedArrays` or a dict of arrays.
+    Drawable: TypeAlias = "Array | DictOfNamedArrays | Mapping[str, Array]"
+
 #: Scalar expressions and other long values are cut to this many characters.
 MAX_TEXT_LENGTH = 60
 
@@ -43,12 +54,12 @@ def truncate(text: str, limit: int = MAX_TEXT_LENGTH) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def normalize_result(result: Any) -> tuple[list[Array], dict[int, list[str]]]:
+def normalize_result(result: Drawable) -> tuple[list[Array], dict[int, list[str]]]:
     """``(roots, id(root) -> output names)`` for an Array, a
     :class:`DictOfNamedArrays` or a plain dict of arrays."""
     outputs, single = normalize_outputs(result, "draw", VisualizationError)
     if single:
-        return [result], {}
+        return [cast("Array", result)], {}
     roots: list[Array] = []
     names: dict[int, list[str]] = {}
     for name, ary in outputs.items():
@@ -61,14 +72,14 @@ def normalize_result(result: Any) -> tuple[list[Array], dict[int, list[str]]]:
 
 # {{{ text of values
 
-def shape_component_text(dim: Any) -> str:
+def shape_component_text(dim: object) -> str:
     """``3``, ``n`` or ``2*n + 1`` for one shape entry."""
     if not isinstance(dim, Array):
         return str(dim)
     return stringify(_size_expr(dim, _MAX_SHAPE_EXPR_DEPTH))
 
 
-def _size_expr(dim: Array, depth: int) -> Any:
+def _size_expr(dim: Array, depth: int) -> Expression:
     """*dim* as one pymbolic expression in the size parameters' names (the
     stringifier then gets the parentheses right)."""
     import pymbolic.primitives as prim
@@ -118,7 +129,7 @@ def _indices_text(indices: tuple) -> str:
     return "[" + ", ".join(entries) + "]"
 
 
-def _value_text(value: Any) -> str:
+def _value_text(value: object) -> str:
     if isinstance(value, Array) or isinstance(getattr(value, "data", None), Array):
         # e.g. a send held by a node: its repr would print a whole DAG
         return f"<{type(value).__name__}>"

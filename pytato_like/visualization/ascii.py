@@ -34,7 +34,7 @@ the text is linear in the DAG size.
 from __future__ import annotations
 
 import sys
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from pytato_like._traversal import topological_order
 from pytato_like.visualization._describe import (
@@ -42,6 +42,10 @@ from pytato_like.visualization._describe import (
     normalize_result,
     operand_edges,
 )
+
+if TYPE_CHECKING:
+    from pytato_like.array import Array
+    from pytato_like.visualization._describe import Drawable
 
 #: Lanes drawn side by side at most; further operands are listed by number.
 MAX_LANES = 24
@@ -56,7 +60,7 @@ _MARK_RESULT = "◉"
 _MARK_UNLANED = "○"
 
 
-def _label(node: Any, index: int, bold: str, reset: str) -> str:
+def _label(node: Array, index: int, bold: str, reset: str) -> str:
     title, rows = describe_node(node)
     parts = [f"%{index}", f"{bold}{title}{reset}"]
     for name, text in rows:
@@ -67,7 +71,7 @@ def _label(node: Any, index: int, bold: str, reset: str) -> str:
     return " ".join(parts)
 
 
-def get_ascii_graph(result: Any, use_color: bool = True, *,
+def get_ascii_graph(result: Drawable, use_color: bool = True, *,
                     max_lanes: int = MAX_LANES) -> str:
     """A text drawing of the computation of *result* (an
     :class:`~pytato_like.Array`, a :class:`~pytato_like.DictOfNamedArrays` or
@@ -154,7 +158,7 @@ def get_ascii_graph(result: Any, use_color: bool = True, *,
                      for drawing, w, label in rows) + "\n"
 
 
-def show_ascii_graph(result: Any, use_color: bool | None = None) -> None:
+def show_ascii_graph(result: Drawable, use_color: bool | None = None) -> None:
     """Print :func:`get_ascii_graph` of *result* to stdout (coloured when
     stdout is a terminal, unless *use_color* says otherwise)."""
     if use_color is None:

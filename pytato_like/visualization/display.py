@@ -16,13 +16,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytato_like.diagnostic import GraphvizNotFoundError, VisualizationError
 from pytato_like.visualization.dot import (
     get_dot_graph,
     get_dot_graph_from_partition,
 )
+
+if TYPE_CHECKING:
+    from pytato_like.partition import GraphPartition
+    from pytato_like.visualization._describe import Drawable
 
 # Seconds allowed to ``dot``; a graph it cannot lay out in this time is too
 # big to look at anyway.
@@ -60,11 +64,13 @@ def render_svg(dot_source: str) -> str:
     return proc.stdout
 
 
-def _to_dot_source(result: Any, **partition_options: Any) -> str:
+def _to_dot_source(result: str | Drawable | GraphPartition,
+                   **partition_options: Any) -> str:
     if isinstance(result, str):
         return result
     if hasattr(result, "parts") and hasattr(result, "var_name_to_result"):
-        return get_dot_graph_from_partition(result, **partition_options)
+        return get_dot_graph_from_partition(cast("GraphPartition", result),
+                                            **partition_options)
     return get_dot_graph(result)
 
 
@@ -122,7 +128,7 @@ def _open_in_browser(path: Path) -> bool:
         return False
 
 
-def show_dot_graph(result: Any, output_to: str | os.PathLike | None = None,
+def show_dot_graph(result: str | Drawable | GraphPartition, output_to: str | os.PathLike | None = None,
                    **kwargs: Any) -> Path | None:
     """Show *result*: dot source, an :class:`~pytato_like.Array`, a
     :class:`~pytato_like.DictOfNamedArrays`, a dict of arrays or a graph

@@ -37,14 +37,15 @@ order, without recursion, in time linear in the size of the DAG.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
     Array,
     DataWrapper,
+    DictOfNamedArrays,
     Einsum,
     IndexLambda,
     NamedArray,
@@ -60,6 +61,14 @@ from pytato_like.visualization._describe import (
     operand_edges,
     shape_text,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
+    from pytato_like.distributed.nodes import DistributedSend
+    from pytato_like.function import FunctionDefinition
+    from pytato_like.partition import GraphPart, GraphPartition
+    from pytato_like.runtime.trace import PartitionProfile, TraceSource
 
 # Header colours by node family, so inputs and data movement stand out.
 _INPUT_COLORS = {Placeholder: "#cfe2ff", DataWrapper: "#d1e7dd",
@@ -169,13 +178,14 @@ def _output_box(writer: DotWriter, box_id: str, name: str,
                 fillcolor=quote(_OUTPUT_COLOR))
 
 
-def _is_partition(value: Any) -> bool:
+def _is_partition(value: object) -> TypeIs[GraphPartition]:
     return all(hasattr(value, name) for name in
                ("parts", "toposorted_part_ids", "var_name_to_result"))
 
 
-def get_dot_graph(result: Any, trace: Any = None, rank: int | None = None,
-                  view: str = "auto") -> str:
+def get_dot_graph(result: Array | DictOfNamedArrays | Mapping[str, Array]
+                  | GraphPartition, trace: TraceSource | None = None,
+                  rank: int | None = None, view: str = "auto") -> str:
     """Dot source drawing the computation of *result* (an
     :class:`~pytato_like.Array`, a :class:`~pytato_like.DictOfNamedArrays` or a
     dict of arrays), or of a partition: then as
@@ -207,7 +217,7 @@ def _emit_function_clusters(writer: DotWriter, order: list[Array],
     """Draw each function definition called in the DAG once, as a cluster
     holding its body and its returns, with a dotted edge from every call of
     it (calls inside bodies are followed the same way, without recursion)."""
-    clusters: dict[Any, str] = {}
+    clusters: dict[FunctionDefinition, str] = {}
     pending = [(node, ids[id(node)]) for node in order if type(node) is Call]
     while pending:
         call, call_id = pending.pop(0)
@@ -244,7 +254,7 @@ def _comm_box(writer: DotWriter, box_id: str, title: str,
                 indent=indent)
 
 
-def _array_rows(ary: Any) -> list[tuple[str, str]]:
+def _array_rows(ary: object) -> list[tuple[str, str]]:
     rows = []
     if hasattr(ary, "shape"):
         rows.append(("shape", shape_text(tuple(ary.shape))))
@@ -253,9 +263,9 @@ def _array_rows(ary: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def sends_of(part: Any) -> list[tuple[str | None, Any]]:
+def sends_of(part: GraphPart) -> list[tuple[str | None, DistributedSend]]:
     """``(output name or None, send)`` for each send of a distributed part."""
-    sends: list[tuple[str | None, Any]] = []
+    sends: list[tuple[str | None, DistributedSend]] = []
     seen: set[int] = set()
     for name, send in sorted(getattr(part, "output_name_to_send_node", {}).items(),
                              key=lambda item: str(item[0])):
@@ -269,8 +279,8 @@ def sends_of(part: Any) -> list[tuple[str | None, Any]]:
     return sends
 
 
-def message_tag(partition: Any, src: int | None, dest: int | None,
-                 comm_tag: Any) -> Any:
+def message_tag(partition: GraphPartition, src: int | None, dest: int | None,
+                 comm_tag: Hashable) -> Hashable:
     """The MPI tag of the packed message carrying *comm_tag* from *src* to
     *dest* (the tag itself without packed messages)."""
     for m in getattr(partition, "messages", None) or ():
@@ -279,7 +289,7 @@ def message_tag(partition: Any, src: int | None, dest: int | None,
     return comm_tag
 
 
-def partition_rank(partition: Any, profile: Any) -> int:
+def partition_rank(partition: GraphPartition, profile: PartitionProfile) -> int:
     """The rank *partition* belongs to: the one rank in all its messages."""
     candidates: set[int] | None = None
     for m in getattr(partition, "messages", None) or ():
@@ -305,6 +315,8 @@ def share_color(share: float) -> str:
 
 def _message_rows(profile: Any, key: tuple) -> tuple[list[tuple[str, str]], str]:
     """Rows for a send/receive box and the label of its message edge."""
+    # (profile: a PartitionProfile or None; Any because the annotation of
+    # PartitionProfile.messages is a union of its entries' value types)
     if profile is None:
         return [], ""
     msg = profile.messages.get(key)
@@ -316,7 +328,8 @@ def _message_rows(profile: Any, key: tuple) -> tuple[list[tuple[str, str]], str]
     return rows, f"{msg['nbytes']} B, {format_ms(msg['in_flight_s'])}"
 
 
-def get_dot_graph_from_partition(partition: Any, trace: Any = None,
+def get_dot_graph_from_partition(partition: GraphPartition,
+                                 trace: TraceSource | None = None,
                                  rank: int | None = None,
                                  view: str = "auto") -> str:
     """Dot source drawing *partition* (a ``GraphPartition`` or
@@ -445,11 +458,11 @@ def get_dot_graph_from_partition(partition: Any, trace: Any = None,
                 writer.edge(box, placeholder_ids[name], msg_label,
                             indent=indent, style="bold")
 
-        for k, (name, send) in enumerate(sends):
+        for k, (send_name, send) in enumerate(sends):
             box = f"{prefix}send{k}"
             rows = [("tag", repr(send.comm_tag))]
-            if name is not None:
-                rows.append(("name", str(name)))
+            if send_name is not None:
+                rows.append(("name", str(send_name)))
             msg_rows, msg_label = _message_rows(profile, (
                 rank, send.dest_rank,
                 message_tag(partition, rank, send.dest_rank, send.comm_tag)))

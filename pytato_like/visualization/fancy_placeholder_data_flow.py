@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
@@ -56,6 +56,10 @@ from pytato_like.visualization._describe import (
 )
 from pytato_like.visualization.display import show_dot_graph
 from pytato_like.visualization.dot import quote
+
+if TYPE_CHECKING:
+    from pytato_like.distributed.nodes import DistributedSendRefHolder
+    from pytato_like.visualization._describe import Drawable
 
 # kind -> (dot node id prefix, node attributes)
 _STYLES: dict[str, tuple[str, str]] = {
@@ -94,12 +98,12 @@ def _data_flow_children(node: Array):
     # what is sent leaves this rank's data flow: follow only the array a
     # send holder passes through
     if node._mapper_method == _SEND_HOLDER:
-        holder: Any = node  # a send-reference holder
+        holder = cast("DistributedSendRefHolder", node)
         return (holder.passthrough_data,)
     return children_of(node)
 
 
-def get_fancy_placeholder_data_flow_dot(dag: Any) -> str:
+def get_fancy_placeholder_data_flow_dot(dag: Drawable) -> str:
     """Dot source of the drawing :func:`show_fancy_placeholder_data_flow`
     shows for *dag* (an :class:`~pytato_like.Array`, a
     :class:`~pytato_like.DictOfNamedArrays` or a dict of arrays)."""
@@ -128,7 +132,7 @@ def get_fancy_placeholder_data_flow_dot(dag: Any) -> str:
             continue
         if node._mapper_method == _SEND_HOLDER:
             # stands for the array it holds the send on
-            src = shown.get(id(cast(Any, node).passthrough_data))
+            src = shown.get(id(cast("DistributedSendRefHolder", node).passthrough_data))
             if src is not None:
                 shown[id(node)] = src
             continue
@@ -164,7 +168,7 @@ def get_fancy_placeholder_data_flow_dot(dag: Any) -> str:
     return "\n".join([*header, *lines, "}"]) + "\n"
 
 
-def show_fancy_placeholder_data_flow(dag: Any, **kwargs: Any) -> Path | None:
+def show_fancy_placeholder_data_flow(dag: Drawable, **kwargs: Any) -> Path | None:
     """Draw how the data of *dag*'s placeholders flows into its outputs
     (see the module documentation for what is drawn).
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import output_arrays
@@ -28,13 +28,17 @@ from pytato_like.stringifier import summarize_dag
 from pytato_like.visualization.display import dot_executable
 from pytato_like.visualization.dot import get_dot_graph
 
+if TYPE_CHECKING:
+    from pytato_like.array import AbstractResultWithNamedArrays, Array
+
 #: DAGs up to this many nodes are drawn inline
 HTML_DRAWING_MAX_NODES = 30
 #: seconds ``dot`` may take for an inline drawing
 HTML_DRAWING_TIMEOUT = 10
 
 
-def _drawing(result: Any) -> tuple[str | None, str]:
+def _drawing(result: Array | AbstractResultWithNamedArrays
+             ) -> tuple[str | None, str]:
     """``(svg, "")``, or ``(None, why not)``."""
     try:
         dot = dot_executable()
@@ -57,7 +61,7 @@ def _drawing(result: Any) -> tuple[str | None, str]:
     return (svg[start:] if start >= 0 else svg), ""
 
 
-def dag_html(result: Any) -> str:
+def dag_html(result: Array | AbstractResultWithNamedArrays) -> str:
     """The HTML a notebook shows for an array or a
     :class:`~pytato_like.DictOfNamedArrays`: the summary, and a drawing of
     a small DAG."""

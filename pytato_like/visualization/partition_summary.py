@@ -32,7 +32,8 @@ The full view stays the default for partitions of at most
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import Array
@@ -49,6 +50,11 @@ from pytato_like.visualization.dot import (
     share_color,
 )
 
+if TYPE_CHECKING:
+    from pytato_like.distributed.nodes import DistributedRecv, DistributedSend
+    from pytato_like.partition import GraphPartition
+    from pytato_like.runtime.trace import PartitionProfile
+
 #: ``view="auto"`` draws every part's DAG up to this many nodes in all, and
 #: the per-part summary beyond
 PARTITION_FULL_MAX_NODES = 150
@@ -61,15 +67,15 @@ class _Run:
     """Consecutive parts with one signature."""
 
     signature: tuple
-    pids: list[Any]
+    pids: list[Hashable]
     n_nodes: int
     kinds: tuple[tuple[str, int], ...]
     outputs: list[str]
-    recv_from: dict[int, list[Any]]   # src rank -> receives of the run
-    send_to: dict[int, list[Any]]     # dest rank -> sends of the run
+    recv_from: dict[int, list[DistributedRecv]]   # src rank -> receives of the run
+    send_to: dict[int, list[DistributedSend]]     # dest rank -> sends of the run
 
 
-def partition_node_count(partition: Any) -> int:
+def partition_node_count(partition: GraphPartition) -> int:
     """Nodes of all parts' DAGs together (a node shared by two parts'
     outputs counts in each)."""
     total = 0
@@ -78,7 +84,7 @@ def partition_node_count(partition: Any) -> int:
     return total
 
 
-def _part_roots(partition: Any, pid: Any) -> list[Array]:
+def _part_roots(partition: GraphPartition, pid: Hashable) -> list[Array]:
     part = partition.parts[pid]
     roots = [partition.var_name_to_result[name]
              for name in sorted(part.output_names, key=str)
@@ -93,7 +99,7 @@ def _listed(items: list[str]) -> str:
     return text + (f", ... ({len(items)})" if len(items) > _MAX_LISTED else "")
 
 
-def _runs(partition: Any) -> list[_Run]:
+def _runs(partition: GraphPartition) -> list[_Run]:
     runs: list[_Run] = []
     for pid in partition.toposorted_part_ids:
         part = partition.parts[pid]
@@ -135,9 +141,12 @@ def _run_title(run: _Run) -> str:
     return f"parts {run.pids[0]} ... {run.pids[-1]} ({len(run.pids)} alike)"
 
 
-def _message_figures(profile: Any, partition: Any, keys: list[tuple]) -> str:
+def _message_figures(profile: Any, partition: GraphPartition,
+                     keys: list[tuple]) -> str:
     """``"tags 100, 101: 64 bytes each, in flight 0.210 ms mean"`` for the
     messages *keys* (src, dest, comm tag), as far as the trace has them."""
+    # (profile: a PartitionProfile or None; Any because the annotation of
+    # PartitionProfile.messages is a union of its entries' value types)
     if profile is None:
         tags = [repr(comm_tag) for _, _, comm_tag in keys]
         return (f"{len(keys)} message{'s' if len(keys) != 1 else ''}: "
@@ -163,7 +172,8 @@ def _message_figures(profile: Any, partition: Any, keys: list[tuple]) -> str:
     return text
 
 
-def get_partition_summary_dot(partition: Any, profile: Any = None,
+def get_partition_summary_dot(partition: GraphPartition,
+                              profile: PartitionProfile | None = None,
                               rank: int | None = None) -> str:
     """Dot source of the per-part summary of *partition* (see the module
     docs); *profile* is a :class:`~pytato_like.runtime.trace.
@@ -194,6 +204,7 @@ def get_partition_summary_dot(partition: Any, profile: Any = None,
             peers.add(dest)
         share = 0.0
         for r in trace_ranks:
+            assert profile is not None  # (no trace ranks without a profile)
             got = [p for p in (profile.part(r, pid) for pid in run.pids)
                    if p is not None]
             if not got:
