@@ -12,7 +12,7 @@ pytato programs.
 from __future__ import annotations
 
 import logging as _logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # a library leaves output to the application: nothing reaches stderr
 # unless it configures logging or sets PYTATO_LIKE_REPORT
@@ -291,7 +291,7 @@ _NAME_TO_MODULE = {name: module for module, names in _LAZY_NAMES.items()
                    for name in names}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     import importlib
 
     module_name = _NAME_TO_MODULE.get(name)

@@ -53,7 +53,7 @@ import re
 import sys
 import types
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from constantdict import constantdict
@@ -77,13 +77,16 @@ from pytato_like.diagnostic import AxisError, NotAnArrayError
 
 from pytato_like import array as _array  # (ENABLE_TRACEBACK_TAG changes)
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
 #: the fields every node has besides its own (keyword-only in constructors)
 _META_FIELDS = ("axes", "tags", "non_equality_tags")
 
 
 # {{{ the field kind of values with arrays anywhere at their top level
 
-class _AnyKind(FieldKind):
+class _AnyKind(FieldKind[object]):
     """Arrays in the value itself, in the entries of a tuple, or in the
     values of a mapping (one level: nested containers are values). The
     kind of a dataclass field whose annotation does not say it holds no
@@ -92,7 +95,7 @@ class _AnyKind(FieldKind):
     __slots__ = ()
     holds_arrays = True
 
-    def arrays(self, value: Any) -> Any:
+    def arrays(self, value: object) -> Sequence[Array]:
         if isinstance(value, Array):
             return (value,)
         if isinstance(value, tuple):
@@ -101,7 +104,7 @@ class _AnyKind(FieldKind):
             return [v for v in value.values() if isinstance(v, Array)]
         return ()
 
-    def map(self, value: Any, fn, array_type: type | None = None) -> Any:
+    def map(self, value: object, fn, array_type: type | None = None) -> object:
         t = Array if array_type is None else array_type
         if isinstance(value, t):
             return fn(value)
@@ -125,7 +128,7 @@ class _AnyKind(FieldKind):
                 return constantdict(items)
         return value
 
-    def canonical(self, value: Any, fn) -> Any:
+    def canonical(self, value: object, fn) -> object:
         if isinstance(value, Array):
             return fn(value)
         if isinstance(value, tuple):
@@ -140,7 +143,7 @@ class _AnyKind(FieldKind):
         return value
 
     @staticmethod
-    def _pair_one(a: Any, b: Any, pairs: list) -> bool:
+    def _pair_one(a: object, b: object, pairs: list) -> bool:
         if isinstance(a, Array):
             if not isinstance(b, Array):
                 return False
@@ -150,7 +153,7 @@ class _AnyKind(FieldKind):
             return False
         return bool(a == b)
 
-    def pair(self, a: Any, b: Any, pairs: list) -> bool:
+    def pair(self, a: object, b: object, pairs: list) -> bool:
         if isinstance(a, tuple) and isinstance(b, tuple):
             return len(a) == len(b) and all(
                 self._pair_one(va, vb, pairs) for va, vb in zip(a, b))
@@ -159,7 +162,7 @@ class _AnyKind(FieldKind):
                 self._pair_one(a[k], b[k], pairs) for k in a)
         return self._pair_one(a, b, pairs)
 
-    def slots(self, value: Any) -> tuple:
+    def slots(self, value: object) -> tuple:
         if isinstance(value, Array):
             return ((None, value),)
         if isinstance(value, tuple):
@@ -231,19 +234,20 @@ class _DataclassSpec:
     A class made a dataclass by the decorator has its own entry, which comes
     first."""
 
-    _specs: ClassVar[dict[type, tuple[dict, Any]]] = {}
+    # (the params are a dataclasses._DataclassParams, a private class)
+    _specs: ClassVar[dict[type, tuple[dict[str, dataclasses.Field], object]]] = {}
 
     def __init__(self, params: bool) -> None:
         self.params = params
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+    def __get__(self, obj: object, owner: type | None = None) -> object:
         cls = type(obj) if owner is None else owner
         spec = self._specs.get(cls)
         if spec is None:
             fields = getattr(cls, "_fields", None)
             if fields is None:
                 raise AttributeError("__dataclass_fields__")
-            namespace: dict[str, Any] = {"__annotations__": {
+            namespace: dict[str, object] = {"__annotations__": {
                 **{name: Any for name, _ in fields},
                 **dict.fromkeys(_META_FIELDS, Any)}}
             namespace["axes"] = dataclasses.field(kw_only=True, default=None)
@@ -301,12 +305,12 @@ class _ComputedOnce:
     (a chain of 100 000 such nodes overflows the stack); built bottom-up,
     each node finds its operands' values stored."""
 
-    def __init__(self, fget: Any, name: str) -> None:
+    def __init__(self, fget: Callable[[Array], object], name: str) -> None:
         self.fget = fget
         self.name = name
         self.__doc__ = getattr(fget, "__doc__", None)
 
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+    def __get__(self, obj: Array | None, owner: type | None = None) -> object:
         if obj is None:
             return self
         value = self.fget(obj)

@@ -11,8 +11,9 @@ says exactly what NumPy would compute and any target can follow it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar, overload
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -35,16 +36,27 @@ from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, TypeCast, index_var
 from pytato_like.utils import get_shape_after_broadcasting, is_one
 
 if TYPE_CHECKING:
+    from pymbolic.typing import Expression
     from pymbolic.typing import Scalar as ScalarValue
+    from typing_extensions import TypeIs
+
+    from pytato_like.dtype import DTypeLike
+
+    #: a number an elementwise operation takes as it is
+    ScalarOperand = int | float | complex | bool | np.generic
 
 Scalar = (int, float, complex, bool, np.generic)
 
+#: what the builder of a memoized elementwise operation returns (an array,
+#: or a NumPy scalar when no operand is an array)
+ResultT = TypeVar("ResultT")
 
-def is_scalar(x: Any) -> bool:
+
+def is_scalar(x: object) -> TypeIs[ScalarOperand]:
     return isinstance(x, Scalar) and not isinstance(x, np.ndarray)
 
 
-def as_operand(x: Any) -> Any:
+def as_operand(x: object) -> Array | ScalarOperand:
     """Arrays and scalars pass through; NumPy arrays, and lists and tuples
     (converted as :func:`numpy.asarray` converts them: ``[1, 2]`` is an
     ``int64`` array, whatever the other operand's dtype) become data
@@ -58,12 +70,12 @@ def as_operand(x: Any) -> Any:
         "operand: operands are arrays, numbers, or lists of numbers")
 
 
-def _short_repr(x: Any) -> str:
+def _short_repr(x: object) -> str:
     text = repr(x)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _sequence_as_array(x: Any) -> np.ndarray:
+def _sequence_as_array(x: np.ndarray | list | tuple) -> np.ndarray:
     """*x* as :func:`numpy.asarray` converts it, refusing what no target
     computes with (ragged lists, strings, objects) with a typed error."""
     if isinstance(x, np.ndarray):
@@ -82,7 +94,7 @@ def _sequence_as_array(x: Any) -> np.ndarray:
     return arr
 
 
-def _resolution_dtype(x: Any):
+def _resolution_dtype(x: object) -> np.dtype | type:
     """What ``resolve_dtypes`` should see for operand *x*."""
     if isinstance(x, Array):
         return x.dtype
@@ -122,7 +134,8 @@ def resolve_dtypes(ufunc: np.ufunc, operands: tuple, what: str) -> tuple[np.dtyp
         raise DTypeError(f"{what} is not supported for dtypes ({names})") from err
 
 
-def convert_scalar(value: Any, dtype: np.dtype, what: str) -> ScalarValue:
+def convert_scalar(value: ScalarOperand, dtype: np.dtype, what: str
+                   ) -> ScalarValue:
     """*value* as a NumPy scalar of *dtype*, refusing out-of-range Python
     integers as NumPy 2 does."""
     try:
@@ -170,7 +183,7 @@ class ElementwiseBuilder:
         self._names: dict[int, str] = {}
         self.operands = operands
 
-    def access(self, x: Any, to_dtype: np.dtype):
+    def access(self, x: Array | ScalarOperand, to_dtype: np.dtype) -> Expression:
         if isinstance(x, Array):
             name = self._names.get(id(x))
             if name is None:
@@ -228,7 +241,7 @@ def c99_call(name):
 
 
 # op name -> (ufunc, expression builder taking (a, b, operand dtype))
-BINARY_OPS: dict[str, tuple[np.ufunc, Any]] = {
+BINARY_OPS: dict[str, tuple[np.ufunc, Callable[..., Expression]]] = {
     "add": (np.add, lambda a, b, dt: prim.Sum((a, b))),
     "sub": (np.subtract, lambda a, b, dt: prim.Sum((a, _negated(b, dt)))),
     "mul": (np.multiply, lambda a, b, dt: prim.Product((a, b))),
@@ -277,12 +290,13 @@ _CACHEABLE_SCALARS = frozenset({int, float, bool, np.float64, np.float32,
                                 np.int64, np.int32})
 
 
-def memoized_elementwise(operation: tuple, operands: tuple, build) -> Any:
+def memoized_elementwise(operation: tuple, operands: tuple,
+                         build: Callable[[], ResultT]) -> ResultT | IndexLambda:
     """``build()``, or a copy of its memoized expression bound to
     *operands* when an operation of the same signature was built before."""
     # one pass builds the key and the bindings (this is the hot path of
     # graph construction)
-    key: list[Any] = [operation]
+    key: list[Hashable] = [operation]
     arrays: list[Array] = []
     for x in operands:
         if isinstance(x, Array):
@@ -347,13 +361,13 @@ def _comparison_decided_by_range(op_name, a, b, dt_a, dt_b) -> bool | None:
     return None
 
 
-def binary_op(op_name: str, a: Any, b: Any) -> Array | np.generic:
+def binary_op(op_name: str, a: object, b: object) -> Array | np.generic:
     """``a <op> b`` with NumPy broadcasting and dtype promotion."""
     return memoized_elementwise((op_name,), (a, b),
                                 lambda: _binary_op_uncached(op_name, a, b))
 
 
-def _binary_op_uncached(op_name: str, a: Any, b: Any) -> Array | np.generic:
+def _binary_op_uncached(op_name: str, a: object, b: object) -> Array | np.generic:
     ufunc, make_expr = BINARY_OPS[op_name]
     a = as_operand(a)
     b = as_operand(b)
@@ -394,21 +408,22 @@ def _unary_op_uncached(op_name: str, x: Array) -> Array:
     return builder.build(expr, dt_out)
 
 
-def apply_ufunc(c99_name: str, ufunc: np.ufunc, *args: Any) -> Array | np.generic:
+def apply_ufunc(c99_name: str, ufunc: np.ufunc, *args: object) -> Array | np.generic:
     """Elementwise math function *ufunc*, written as a call of
     ``pytato.c99.<c99_name>`` with NumPy's argument conversions."""
-    args = tuple(as_operand(x) for x in args)
-    if not any(isinstance(x, Array) for x in args):
-        return ufunc(*args)
+    operands = tuple(as_operand(x) for x in args)
+    if not any(isinstance(x, Array) for x in operands):
+        return ufunc(*operands)
     what = f"{ufunc.__name__}()"
-    *dt_in, dt_out = resolve_dtypes(ufunc, args, what)
-    shape = get_shape_after_broadcasting(args)
-    builder = ElementwiseBuilder(args, shape, what)
-    expr = c99_call(c99_name)(*(builder.access(x, dt) for x, dt in zip(args, dt_in)))
+    *dt_in, dt_out = resolve_dtypes(ufunc, operands, what)
+    shape = get_shape_after_broadcasting(operands)
+    builder = ElementwiseBuilder(operands, shape, what)
+    expr = c99_call(c99_name)(*(builder.access(x, dt)
+                                for x, dt in zip(operands, dt_in)))
     return builder.build(expr, dt_out)
 
 
-def astype(x: Array, dtype: Any) -> Array:
+def astype(x: Array, dtype: DTypeLike) -> Array:
     """*x* converted elementwise to *dtype* (NumPy's unsafe casting)."""
     dtype = supported_dtype(dtype, f"astype of an array of shape {x.shape}")
     if x.dtype == dtype:
@@ -417,24 +432,37 @@ def astype(x: Array, dtype: Any) -> Array:
     return builder.build(builder.access(x, dtype), dtype)
 
 
-def where(condition: Any, x: Any = None, y: Any = None) -> Array:
-    """Elements of *x* where *condition* holds, else of *y*."""
+@overload
+def where(condition: Array, x: object = None, y: object = None) -> Array: ...
+@overload
+def where(condition: object, x: Array, y: object = None) -> Array: ...
+@overload
+def where(condition: object, x: object, y: Array) -> Array: ...
+@overload
+def where(condition: object, x: object = None, y: object = None
+          ) -> Array | np.ndarray: ...
+def where(condition: object, x: object = None, y: object = None
+          ) -> Array | np.ndarray:
+    """Elements of *x* where *condition* holds, else of *y* (a NumPy array
+    when none of them is an array)."""
     if x is None or y is None:
         raise DTypeError("where() with one argument (nonzero) has a "
                          "data-dependent shape and is not supported")
-    condition, x, y = as_operand(condition), as_operand(x), as_operand(y)
-    return memoized_elementwise(("where",), (condition, x, y),
-                                lambda: _where_uncached(condition, x, y))
+    c_op, x_op, y_op = as_operand(condition), as_operand(x), as_operand(y)
+    return memoized_elementwise(("where",), (c_op, x_op, y_op),
+                                lambda: _where_uncached(c_op, x_op, y_op))
 
 
-def _where_uncached(condition: Any, x: Any, y: Any) -> Array:
+def _where_uncached(condition: Array | ScalarOperand, x: Array | ScalarOperand,
+                    y: Array | ScalarOperand) -> Array | np.ndarray:
     try:
         dtype = np.result_type(*(v.dtype if isinstance(v, Array) else v
                                  for v in (x, y)))
     except (TypeError, np.exceptions.DTypePromotionError) as err:
         raise DTypeError(f"where() cannot combine {x!r} and {y!r}") from err
     shape = get_shape_after_broadcasting((condition, x, y))
-    if not any(isinstance(v, Array) for v in (condition, x, y)):
+    if not (isinstance(condition, Array) or isinstance(x, Array)
+            or isinstance(y, Array)):
         return np.where(condition, x, y)
     builder = ElementwiseBuilder((condition, x, y), shape, "where()")
     cond_dtype = condition.dtype if isinstance(condition, Array) else np.dtype(bool)
@@ -453,7 +481,7 @@ _REFLECTED_NAME = {"lt": "__gt__", "le": "__ge__", "gt": "__lt__",
                    "ge": "__le__"}
 
 
-def _refuse_operand(op_name: str, array: Array, other: Any) -> InvalidOperandError:
+def _refuse_operand(op_name: str, array: Array, other: object) -> InvalidOperandError:
     text = repr(other)
     if len(text) > 40:
         text = text[:37] + "..."

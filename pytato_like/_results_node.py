@@ -13,7 +13,7 @@ and how a result is made (:meth:`ResultsNode._make_result`).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pytools.tag import Tag
@@ -26,6 +26,11 @@ from pytato_like.array import (
     NamedArray,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pytato_like.array import Axis
+
 __all__ = ["NO_VALUE", "NodeResult", "ResultsNode"]
 
 #: the dtype of a :class:`ResultsNode`, which has no value of its own
@@ -35,7 +40,7 @@ NO_VALUE = np.dtype("V0")
 class ResultsNode(Array, AbstractResultWithNamedArrays):
     """A node without a value, mapping result names to arrays."""
 
-    def _finish_results_init(self, axes: Any, tags: frozenset[Tag],
+    def _finish_results_init(self, axes: Sequence[Axis] | None, tags: frozenset[Tag],
                              non_equality_tags: frozenset[Tag]) -> None:
         """Set the value-less shape and dtype and hash the node (the last
         step of a subclass constructor)."""

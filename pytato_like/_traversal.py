@@ -15,7 +15,7 @@ structurally equal but distinct subgraphs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pytato_like.array import (
     Array,
@@ -108,7 +108,7 @@ def _depth_first_once(roots: Iterable[Any],
 
 
 def topological_order(roots: Iterable[Array],
-                      children: Callable[[Any], Sequence[Any]] = children_of
+                      children: Callable[[Array], Sequence[Array]] = children_of
                       ) -> list[Array]:
     """All nodes reachable from *roots* through *children* (by default every
     array a node refers to), each once, every node after all the nodes it
@@ -120,8 +120,8 @@ def topological_order(roots: Iterable[Array],
     visited: set[int] = set()
     seen = visited.__contains__
     mark = visited.add
-    stack: list[tuple[Any, bool]] = [(root, False)
-                                     for root in reversed(list(roots))]
+    stack: list[tuple[Array, bool]] = [(root, False)
+                                       for root in reversed(list(roots))]
     pop, push = stack.pop, stack.append
     while stack:
         node, done = pop()
@@ -164,8 +164,8 @@ def structurally_equal_many(xs: list[Array], ys: list[Array]) -> bool:
                 or a.axes != b.axes or a.tags != b.tags):
             return False
         if type(a) is NamedArray:
-            na: Any = a  # a NamedArray (so is b: same type)
-            nb: Any = b
+            na = cast("NamedArray", a)  # (so is b: same type)
+            nb = cast("NamedArray", b)
             if na.name != nb.name:
                 return False
             stack.append((na.expr, nb.expr))

@@ -132,10 +132,14 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
+    from numpy.typing import ArrayLike
+
     from pytato_like.dtype import DTypeLike
 
+    #: one length of a shape: an int or a 0-d integer size expression
+    ShapeArgComponent: TypeAlias = "int | np.integer | Array"
     #: a shape: one length or a sequence of lengths (ints or size expressions)
-    ShapeArg = int | Sequence[Any]
+    ShapeArg = int | Sequence[ShapeArgComponent]
     #: tags: one tag or several
     TagsArg = Tag | Iterable[Tag]
     #: the axes to reduce or squeeze: one, several, or None for all
@@ -466,7 +470,8 @@ class DataInterface(Protocol):
     dtype: np.dtype
 
 
-def _np_result_dtype(*arrays_and_dtypes: Any) -> np.dtype:
+def _np_result_dtype(*arrays_and_dtypes: Array | ArrayLike | DTypeLike
+                     ) -> np.dtype:
     """:func:`numpy.result_type` of *arrays_and_dtypes* (dtypes, scalars,
     NumPy arrays; a lazy :class:`Array` counts by its dtype): pytato's
     promotion helper."""
@@ -494,7 +499,8 @@ def _normalize_shape_component(s: object) -> ShapeComponent:
         f"shape component {s!r} is neither an int nor an integer size expression")
 
 
-def normalize_shape(shape: Any) -> tuple[ShapeComponent, ...]:
+def normalize_shape(shape: ShapeArg | ShapeArgComponent
+                    ) -> tuple[ShapeComponent, ...]:
     """*shape* as a tuple of non-negative ints and 0-d integer arrays."""
     if isinstance(shape, (int, np.integer, Array)):
         shape = (shape,)
@@ -867,22 +873,26 @@ class Array(_TaggableMixin):
         from pytato_like.cmath import abs as _abs
         return _abs(self)
 
+    # Any: every index NumPy takes, and ResultsNode (also a Mapping) narrows
+    # the key to a result name
     def __getitem__(self, key: Any) -> Array:
         from pytato_like._indexing import getitem
         return getitem(self, key)
 
-    def reshape(self, *shape: Any, order: str = "C") -> Array:
+    def reshape(self, *shape: ShapeArgComponent | Sequence[ShapeArgComponent],
+                order: str = "C") -> Array:
         """Same data, new shape (``-1`` is inferred), as in NumPy."""
         from pytato_like._shape_ops import reshape
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, Array)):
-            shape = shape[0]
-        return reshape(self, shape, order=order)
+            return reshape(self, shape[0], order=order)
+        return reshape(self, cast("tuple[ShapeArgComponent, ...]", shape),
+                       order=order)
 
-    def transpose(self, *axes: Any) -> Array:
+    def transpose(self, *axes: int | Sequence[int] | None) -> Array:
         from pytato_like._shape_ops import transpose
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
-            axes = axes[0]
-        return transpose(self, axes if axes else None)
+            return transpose(self, axes[0] if axes[0] else None)
+        return transpose(self, cast("tuple[int, ...]", axes) if axes else None)
 
     def squeeze(self, axis: AxisArg = None) -> Array:
         from pytato_like._shape_ops import squeeze
@@ -1003,7 +1013,7 @@ def make_hash_getter(cls: type[Array]) -> Callable[[Array], tuple]:
 
 _CHILD_FIELDS: dict[type, tuple[tuple[str, FieldKind], ...]] = {}
 # (class, include_shape) -> function returning the children of a node
-_CHILD_GETTERS: dict[tuple[type, bool], Any] = {}
+_CHILD_GETTERS: dict[tuple[type, bool], Callable[[Array], tuple[Array, ...]]] = {}
 
 
 def _child_fields(cls: type[Array]) -> tuple[tuple[str, FieldKind], ...]:
@@ -1028,7 +1038,7 @@ def _make_children_getter(cls: type, include_shape: bool):
     fields = tuple((name, kind) for name, kind in array_fields(cls)
                    if include_shape or kind is not SHAPE)
     names = tuple(name for name, _ in fields)
-    getter: Callable[[Any], Any]
+    getter: Callable[[Array], tuple[Array, ...]]
     if all(kind is ARRAY for _, kind in fields) and len(names) > 1:
         getter = operator.attrgetter(*names)
     elif all(kind is ARRAY for _, kind in fields) and names:
@@ -1588,9 +1598,10 @@ class AbstractResultWithNamedArrays(Mapping, _TaggableMixin):
     computation; :class:`pytools.tag.Taggable` (as pytato's)."""
 
     _mapper_method: ClassVar[str]
-    # NumPy defers binary operators to us (and refuses ufuncs); typed Any so
-    # that ResultsNode, also an Array, may take Array's method
-    __array_ufunc__: Any = None
+    # NumPy defers binary operators to us (and refuses ufuncs). ResultsNode,
+    # also an Array, takes Array's method, which _numpy_interop installs at
+    # run time (mypy sees only this declaration).
+    __array_ufunc__: None = None
 
 
 class NamedArray(Array):
@@ -1751,7 +1762,7 @@ def make_size_param(name: str, tags: TagsArg = frozenset()) -> SizeParam:
     return SizeParam(name, tags=check_tags(tags))
 
 
-def make_data_wrapper(data: Any, name: str | None = None,
+def make_data_wrapper(data: DataInterface | ArrayLike, name: str | None = None,
                       shape: ShapeArg | None = None,
                       axes: Sequence[Axis] | None = None,
                       tags: TagsArg = frozenset()) -> DataWrapper:
@@ -1760,6 +1771,7 @@ def make_data_wrapper(data: Any, name: str | None = None,
         _check_name(name, "data wrapper")
     if not hasattr(data, "shape") or not hasattr(data, "dtype"):
         data = np.asarray(data)
+    data = cast("DataInterface", data)
     what = f"data wrapper '{name}'" if name is not None else "data wrapper"
     supported_dtype(data.dtype, f"{what} of shape {tuple(data.shape)}")
     if shape is None:
@@ -1783,7 +1795,7 @@ def make_dict_of_named_arrays(data: Mapping[str, Array],
     return DictOfNamedArrays(data, tags=check_tags(tags))
 
 
-def normalize_outputs(result: Any, what: str = "generate code",
+def normalize_outputs(result: object, what: str = "generate code",
                       error: type[Exception] = NotAnArrayError
                       ) -> tuple[dict[str, Array], bool]:
     """``(name -> array, is_single_array)`` for a program result: an array
@@ -1802,7 +1814,7 @@ def normalize_outputs(result: Any, what: str = "generate code",
                 f"of arrays, got a {type(result).__name__}")
 
 
-def output_arrays(result: Any, what: str = "generate code",
+def output_arrays(result: object, what: str = "generate code",
                   error: type[Exception] = NotAnArrayError) -> list[Array]:
     """The arrays of a program result (as :func:`normalize_outputs`), in
     output order, an array named twice listed twice."""
@@ -1819,7 +1831,7 @@ class _SuppliedAxesAndTagsMixin(Taggable):
     ``non_equality_tags`` (compared and hashed by nothing), as pytato's
     mixin of this name (see :mod:`pytato_like._dataclass_nodes`)."""
 
-    axes: Any = dataclasses.field(kw_only=True, default=None)
+    axes: Sequence[Axis] | None = dataclasses.field(kw_only=True, default=None)
     tags: frozenset[Tag] = dataclasses.field(kw_only=True, default=NO_TAGS)
     non_equality_tags: frozenset[Tag] = dataclasses.field(
         kw_only=True, default=NO_TAGS, compare=False, hash=False)
@@ -1831,8 +1843,8 @@ class _SuppliedShapeAndDtypeMixin:
     that cannot derive them from their operands), as pytato's mixin of this
     name."""
 
-    shape: Any
-    dtype: Any
+    shape: ShapeType
+    dtype: np.dtype
 
 
 # The defaults above live in the generated constructors; as class

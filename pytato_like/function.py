@@ -37,7 +37,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from constantdict import constantdict
 from pytools.tag import Tag, normalize_tags
@@ -65,6 +65,17 @@ from pytato_like.diagnostic import (
 )
 from pytato_like.tags import FunctionIdentifier
 from pytato_like.utils import are_shapes_equal
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pytools.tag import ToTagSetConvertible
+
+    from pytato_like.array import Axis
+
+    #: what calling a function definition returns, in the structure the
+    #: traced function returned
+    CallResults = Array | tuple[Array, ...] | Mapping[str, Array]
 
 __all__ = ["Call", "FunctionDefinition", "NamedCallResult", "ReturnType",
            "trace_call"]
@@ -222,10 +233,10 @@ class FunctionDefinition:
         tags = values.pop("tags")
         return FunctionDefinition(**values, tags=tags)
 
-    def tagged(self, tags: Any) -> FunctionDefinition:
+    def tagged(self, tags: ToTagSetConvertible) -> FunctionDefinition:
         return self.copy(tags=self.tags | normalize_tags(tags))
 
-    def without_tags(self, tags: Any, verify_existence: bool = True
+    def without_tags(self, tags: ToTagSetConvertible, verify_existence: bool = True
                      ) -> FunctionDefinition:
         to_remove = normalize_tags(tags)
         if verify_existence and not to_remove <= self.tags:
@@ -236,7 +247,7 @@ class FunctionDefinition:
     def _with_new_tags(self, tags: frozenset[Tag]) -> FunctionDefinition:
         return self.copy(tags=tags)
 
-    def __call__(self, **kwargs: Array) -> Any:
+    def __call__(self, **kwargs: Array) -> CallResults:
         """Call the function with the parameters bound to *kwargs*."""
         call = Call(self, constantdict(kwargs))
         if self.return_type is ReturnType.ARRAY:
@@ -276,7 +287,7 @@ class Call(ResultsNode):
     _fields = (("function", VALUE), ("bindings", BINDINGS))
 
     def __init__(self, function: FunctionDefinition,
-                 bindings: Mapping[str, Array], axes: Any = None,
+                 bindings: Mapping[str, Array], axes: Sequence[Axis] | None = None,
                  tags: frozenset[Tag] = _NO_TAGS,
                  non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         if not isinstance(function, FunctionDefinition):
@@ -344,7 +355,8 @@ class NamedCallResult(NodeResult):
     __slots__ = ()
     _mapper_method = "map_named_call_result"
 
-    def __init__(self, _container: Call, name: str, axes: Any = None,
+    def __init__(self, _container: Call, name: str,
+                 axes: Sequence[Axis] | None = None,
                  tags: frozenset[Tag] = _NO_TAGS,
                  non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         if not isinstance(_container, Call):
@@ -368,7 +380,7 @@ class NamedCallResult(NodeResult):
 _RESERVED_ARG_NAME = re.compile(r"^_pt_(\d+)$")
 
 
-def _parameter_placeholder(name: str, arg: Any) -> Placeholder:
+def _parameter_placeholder(name: str, arg: object) -> Placeholder:
     if not isinstance(arg, Array):
         raise NotAnArrayError(
             f"trace_call: argument {name!r} is a {type(arg).__name__}; only "
@@ -382,9 +394,9 @@ class _GuessIdentifier:
     """Default of *identifier*: take the function's ``__name__``."""
 
 
-def trace_call(f: Callable[..., Any], *args: Array,
+def trace_call(f: Callable[..., object], *args: Array,
                identifier: Hashable | None = _GuessIdentifier,
-               **kwargs: Array) -> Any:
+               **kwargs: Array) -> CallResults:
     """Call *f* on placeholders standing for *args* and *kwargs*, outline
     what it returns as a :class:`FunctionDefinition`, and return the results
     of calling that definition with *args* and *kwargs*, in the structure

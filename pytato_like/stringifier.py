@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -51,6 +51,9 @@ from pytato_like.array import (
 )
 from pytato_like.scalar_expr import stringify as stringify_expression
 
+if TYPE_CHECKING:
+    from pytato_like.scalar_expr import ScalarExpression
+
 #: Inline nesting deeper than this starts a new numbered definition.
 MAX_INLINE_DEPTH = 6
 
@@ -62,9 +65,9 @@ REPR_MAX_CHARS = 3000
 _SUMMARY_MAX_ENTRIES = 6
 
 
-def _format_value(name: str, value: Any) -> str:
+def _format_value(name: str, value: object) -> str:
     if name == "expr":
-        return stringify_expression(value)
+        return stringify_expression(cast("ScalarExpression", value))
     if isinstance(value, np.dtype):
         return str(value)
     if name == "data":
@@ -78,7 +81,7 @@ class _Text(str):
     __slots__ = ()
 
 
-def _format_entry(entry: Any) -> str:
+def _format_entry(entry: object) -> str:
     """Text of a field value whose arrays are :class:`_Text` (containers
     are at most two levels deep: no recursion on the DAG)."""
     if isinstance(entry, _Text):
@@ -94,7 +97,7 @@ def _format_entry(entry: Any) -> str:
     return repr(entry)
 
 
-def _format_field(value: Any, kind: FieldKind, text_of) -> str:
+def _format_field(value: object, kind: FieldKind, text_of) -> str:
     return _format_entry(kind.map(value, lambda a: _Text(text_of(a))))
 
 

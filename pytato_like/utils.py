@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -42,6 +42,12 @@ from pytato_like.diagnostic import (
     UnsupportedArrayError,
 )
 from pytato_like.scalar_expr import index_var, substitute
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+    from pymbolic.typing import Expression
+
+    from pytato_like.array import EinsumAxisDescriptor
 
 
 def are_shape_components_equal(dim1: ShapeComponent, dim2: ShapeComponent) -> bool:
@@ -124,7 +130,7 @@ def _poly_add(p: Polynomial, q: Polynomial) -> Polynomial:
     return {m: c for m, c in result.items() if c}
 
 
-def _scalar_poly(expr: Any, env: dict[str, Polynomial]) -> Polynomial | None:
+def _scalar_poly(expr: Expression, env: dict[str, Polynomial]) -> Polynomial | None:
     """*expr* (the scalar expression of one 0-d index lambda, its bindings'
     polynomials in *env*) as a polynomial; None if it is not one (a
     division, a call, ...). Recursive over one node's expression only."""
@@ -162,12 +168,13 @@ def _scalar_poly(expr: Any, env: dict[str, Polynomial]) -> Polynomial | None:
 _SIZE_POLYNOMIALS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _size_polynomial_entry(dim: Array) -> tuple[Polynomial | None, dict[str, Any]]:
+def _size_polynomial_entry(dim: Array
+                           ) -> tuple[Polynomial | None, dict[str, SizeParam]]:
     known = _SIZE_POLYNOMIALS
     entry = known.get(dim)
     if entry is not None:
         return entry
-    cache: dict[int, tuple[Polynomial | None, dict[str, Any]]] = {}
+    cache: dict[int, tuple[Polynomial | None, dict[str, SizeParam]]] = {}
     stack = [dim]
     while stack:  # (depth-first with an explicit stack: any depth works)
         node = stack[-1]
@@ -189,7 +196,7 @@ def _size_polynomial_entry(dim: Array) -> tuple[Polynomial | None, dict[str, Any
             continue
         stack.pop()
         env: dict[str, Polynomial] = {}
-        params: dict[str, Any] = {}
+        params: dict[str, SizeParam] = {}
         poly: Polynomial | None = {}
         for name, b in node.bindings.items():
             b_poly, b_params = cache[id(b)]
@@ -206,7 +213,8 @@ def _size_polynomial_entry(dim: Array) -> tuple[Polynomial | None, dict[str, Any
     return entry
 
 
-def size_polynomial(dim: Any, size_params: dict[str, Any] | None = None
+def size_polynomial(dim: ShapeComponent,
+                    size_params: dict[str, SizeParam] | None = None
                     ) -> Polynomial | None:
     """Shape component *dim* (an int or an expression of size parameters)
     as a polynomial: ``{monomial: integer coefficient}``, a monomial a sorted
@@ -238,9 +246,11 @@ def is_one(dim: ShapeComponent) -> bool:
     return not isinstance(dim, Array) and dim == 1
 
 
-def get_shape_after_broadcasting(exprs: Iterable[Any]) -> tuple[ShapeComponent, ...]:
+def get_shape_after_broadcasting(exprs: Iterable[object]) -> tuple[ShapeComponent, ...]:
     """The NumPy broadcast shape of *exprs* (arrays and scalars)."""
-    shapes = [e.shape if hasattr(e, "shape") else np.shape(e) for e in exprs]
+    # (what has no shape attribute is a scalar or array-like)
+    shapes = [e.shape if hasattr(e, "shape") else np.shape(cast("ArrayLike", e))
+              for e in exprs]
     ndim = max((len(s) for s in shapes), default=0)
     result: list[ShapeComponent] = [1] * ndim
     for shape in shapes:
@@ -259,7 +269,7 @@ def get_shape_after_broadcasting(exprs: Iterable[Any]) -> tuple[ShapeComponent, 
     return tuple(result)
 
 
-def normalize_axis(axis: Any, ndim: int, what: str = "array") -> int:
+def normalize_axis(axis: object, ndim: int, what: str = "array") -> int:
     """*axis* in ``range(ndim)``, accepting negative values as NumPy does."""
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         raise AxisError(f"axis {axis!r} is not an integer")
@@ -270,7 +280,8 @@ def normalize_axis(axis: Any, ndim: int, what: str = "array") -> int:
     return axis % ndim
 
 
-def normalize_axes(axis: Any, ndim: int, what: str = "array") -> tuple[int, ...]:
+def normalize_axes(axis: int | np.integer | Iterable[int | np.integer] | None,
+                   ndim: int, what: str = "array") -> tuple[int, ...]:
     """*axis* (None, an int or a tuple of ints) as a sorted tuple of distinct
     non-negative axes; None means all axes."""
     if axis is None:
@@ -287,6 +298,8 @@ def normalize_axes(axis: Any, ndim: int, what: str = "array") -> tuple[int, ...]
 def dim_to_index_lambda_components(
         expr: ShapeComponent, vng: UniqueNameGenerator | None = None
         ) -> tuple[Any, dict[str, SizeParam]]:
+    # (Any: a size expression is integer arithmetic, but substitute() is
+    # typed to return any pymbolic Expression, and callers read it as either)
     """A scalar expression for the shape component *expr* and the
     size-parameter bindings it refers to."""
     if not isinstance(expr, Array):
@@ -296,7 +309,7 @@ def dim_to_index_lambda_components(
     from pytato_like._traversal import topological_order
 
     bindings: dict[str, SizeParam] = {}
-    scalar_of: dict[int, Any] = {}
+    scalar_of: dict[int, Expression] = {}
     for node in topological_order([expr]):
         if isinstance(node, SizeParam):
             name = vng("_in")
@@ -314,7 +327,7 @@ def dim_to_index_lambda_components(
 
 # {{{ pytato's front-end helpers
 
-def get_indexing_expression(shape, result_shape) -> tuple[Any, ...]:
+def get_indexing_expression(shape, result_shape) -> tuple[int | prim.Variable, ...]:
     """The index expressions reading an array of *shape* inside an index
     lambda of *result_shape* under NumPy broadcasting: ``0`` along axes of
     length 1 that are broadcast, the result's index variable ``_i``
@@ -326,7 +339,7 @@ def get_indexing_expression(shape, result_shape) -> tuple[Any, ...]:
             f"an array of shape {shape} cannot be read in a result of shape "
             f"{result_shape} (more dimensions)")
     offset = len(result_shape) - len(shape)
-    indices: list[Any] = []  # 0 (broadcast) or an index variable
+    indices: list[int | prim.Variable] = []  # 0 (broadcast) or an index variable
     for i, dim in enumerate(shape):
         out_dim = result_shape[offset + i]
         if is_one(dim) and not is_one(out_dim):
@@ -401,7 +414,7 @@ def get_einsum_subscript_str(expr) -> str:
             f"get_einsum_subscript_str expects an Einsum, got a "
             f"{type(expr).__name__} of shape {getattr(expr, 'shape', None)}")
     letters = iter(_einsum_letters())
-    letter_of: dict[Any, str] = {}
+    letter_of: dict[EinsumAxisDescriptor, str] = {}
     in_specs = []
     for acc in expr.access_descriptors:
         spec = ""
