@@ -14,12 +14,18 @@ next stage.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pytato_like.loopy import LoopyCall, LoopyCallResult, kernel_arg_dtype
 from pytato_like.target.loopy.outlined import OutlinedKind, register_outlined
+
+if TYPE_CHECKING:
+    import loopy as lp
+    import pyopencl as cl
+    from pyopencl.typing import Allocator, WaitList
 
 __all__ = ["LoopyCallRunner"]
 
@@ -40,7 +46,7 @@ class LoopyCallRunner:
         self.value_dtypes = {
             name: kernel_arg_dtype(arg_dict[name].dtype)
             for name in call.value_array_names}
-        self._executors: dict[Any, Any] = {}
+        self._executors: dict[cl.Context, lp.ExecutorBase] = {}
 
     def result_names(self, call: LoopyCall) -> list[str]:
         return call.output_names
@@ -51,12 +57,13 @@ class LoopyCallRunner:
         return lp.generate_code_v2(
             self.translation_unit.with_entrypoints(self.entrypoint)).device_code()
 
-    def _outputs_on_host(self, kwargs: Any) -> bool:
+    def _outputs_on_host(self, kwargs: Mapping[str, object]) -> bool:
         return True   # holds no data of its own
 
-    def __call__(self, queue: Any, *, allocator: Any = None,
-                 wait_for: Any = None, out_host: bool = False,
-                 **arrays: Any) -> tuple[Any, dict[str, Any]]:
+    def __call__(self, queue: cl.CommandQueue, *,
+                 allocator: Allocator | None = None,
+                 wait_for: WaitList = None, out_host: bool = False,
+                 **arrays: object) -> tuple[cl.Event | None, dict[str, object]]:
         executor = self._executors.get(queue.context)
         if executor is None:
             executor = self._executors[queue.context] = \

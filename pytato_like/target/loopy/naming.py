@@ -11,7 +11,7 @@ canonical local names (:mod:`~pytato_like.target.loopy.chunk_spec`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, overload
 
 import pymbolic.primitives as prim
 
@@ -21,6 +21,8 @@ from pytato_like.tags import CountNamed, Named, PrefixNamed
 from pytato_like.utils import dim_to_index_lambda_components
 
 if TYPE_CHECKING:
+    from pymbolic.typing import Expression
+
     from pytato_like.target import ProgramInputs
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double
@@ -79,8 +81,8 @@ class ProgramNames:
             self.data_wrappers.append(dw)
         # symbolic shape components -> size names
         self.size_name: dict[int, str] = {}
-        self.derived_sizes: dict[str, Any] = {}
-        self._size_by_key: dict[Any, str] = {}
+        self.derived_sizes: dict[str, Expression] = {}
+        self._size_by_key: dict[str | tuple[str, int], str] = {}
         self.user_named: set[str] = set()
 
     def fresh(self, base: str) -> str:
@@ -109,7 +111,12 @@ class ProgramNames:
         """Whether *name* is a size parameter or a derived size."""
         return name in self.size_params or name in self.derived_sizes
 
-    def dim_expr(self, d: Any) -> Any:
+    @overload
+    def dim_expr(self, d: Array) -> prim.Variable: ...
+    @overload
+    def dim_expr(self, d: int) -> int: ...
+
+    def dim_expr(self, d: int | Array) -> int | prim.Variable:
         """The shape component *d* as an expression: an int, or a variable
         naming a size parameter or a derived size (one name per distinct
         expression)."""

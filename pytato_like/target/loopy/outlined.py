@@ -32,25 +32,62 @@ owners it holds. Values stay on the device between stages.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
-from pytato_like.array import Array, Placeholder, SizeParam, children_of
+from pytato_like.array import (
+    AbstractResultWithNamedArrays,
+    Array,
+    Placeholder,
+    SizeParam,
+    children_of,
+)
 from pytato_like.diagnostic import NameClashError, PytatoLikeError
 from pytato_like.function import Call, FunctionDefinition, NamedCallResult
 from pytato_like.target import BoundProgram
 from pytato_like.target.loopy.bound import inputs_named_like_options, queue_argument
 from pytato_like.target.loopy.unit import same_code
 from pytato_like.transform.copy import CopyMapper
+from pytato_like.transform.mapper import ArrayOrNames
+
+if TYPE_CHECKING:
+    import loopy as lp
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from pyopencl.typing import Allocator, WaitList
+
+    from pytato_like.target import ProgramInputs
+    from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 
 __all__ = ["ContextBoundProgram", "OutlinedProgram", "generate_outlined_program", "has_outlined_nodes",
            "register_outlined"]
 
 
+OwnerT = TypeVar("OwnerT", bound=Array)
+OwnerT_contra = TypeVar("OwnerT_contra", bound=Array, contravariant=True)
+
+#: compiles an ordinary DAG (outputs by name) with the caller's options
+CompileDag = Callable[[dict[str, Array]], "BoundPyOpenCLProgram"]
+
+
+class StageRunner(Protocol):
+    """Called like a bound program; the keywords are the runner's
+    arguments and options."""
+
+    def __call__(self, queue: cl.CommandQueue, /, *args: Any, **kwargs: Any
+                 ) -> tuple[cl.Event | None, Mapping[str, object]]: ...
+
+
+class OutlinedRunner(StageRunner, Protocol[OwnerT_contra]):
+    """What runs owners of one kind (see :class:`OutlinedKind`)."""
+
+    def result_names(self, owner: OwnerT_contra, /) -> list[str]: ...
+
+
 @dataclasses.dataclass(frozen=True)
-class OutlinedKind:
+class OutlinedKind(Generic[OwnerT]):
     """How the loopy target runs one owner node class.
 
     * ``arguments(owner) -> {argument name: array}``: what the runner reads;
@@ -63,18 +100,20 @@ class OutlinedKind:
       node classes (an owner may be its own result).
     """
 
-    arguments: Callable[[Any], Mapping[str, Array]]
-    runner: Callable[[Any, Callable[[dict[str, Array]], Any]], Any]
-    runner_key: Callable[[Any], Any]
+    arguments: Callable[[OwnerT], Mapping[str, Array]]
+    runner: Callable[[OwnerT, CompileDag], OutlinedRunner[OwnerT]]
+    runner_key: Callable[[OwnerT], Hashable]
 
 
-OWNERS: dict[type, OutlinedKind] = {}
+#: owner class -> its kind (each kind is of its own owner class)
+OWNERS: dict[type[Array], OutlinedKind[Any]] = {}
 #: result node class -> function giving ``(owner, result name)``
-_RESULTS: dict[type, Callable[[Any], tuple[Any, str]]] = {}
+_RESULTS: dict[type[Array], Callable[[Any], tuple[Array, str]]] = {}
 
 
-def register_outlined(owner_cls: type, kind: OutlinedKind,
-                      results: Mapping[type, Callable[[Any], tuple[Any, str]]]
+def register_outlined(owner_cls: type[OwnerT], kind: OutlinedKind[OwnerT],
+                      results: Mapping[type[Array],
+                                       Callable[[Any], tuple[Array, str]]]
                       ) -> None:
     """Register *owner_cls* as run by a program of its own (see
     :class:`OutlinedKind`), and the classes of its results."""
@@ -112,9 +151,18 @@ class ResultsAsPlaceholders(CopyMapper):
         self.names = names
         self.placeholders: dict[int, Placeholder] = {}
 
-    def rec(self, expr: Any, *args: Any, **kwargs: Any) -> Any:
+    @overload
+    def rec(self, expr: Array) -> Array: ...
+    @overload
+    def rec(self, expr: AbstractResultWithNamedArrays
+            ) -> AbstractResultWithNamedArrays: ...
+    @overload
+    def rec(self, expr: ArrayOrNames) -> ArrayOrNames: ...
+
+    def rec(self, expr: ArrayOrNames) -> ArrayOrNames:
         name = self.names.get(id(expr))
         if name is not None:
+            expr = cast(Array, expr)    # owner results are arrays
             # one placeholder object per result: code generation names
             # arrays by identity
             ph = self.placeholders.get(id(expr))
@@ -123,9 +171,9 @@ class ResultsAsPlaceholders(CopyMapper):
                     name, expr.shape, expr.dtype, axes=expr.axes,
                     tags=expr.tags)
             return ph
-        return super().rec(expr, *args, **kwargs)
+        return super().rec(expr)
 
-    def _descendants_to_premap(self, expr: Any) -> tuple:
+    def _descendants_to_premap(self, expr: ArrayOrNames) -> tuple:
         # below a result is the owner, which is cut out
         if id(expr) in self.names:
             return ()
@@ -138,7 +186,7 @@ class _Site:
 
     __slots__ = ("arguments", "program", "results")
 
-    def __init__(self, program: Any, arguments: dict[str, str],
+    def __init__(self, program: StageRunner, arguments: dict[str, str],
                  results: dict[str, str]) -> None:
         self.program = program
         self.arguments = arguments      # runner argument -> value name
@@ -149,11 +197,12 @@ class _Stage:
     __slots__ = ("program", "sites")
 
     def __init__(self) -> None:
-        self.program: Any = None        # computes arguments (or outputs)
+        # computes arguments (or outputs)
+        self.program: BoundPyOpenCLProgram | None = None
         self.sites: list[_Site] = []
 
 
-def _input_names(program: Any) -> list[str]:
+def _input_names(program: BoundPyOpenCLProgram) -> list[str]:
     inputs = program.inputs
     return [*inputs.placeholders, *inputs.size_params]
 
@@ -177,8 +226,9 @@ class OutlinedProgram(BoundProgram):
     """
 
     def __init__(self, stages: list[_Stage], output_names: dict[str, str],
-                 single_output: bool, inputs: Any, runners: dict[Any, Any],
-                 target: Any) -> None:
+                 single_output: bool, inputs: ProgramInputs,
+                 runners: Mapping[Hashable, StageRunner],
+                 target: object) -> None:
         self.stages = stages
         self.output_names = output_names
         self.single_output = single_output
@@ -187,15 +237,16 @@ class OutlinedProgram(BoundProgram):
         self.target = target
 
     @property
-    def definition_programs(self) -> dict[Any, Any]:
+    def definition_programs(self) -> dict[FunctionDefinition, StageRunner]:
         """The runners of function definitions, by definition."""
         return {k: v for k, v in self.runners.items()
                 if isinstance(k, FunctionDefinition)}
 
     @property
-    def programs(self) -> list[Any]:
+    def programs(self) -> list[BoundPyOpenCLProgram | StageRunner]:
         """Every generated program (stages first, then runners)."""
-        progs = [s.program for s in self.stages if s.program is not None]
+        progs: list[BoundPyOpenCLProgram | StageRunner] = [
+            s.program for s in self.stages if s.program is not None]
         return progs + list(self.runners.values())
 
     @property
@@ -203,17 +254,17 @@ class OutlinedProgram(BoundProgram):
         return "\n\n".join(dict.fromkeys(
             p.source for p in self.programs if hasattr(p, "source")))
 
-    def _outputs_on_host(self, kwargs: Mapping[str, Any]) -> bool:
+    def _outputs_on_host(self, kwargs: dict[str, object]) -> bool:
         return all(p._outputs_on_host(kwargs) for p in self.programs
                    if hasattr(p, "_outputs_on_host"))
 
     #: set by generate_loopy: the program (with no plan of its own) of
     #: the DAG with its calls inlined, whose unit stands for this one
-    _make_unit_program: Callable[[], Any] | None = None
-    _unit_program_obj: Any = None
-    _program: Any = None
+    _make_unit_program: Callable[[], BoundPyOpenCLProgram] | None = None
+    _unit_program_obj: BoundPyOpenCLProgram | None = None
+    _program: lp.TranslationUnit | None = None
 
-    def _unit_program(self) -> Any:
+    def _unit_program(self) -> BoundPyOpenCLProgram:
         if self._unit_program_obj is None:
             if self._make_unit_program is None:
                 raise PytatoLikeError("this outlined program was not made by "
@@ -222,7 +273,7 @@ class OutlinedProgram(BoundProgram):
         return self._unit_program_obj
 
     @property
-    def program(self) -> Any:
+    def program(self) -> lp.TranslationUnit:
         """The loopy translation unit of the program, as pytato hands it
         out: that of the DAG with its calls inlined, sparse products
         included (one entrypoint)."""
@@ -230,7 +281,9 @@ class OutlinedProgram(BoundProgram):
             self._program = self._unit_program().program
         return self._program
 
-    def with_transformed_program(self, f: Callable[[Any], Any]) -> Any:
+    def with_transformed_program(
+            self, f: Callable[[lp.TranslationUnit], lp.TranslationUnit]
+            ) -> OutlinedProgram | BoundPyOpenCLProgram:
         """The program running ``f(self.program)``: this one (its calls
         compiled once each) while the code is unchanged, a program running
         the transformed unit otherwise."""
@@ -244,14 +297,19 @@ class OutlinedProgram(BoundProgram):
             return new
         return unit_program.with_transformed_program(lambda _: t_unit)
 
-    def bind_to_context(self, context: Any, allocator: Any = None) -> Any:
+    def bind_to_context(self, context: cl.Context,
+                        allocator: Allocator | None = None
+                        ) -> ContextBoundProgram:
         """An executable of this program for *context* (see
         :class:`ContextBoundProgram`)."""
         return ContextBoundProgram(self, context, allocator)
 
-    def __call__(self, queue: Any = None, /, *, allocator: Any = None,
-                 wait_for: Any = None, out_host: bool | None = None,
-                 **kwargs: Any) -> tuple[Any, Any]:
+    def __call__(self, queue: cl.CommandQueue | None = None, /, *,
+                 allocator: Allocator | None = None,
+                 wait_for: WaitList = None, out_host: bool | None = None,
+                 **kwargs: object
+                 ) -> tuple[cl.Event | None,
+                            tuple[object, ...] | dict[str, object]]:
         import pyopencl.array as cla
 
         queue = queue_argument(self.inputs, queue, kwargs)
@@ -260,7 +318,8 @@ class OutlinedProgram(BoundProgram):
         if out_host is None:
             out_host = self._outputs_on_host(kwargs)
         checked = self.inputs.check_and_convert(kwargs, lambda value, ph: value)
-        # host inputs go to the device once, not once per stage
+        # host inputs go to the device once, not once per stage; the
+        # values are the callers' (and are passed on as they are)
         values: dict[str, Any] = {
             name: (cla.to_device(queue, value, allocator=allocator)
                    if isinstance(value, np.ndarray) else value)
@@ -304,34 +363,39 @@ class ContextBoundProgram(BoundProgram):
     :meth:`with_transformed_translation_unit` returns another executable.
     Outputs stay on the device unless ``out_host=True``."""
 
-    def __init__(self, program: Any, cl_context: Any, allocator: Any = None
-                 ) -> None:
+    def __init__(self, program: OutlinedProgram, cl_context: cl.Context,
+                 allocator: Allocator | None = None) -> None:
         self.bound_program = program
         self.cl_context = cl_context
         self.allocator = allocator
         self.target = program.target
-        self.bound_arguments: dict[str, Any] = {}
+        self.bound_arguments: dict[str, object] = {}
 
     @property
-    def program(self) -> Any:
+    def program(self) -> lp.ExecutorBase:
         return self.bound_program.program.executor(self.cl_context)
 
-    def with_transformed_translation_unit(self, f: Callable[[Any], Any]) -> Any:
+    def with_transformed_translation_unit(
+            self, f: Callable[[lp.TranslationUnit], lp.TranslationUnit]
+            ) -> BoundProgram:
         return self.bound_program.with_transformed_program(f).bind_to_context(
             self.cl_context, self.allocator)
 
-    def __call__(self, queue: Any = None, /, *, allocator: Any = None,
-                 wait_for: Any = None, out_host: bool | None = None,
-                 **kwargs: Any) -> tuple[Any, Any]:
+    def __call__(self, queue: cl.CommandQueue | None = None, /, *,
+                 allocator: Allocator | None = None,
+                 wait_for: WaitList = None, out_host: bool | None = None,
+                 **kwargs: object
+                 ) -> tuple[cl.Event | None,
+                            tuple[object, ...] | dict[str, object]]:
         return self.bound_program(
             queue, allocator=allocator if allocator is not None else self.allocator,
             wait_for=wait_for, out_host=bool(out_host), **kwargs)
 
 
 def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
-                              single_output: bool, inputs: Any,
-                              compile_dag: Callable[[dict[str, Array]], Any],
-                              target: Any) -> OutlinedProgram:
+                              single_output: bool, inputs: ProgramInputs,
+                              compile_dag: CompileDag,
+                              target: object) -> OutlinedProgram:
     """The :class:`OutlinedProgram` of *outputs* (name -> array, in
     topological *order*); *compile_dag(dict of arrays)* compiles an ordinary
     DAG (or a function body) with the caller's options."""
@@ -341,7 +405,7 @@ def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
     # {{{ owners, their levels, and value names of their results
 
     level: dict[int, int] = {}
-    owners: list[Any] = []
+    owners: list[Array] = []
     owner_index: dict[int, int] = {}
     owner_level: dict[int, int] = {}
     result_names: dict[int, str] = {}
@@ -368,7 +432,8 @@ def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
     n_levels = max(owner_level.values(), default=0) + 1
     stages = [_Stage() for _ in range(n_levels + 1)]
     stage_outputs: list[dict[str, Array]] = [{} for _ in stages]
-    runners: dict[Any, Any] = {}
+    # a kind's runner is given owners of that kind only
+    runners: dict[Hashable, OutlinedRunner[Array]] = {}
 
     for iowner, owner in enumerate(owners):
         kind = OWNERS[type(owner)]
@@ -414,16 +479,17 @@ def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
 class _DefinitionRunner:
     """Runs the compiled body of one function definition."""
 
-    def __init__(self, program: Any) -> None:
+    def __init__(self, program: BoundPyOpenCLProgram) -> None:
         self.program = program
 
-    def result_names(self, call: Any) -> list[str]:
+    def result_names(self, call: Call) -> list[str]:
         return list(call.function.returns)
 
-    def __call__(self, queue: Any, **kwargs: Any) -> tuple[Any, Any]:
+    def __call__(self, queue: cl.CommandQueue, **kwargs: Any
+                 ) -> tuple[cl.Event | None, Mapping[str, object]]:
         return self.program(queue, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         # source, inputs, _outputs_on_host, ... of the compiled body
         if name == "program":
             raise AttributeError(name)

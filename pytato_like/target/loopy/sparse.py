@@ -11,19 +11,26 @@ in a process share one compiled kernel.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pytato_like.sparse import CSRMatmul
 from pytato_like.target.loopy.outlined import OutlinedKind, register_outlined
 
+if TYPE_CHECKING:
+    import loopy as lp
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from pyopencl.typing import Allocator, WaitList
+
 __all__ = ["CSRMatmulRunner"]
 
 #: work-items per work-group of the row loop
 ROWS_PER_GROUP = 64
 
-_KERNELS: dict[tuple, Any] = {}
+_KERNELS: dict[tuple, lp.TranslationUnit] = {}
 
 
 def _storage(dtype: np.dtype) -> np.dtype:
@@ -33,7 +40,7 @@ def _storage(dtype: np.dtype) -> np.dtype:
 
 def _make_kernel(value_dtype: np.dtype, col_dtype: np.dtype,
                  start_dtype: np.dtype, array_dtype: np.dtype, array_ndim: int,
-                 out_dtype: np.dtype) -> Any:
+                 out_dtype: np.dtype) -> lp.TranslationUnit:
     import loopy as lp
     two_d = array_ndim == 2
     domains = ["{[i]: 0 <= i < nrows}"
@@ -82,7 +89,7 @@ class CSRMatmulRunner:
         if key not in _KERNELS:
             _KERNELS[key] = _make_kernel(*key)
         self.kernel = _KERNELS[key]
-        self._executors: dict[Any, Any] = {}
+        self._executors: dict[cl.Context, lp.ExecutorBase] = {}
 
     def result_names(self, node: CSRMatmul) -> list[str]:
         return ["out"]
@@ -92,13 +99,15 @@ class CSRMatmulRunner:
         import loopy as lp
         return lp.generate_code_v2(self.kernel).device_code()
 
-    def _outputs_on_host(self, kwargs: Any) -> bool:
+    def _outputs_on_host(self, kwargs: Mapping[str, object]) -> bool:
         return True   # holds no data of its own
 
-    def __call__(self, queue: Any, *, allocator: Any = None,
-                 wait_for: Any = None, out_host: bool = False,
-                 values: Any, col_indices: Any, row_starts: Any, x: Any
-                 ) -> tuple[Any, dict[str, Any]]:
+    def __call__(self, queue: cl.CommandQueue, *,
+                 allocator: Allocator | None = None,
+                 wait_for: WaitList = None, out_host: bool = False,
+                 values: cla.Array, col_indices: cla.Array,
+                 row_starts: cla.Array, x: cla.Array
+                 ) -> tuple[cl.Event | None, dict[str, object]]:
         import pyopencl.array as cla
         executor = self._executors.get(queue.context)
         if executor is None:

@@ -37,13 +37,20 @@ own executor (:class:`UnitRunner`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pymbolic.primitives as prim
 
 from pytato_like._traversal import topological_order
-from pytato_like.array import Array, DataWrapper, InputArgumentBase
+from pytato_like.array import (
+    Array,
+    DataWrapper,
+    InputArgumentBase,
+    Placeholder,
+    ShapeComponent,
+)
 from pytato_like.diagnostic import PytatoLikeError
 from pytato_like.sparse import CSRMatmul
 from pytato_like.tags import ForceValueArgTag, ImplStored, Named, PrefixNamed
@@ -57,6 +64,14 @@ from pytato_like.target.loopy.codegen import (
 from pytato_like.target.loopy.instructions import lower_stored_arrays
 from pytato_like.target.loopy.naming import CL_FUNCTIONS, C_KEYWORDS, ProgramNames
 from pytato_like.target.loopy.options import CodegenOptions
+
+if TYPE_CHECKING:
+    import loopy as lp
+    import pyopencl as cl
+    import pyopencl.array as cla
+    from loopy.symbolic import SubstitutionMapper
+    from pymbolic.typing import Expression
+    from pyopencl.typing import Allocator, WaitList
 
 #: the output name of a single-array result (pytato's)
 SINGLE_OUTPUT_NAME = "_pt_out"
@@ -74,7 +89,7 @@ DEFAULT_ARRAY_TAGS_NOT_PROPAGATED = _default_array_tags_not_propagated()
 class UnitInterface:
     """A translation unit and how a call's values map onto its arguments."""
 
-    t_unit: Any
+    t_unit: lp.TranslationUnit
     #: placeholder name -> argument name
     placeholder_args: dict[str, str]
     #: (argument name, data wrapper), in argument order
@@ -83,7 +98,7 @@ class UnitInterface:
     output_args: dict[str, str]
     #: argument name -> pymbolic expression over size parameter names, for
     #: the derived sizes (``2*n``) that cannot be written into a domain
-    derived_size_args: dict[str, Any]
+    derived_size_args: dict[str, Expression]
     #: names of the outputs whose dtype is bool (stored as int8)
     bool_outputs: frozenset[str]
     #: argument names of the 0-d placeholders passed by value
@@ -96,14 +111,14 @@ class UnitInterface:
         return name
 
 
-def _variable_names(expr: Any) -> list[str]:
+def _variable_names(expr: Expression) -> list[str]:
     """The names of the variables *expr* depends on, sorted."""
     from pymbolic.mapper.dependency import DependencyMapper
     return sorted(getattr(v, "name", str(v))
                   for v in DependencyMapper(composite_leaves=False)(expr))
 
 
-def _isl_expr(expr: Any) -> str | None:
+def _isl_expr(expr: Expression) -> str | None:
     """*expr* (an int or pymbolic expression over size names) in ISL
     syntax, if it is affine (None otherwise)."""
     import islpy as isl
@@ -120,7 +135,7 @@ class _UnitBuilder:
     """Builds the one-kernel translation unit of *outputs*."""
 
     def __init__(self, outputs: dict[str, Array], options: CodegenOptions,
-                 lp_options: Any, function_name: str) -> None:
+                 lp_options: lp.Options, function_name: str) -> None:
         self.outputs = outputs
         self.options = options
         self.lp_options = lp_options
@@ -186,8 +201,8 @@ class _UnitBuilder:
 
         # derived sizes: written into domains and expressions where affine,
         # value arguments otherwise
-        size_subst: dict[str, Any] = {}
-        derived_args: dict[str, Any] = {}
+        size_subst: dict[str, Expression] = {}
+        derived_args: dict[str, Expression] = {}
         for sname, expr in names.derived_sizes.items():
             if isinstance(expr, int):
                 size_subst[sname] = expr
@@ -196,12 +211,12 @@ class _UnitBuilder:
             else:
                 derived_args[sname] = expr
 
-        def extent(d: Any) -> Any:
+        def extent(d: str | Expression) -> Expression:
             if isinstance(d, str):
                 return size_subst.get(d, prim.Variable(d))
             return d
 
-        def isl(e: Any) -> str:
+        def isl(e: Expression) -> str:
             if isinstance(e, prim.Variable) and e.name in size_subst:
                 e = size_subst[e.name]
             return str(e)
@@ -250,7 +265,7 @@ class _UnitBuilder:
                         tags = kept(axis.tags, axis_filter)
                         if tags:
                             iname_tags[iname] = tags
-            subst: dict[str, Any] = {c: prim.Variable(i)
+            subst: dict[str, Expression] = {c: prim.Variable(i)
                                      for c, i in zip(insn.canon, inames, strict=True)}
             subst.update(size_subst)
             for name, lo, hi in insn.reduction_inames:
@@ -370,8 +385,9 @@ class _SparseProduct:
     (named in :attr:`computed_arguments`) that the unit computes into a
     temporary."""
 
-    node: Any
-    result: Any
+    node: CSRMatmul
+    #: the placeholder standing for the product
+    result: Placeholder
     input_arguments: dict[str, Array]
     computed_arguments: dict[str, str]
 
@@ -412,7 +428,7 @@ def _cut_sparse_products(outputs: dict[str, Array]
     new_outputs = {name: cutter(ary) for name, ary in outputs.items()}
     sites = []
     for k, node in enumerate(products):
-        site = _SparseProduct(node, cutter(node), {}, {})
+        site = _SparseProduct(node, cast(Placeholder, cutter(node)), {}, {})
         for arg in _SPARSE_ARGUMENTS:
             cut = cutter(getattr(node, arg))
             if isinstance(cut, InputArgumentBase):
@@ -425,9 +441,11 @@ def _cut_sparse_products(outputs: dict[str, Array]
     return new_outputs, sites
 
 
-def _sparse_product_instructions(site: _SparseProduct, iid: str, names: Any,
+def _sparse_product_instructions(site: _SparseProduct, iid: str,
+                                 names: ProgramNames,
                                  arg_buffers: dict[str, str], deps: set[str],
-                                 isl: Any) -> tuple[list[str], list, list]:
+                                 isl: Callable[[Expression], str]
+                                 ) -> tuple[list[str], list, list]:
     """The domains, instructions and private temporaries computing the
     sparse product *site* (its instruction id *iid*, its arguments in
     *arg_buffers*, written by the instructions *deps*): a loop over rows,
@@ -483,12 +501,13 @@ def _sparse_product_instructions(site: _SparseProduct, iid: str, names: Any,
     return domains, insns, temps
 
 
-def _dim_expr(names: Any, d: Any) -> Any:
+def _dim_expr(names: ProgramNames, d: ShapeComponent) -> int | prim.Variable:
     """A shape component as an int or a size variable."""
     return d if isinstance(d, int) else names.dim_expr(d)
 
 
-def _unit_rewriter(subst: dict[str, Any], zero_d: set[str]) -> Any:
+def _unit_rewriter(subst: dict[str, Expression], zero_d: set[str]
+                   ) -> SubstitutionMapper:
     """A :class:`_UnitRewriter` (made here: loopy is imported on use)."""
     from loopy.symbolic import SubstitutionMapper
 
@@ -516,13 +535,14 @@ def unit_data_wrappers(outputs: dict[str, Array]) -> list[DataWrapper]:
 
 
 def build_translation_unit(outputs: dict[str, Array], options: CodegenOptions,
-                           lp_options: Any, function_name: str) -> UnitInterface:
+                           lp_options: lp.Options, function_name: str
+                           ) -> UnitInterface:
     """The one-entrypoint translation unit computing *outputs* (output
     name -> array; a single-array result is named ``_pt_out``)."""
     return _UnitBuilder(outputs, options, lp_options, function_name).build()
 
 
-def same_code(a: Any, b: Any) -> bool:
+def same_code(a: lp.TranslationUnit, b: lp.TranslationUnit) -> bool:
     """Whether the translation units *a* and *b* generate the same code:
     equal but for the tags of their entrypoint (arraycontext tags the
     kernel it compiles; tags do not change code)."""
@@ -541,24 +561,27 @@ class UnitRunner:
     """Runs a (transformed) translation unit through loopy's executor, with
     the values of a call of the bound program."""
 
-    def __init__(self, interface: UnitInterface, t_unit: Any) -> None:
+    def __init__(self, interface: UnitInterface, t_unit: lp.TranslationUnit
+                 ) -> None:
         self.interface = interface
         self.t_unit = t_unit
-        self._executors: dict[Any, Any] = {}
+        self._executors: dict[cl.Context, lp.ExecutorBase] = {}
 
-    def executor(self, context: Any) -> Any:
+    def executor(self, context: cl.Context) -> lp.ExecutorBase:
         exe = self._executors.get(context)
         if exe is None:
             exe = self._executors[context] = self.t_unit.executor(context)
         return exe
 
-    def __call__(self, queue, data_buffers: dict[str, Any], values: dict[str, Any],
-                 sizes: dict[str, int], allocator, wait_for, out_host: bool):
+    def __call__(self, queue: cl.CommandQueue, data_buffers: dict[str, cla.Array],
+                 values: Mapping[str, object], sizes: dict[str, int],
+                 allocator: Allocator | None, wait_for: WaitList, out_host: bool
+                 ) -> tuple[cl.Event | None, dict[str, object]]:
         from pymbolic import evaluate
 
         from pytato_like.target.loopy.bound import to_device, to_host
         iface = self.interface
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, object] = {}
         for pname, arg in iface.placeholder_args.items():
             value = values[pname]
             if arg in iface.value_args:
