@@ -22,20 +22,38 @@ parts on two devices.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pytools.tag import Tag
 
-from pytato_like.array import ARRAY, VALUE, Array
-from pytato_like.diagnostic import NotAnArrayError, UnknownDeviceError
+from pytato_like._traversal import topological_order
+from pytato_like.array import (
+    ARRAY,
+    VALUE,
+    Array,
+    InputArgumentBase,
+    SizeParam,
+    children_of,
+    normalize_outputs,
+)
+from pytato_like.diagnostic import (
+    DevicePlacementError,
+    NotAnArrayError,
+    UnknownDeviceError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pytato_like.array import DictOfNamedArrays
 
 __all__ = ["ToDevice", "to_device"]
 
 _NO_TAGS: frozenset[Tag] = frozenset()
 
 
-def check_device(device: Any, what: str) -> int:
+def check_device(device: object, what: str) -> int:
     """*device* as a device number (an integer >= 0); *what* names it in
     the error otherwise."""
     if isinstance(device, bool) or not isinstance(device, (int, np.integer)) \
@@ -83,8 +101,6 @@ class ToDevice(Array):
         it)."""
         if self.source_device is not None:
             return self.source_device
-        # the one place an IR node asks the placement transform
-        from pytato_like.transform.placement import place_on_devices
         return place_on_devices({"a": self.array}, default_device)[
             id(self.array)][1]
 
@@ -115,3 +131,66 @@ def to_device(array: Array, device: int, source: int | None = None
     if source is not None:
         source = check_device(source, "source device")
     return ToDevice(array, device, source)
+
+
+# {{{ placement
+
+def _describe(node: Array) -> str:
+    return f"{type(node).__name__} of shape {node.shape}, dtype {node.dtype}"
+
+
+def place_on_devices(outputs: Array | DictOfNamedArrays | Mapping[str, Array],
+                     default_device: int = 0
+                     ) -> dict[int, tuple[int, int]]:
+    """``id(array) -> (stage, device)`` for every array of *outputs* (see
+    :mod:`pytato_like.transform.placement`, which documents and exports it;
+    it is defined here, beside the node, because :meth:`ToDevice.source`
+    asks it; inputs get ``(0, default_device)``)."""
+    default_device = check_device(default_device, "default device")
+    output_map, _ = normalize_outputs(outputs)
+    order = topological_order(list(output_map.values()))
+    placed: dict[int, tuple[int, int]] = {}
+    # inputs and integer expressions of size parameters (symbolic shapes)
+    # may be read on any device: they are not placed by their users
+    free: set[int] = set()
+    sizes: set[int] = set()
+    for node in order:
+        if isinstance(node, InputArgumentBase):
+            placed[id(node)] = (0, default_device)
+            free.add(id(node))
+            if isinstance(node, SizeParam):
+                sizes.add(id(node))
+            continue
+        children = children_of(node)
+        if (children and node.ndim == 0 and node.dtype.kind in "iu"
+                and all(id(k) in sizes for k in children)):
+            placed[id(node)] = (0, default_device)
+            free.add(id(node))
+            sizes.add(id(node))
+            continue
+        kids = [k for k in children if id(k) not in free]
+        if type(node) is ToDevice:
+            if kids:
+                stage, device = placed[id(kids[0])]
+                if device != node.device:
+                    stage += 1
+            else:
+                stage = 0
+            placed[id(node)] = (stage, node.device)
+            continue
+        if not kids:
+            placed[id(node)] = (0, default_device)
+            continue
+        stage, device = placed[id(kids[0])]
+        for k in kids[1:]:
+            k_stage, k_device = placed[id(k)]
+            if k_device != device:
+                raise DevicePlacementError(
+                    f"{_describe(node)} reads an array on device {device} and "
+                    f"one on device {k_device} ({_describe(k)}); move one of "
+                    "them with to_device")
+            stage = max(stage, k_stage)
+        placed[id(node)] = (stage, device)
+    return placed
+
+# }}}
