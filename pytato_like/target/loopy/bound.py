@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -65,10 +66,16 @@ from pytato_like.target.loopy.unit import (
 from pytato_like.transform.runtime_checks import raise_failed_checks
 
 if TYPE_CHECKING:
+    import loopy as lp
+    import pyopencl as cl
+    import pyopencl.array as cla
+    import pyopencl.tools as cl_tools
+
+    from pytato_like.array import Array
     from pytato_like.target.loopy.options import CodegenOptions
 
 # context -> memory pool (one per context, shared by all programs)
-_POOLS: dict[Any, Any] = {}
+_POOLS: dict[cl.Context, cl_tools.MemoryPool] = {}
 # (context, kernel key) -> (kernels namespace, launcher function)
 _BUILT: dict[tuple, tuple] = {}
 
@@ -100,7 +107,7 @@ def build_kernel(ctx, source: KernelSource, stats=None):
         if stats is not None:
             stats.record_phase("opencl_build", elapsed)
     kernels = SimpleNamespace(**{k.function_name: k for k in prg.all_kernels()})
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, object] = {}
     import pyopencl.array
     namespace["_lpy_cl"] = cl
     namespace["_lpy_np"] = np
@@ -158,7 +165,7 @@ class PackedUpload:
         self.reuse = reuse
         self._key: tuple | None = None
         self._staging: np.ndarray | None = None
-        self._packed: Any = None
+        self._packed: cl.Buffer | None = None
         self._arrays: list = []
         self._offsets: list[int] = []
 
@@ -178,6 +185,7 @@ class PackedUpload:
         for value, offset in zip(arrays, self._offsets, strict=True):
             staging[offset:offset + value.nbytes] = value.reshape(-1).view(
                 np.uint8)
+        assert self._packed is not None
         cl.enqueue_copy(queue, self._packed, staging, is_blocking=True)
         if fresh:
             self._arrays = self._sub_arrays(queue, arrays)
@@ -198,6 +206,7 @@ class PackedUpload:
     def _sub_arrays(self, queue, arrays: list[np.ndarray]) -> list:
         import pyopencl.array as cla
         packed = self._packed
+        assert packed is not None
         # (pyopencl's checked constructor costs 60 µs an array; these
         # shapes, strides and buffers are known to fit)
         return [cla.Array(queue, value.shape, value.dtype,
@@ -309,9 +318,10 @@ class BoundPyOpenCLProgram(BoundProgram):
     #: the cache key of the DAG (set by generate_loopy)
     key: str
     #: replay plans by call signature (made on first use)
-    _replays: dict[Any, Any]
+    #: (context, layout) -> the replay, or False: not replayable
+    _replays: dict[tuple[cl.Context, tuple], LaunchReplay | Literal[False]]
     #: the replay run last (tried first)
-    _last_replay: Any = None
+    _last_replay: LaunchReplay | None = None
 
     def __init__(self, plan: ProgramPlan, inputs, data_wrappers, single_output: bool,
                  outputs, options: CodegenOptions, stats, *, target=None,
@@ -328,22 +338,23 @@ class BoundPyOpenCLProgram(BoundProgram):
         self.stats = stats
         self.target = target
         self.loopy_options = loopy_options
-        self._device_data: dict[Any, dict[str, Any]] = {}
-        self._translation_units: list[Any] | None = None
+        self._device_data: dict[cl.Context, dict[str, cla.Array]] = {}
+        self._translation_units: list[lp.TranslationUnit] | None = None
         #: the translation unit handed out (built on first use), and a
         #: runner of it once a transformation changed it
-        self._program: Any = None
-        self._runner: Any = None
+        self._program: lp.TranslationUnit | None = None
+        self._runner: UnitRunner | None = None
         #: the outputs as the user gave them (before run-time checks), the
         #: entrypoint's name: what :attr:`program` is built from
         self._unit_outputs = outputs
         self.function_name = options.function_name
-        self._unit_interface: Any = None
+        self._unit_interface: UnitInterface | None = None
         self._original_data_wrappers = list(data_wrappers)
 
     @classmethod
-    def unit_only(cls, outputs: dict[str, Any], single_output: bool,
-                  options: CodegenOptions, loopy_options: Any, target: Any,
+    def unit_only(cls, outputs: dict[str, Array], single_output: bool,
+                  options: CodegenOptions, loopy_options: lp.Options,
+                  target: object,
                   function_name: str) -> BoundPyOpenCLProgram:
         """A program with no plan of its own: it runs its translation unit
         (:attr:`program`, transformed or not) through loopy's executor.
@@ -440,7 +451,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         return self.program.default_entrypoint
 
     @property
-    def bound_arguments(self) -> dict[str, Any]:
+    def bound_arguments(self) -> dict[str, object]:
         """Data wrapper name -> its data (unnamed data wrappers by the name
         their buffer has in the program)."""
         if self.plan is None:
@@ -484,7 +495,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         *f* must keep the entrypoints' names and arguments."""
         return self.copy(program=f(self.program))
 
-    def _rebind(self, bound: dict[str, Any]) -> None:
+    def _rebind(self, bound: Mapping[str, object]) -> None:
         """Replace the data of bound data wrappers (by name)."""
         known = self.bound_arguments
         unknown = set(bound) - set(known)
@@ -535,7 +546,7 @@ class BoundPyOpenCLProgram(BoundProgram):
 
     # }}}
 
-    def _data_buffers(self, queue) -> dict[str, Any]:
+    def _data_buffers(self, queue: cl.CommandQueue) -> dict[str, cla.Array]:
         if self.plan is None:  # a unit-only program uploads per call
             return {}
         ctx = queue.context
@@ -548,7 +559,7 @@ class BoundPyOpenCLProgram(BoundProgram):
             self._device_data[ctx] = bufs
         return bufs
 
-    def _outputs_on_host(self, kwargs: dict[str, Any]) -> bool:
+    def _outputs_on_host(self, kwargs: Mapping[str, object]) -> bool:
         """The ``out_host=None`` rule: host outputs iff every argument and
         every bound data wrapper's data is a NumPy array or a scalar."""
         if self.loopy_options is not None and self.loopy_options.no_numpy:
@@ -579,7 +590,8 @@ class BoundPyOpenCLProgram(BoundProgram):
         self._lifetimes = (self.plan, (allocate_before, release_after))
         return allocate_before, release_after
 
-    def __call__(self, queue=None, /, *args, allocator=None, wait_for=None,
+    def __call__(self, queue: cl.CommandQueue | None = None, /, *args,
+                 allocator=None, wait_for=None,
                  out_host: bool | None = None, placed_outputs=None,
                  reuse_outputs: bool = False, **kwargs):
         """Run the program on *queue* (positional, or the keyword
@@ -642,8 +654,8 @@ class BoundPyOpenCLProgram(BoundProgram):
                 "frozen": sum(r.frozen.n_calls for r in replays
                               if r.frozen)}
 
-    def _run(self, queue, args, allocator, wait_for, out_host: bool, kwargs,
-             placed: dict[str, Any] | None = None, reuse: bool = False):
+    def _run(self, queue: cl.CommandQueue, args, allocator, wait_for, out_host: bool, kwargs,
+             placed: dict[str, cla.Array] | None = None, reuse: bool = False):
         import pyopencl.array as cla
         if args:
             raise UnexpectedInputError(
@@ -692,7 +704,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         def concrete(shape):
             return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
-        buffers: dict[str, Any] = {}
+        buffers: dict[str, cla.Array] = {}
         for name, ph in self.inputs.placeholders.items():
             buf = plan.placeholder_buffers[name]
             check_input_value(values[name], ph, concrete(plan.buffers[buf].shape))
@@ -737,7 +749,7 @@ class BoundPyOpenCLProgram(BoundProgram):
             peak = max(peak, live)
             source = plan.kernels[launch.kernel]
             kernels, host = build_kernel(queue.context, source, self.stats)
-            kwargs_k = {}
+            kwargs_k: dict[str, object] = {}
             for arg, name in launch.bindings.items():
                 if name in sizes:
                     kwargs_k[arg] = sizes[name]
@@ -768,13 +780,15 @@ class BoundPyOpenCLProgram(BoundProgram):
             replay = LaunchReplay.record(self, queue, kwargs, sizes,
                                          layout) or False
             replays[context, layout] = replay
-            if replay:
+            if isinstance(replay, LaunchReplay):
                 self._last_replay = replay
         return self._finish_call(queue, evt, wait_for, results, out_host,
                                  t_start, launch_times)
 
     def _run_unit(self, queue, allocator, wait_for, out_host: bool, kwargs):
         """A call of the transformed translation unit (loopy's executor)."""
+        runner = self._runner
+        assert runner is not None
         t_start = time.perf_counter()
         values = self.inputs.check_and_convert(kwargs, _as_checked_value)
         sizes = {name: int(values[name]) for name in self.inputs.size_params}
@@ -789,13 +803,13 @@ class BoundPyOpenCLProgram(BoundProgram):
         # the data of the unit's data wrappers: this program's (rebound)
         # data, matched by the original wrapper's identity
         position = {id(dw): i for i, dw in enumerate(self._original_data_wrappers)}
-        data: dict[str, Any] = {}
-        for arg, dw in self._runner.interface.data_args:
+        data: dict[str, cla.Array] = {}
+        for arg, dw in runner.interface.data_args:
             i = position.get(id(dw))
             value = self.data_wrappers[i].data if i is not None else dw.data
             data[arg] = to_device(queue, value)
         pool = allocator if allocator is not None else _pool(queue)
-        evt, results = self._runner(queue, data, values, sizes, pool,
+        evt, results = runner(queue, data, values, sizes, pool,
                                     list(wait_for) if wait_for else None,
                                     out_host)
         self.stats.record_call(time.perf_counter() - t_start, [])
@@ -803,7 +817,7 @@ class BoundPyOpenCLProgram(BoundProgram):
             return evt, (results[next(iter(results))],)
         return evt, results
 
-    def _finish_call(self, queue, evt, wait_for, results: dict[str, Any],
+    def _finish_call(self, queue, evt, wait_for, results: dict[str, cla.Array],
                      out_host: bool, t_start: float, launch_times: list[float]):
         """The end of a call, after the launches: the returned event, the
         run-time checks (read back; raise), outputs to the host if asked,
@@ -860,7 +874,7 @@ class BoundPyOpenCLExecutable(BoundProgram):
         self.cl_context = cl_context
         self.allocator = allocator
         self.target = program.target
-        self._executor: Any = None
+        self._executor: lp.ExecutorBase | None = None
 
     @property
     def program(self):
@@ -869,7 +883,7 @@ class BoundPyOpenCLExecutable(BoundProgram):
         return self._executor
 
     @property
-    def bound_arguments(self) -> dict[str, Any]:
+    def bound_arguments(self) -> dict[str, object]:
         """Data wrapper name -> its device array in :attr:`cl_context`."""
         if self.bound_program.plan is None:  # uploads per call
             return dict(self.bound_program.bound_arguments)
@@ -917,7 +931,7 @@ class BoundPyOpenCLExecutable(BoundProgram):
             bool(reuse_outputs))
 
 
-def queue_argument(inputs, queue, kwargs: dict):
+def queue_argument(inputs, queue, kwargs: dict) -> cl.CommandQueue:
     """The command queue of a call: the positional one, else the keyword
     ``queue`` (taken out of *kwargs*; with a positional queue, a keyword
     ``queue`` is an input of that name)."""

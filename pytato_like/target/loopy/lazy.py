@@ -49,11 +49,20 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, cast
 
 from pytato_like import opencl_build
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 from pytato_like.target.loopy.report import compile_context
+
+if TYPE_CHECKING:
+    import pyopencl as cl
+
+    from pytato_like.array import DictOfNamedArrays
+    from pytato_like.partition import GraphPartition
+    from pytato_like.runtime.trace import TraceRecorder
+    from pytato_like.target.program import BoundProgram
 
 __all__ = ["LazyPartProgram", "codegen_while_waiting"]
 
@@ -67,8 +76,10 @@ class LazyPartProgram(BoundPyOpenCLProgram):
     from two threads happens once)."""
 
     # (BoundPyOpenCLProgram.__init__ is not called: there is no plan yet)
-    def __init__(self, pid: Hashable, outputs: Any,
-                 make: Callable[[Any], Any], lock: Any) -> None:
+    def __init__(self, pid: Hashable, outputs: DictOfNamedArrays,
+                 # (the generated program, whose class this one takes)
+                 make: Callable[[DictOfNamedArrays], Any],
+                 lock: AbstractContextManager[object]) -> None:
         self.pid = pid
         self._lazy_outputs = outputs
         self._lazy_make = make
@@ -97,7 +108,8 @@ class LazyPartProgram(BoundPyOpenCLProgram):
         self.generate()
         return getattr(self, name)
 
-    def __call__(self, queue: Any = None, /, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, queue: cl.CommandQueue | None = None, /, *args: Any,
+                 **kwargs: Any) -> Any:
         self.generate()
         if not isinstance(self, BoundPyOpenCLProgram):
             # an outlined program computes into its own arrays (the caller
@@ -107,7 +119,7 @@ class LazyPartProgram(BoundPyOpenCLProgram):
                     kwargs.pop(option, None)
         return self(queue, *args, **kwargs)
 
-    def copy(self, **kwargs: Any) -> Any:
+    def copy(self, **kwargs: Any) -> BoundPyOpenCLProgram:
         # (the inherited copy would copy the lazy state)
         self.generate()
         return self.copy(**kwargs)
@@ -122,7 +134,7 @@ class LazyPartProgram(BoundPyOpenCLProgram):
 GENERATE_REST_WHILE_WAITING = False
 
 
-def _generate(prg: LazyPartProgram, recorder: Any) -> None:
+def _generate(prg: LazyPartProgram, recorder: TraceRecorder | None) -> None:
     if recorder is None:
         prg.generate()
     else:
@@ -131,10 +143,13 @@ def _generate(prg: LazyPartProgram, recorder: Any) -> None:
             prg.generate()
 
 
-def codegen_while_waiting(programs: Mapping[Hashable, Any], partition: Any,
+def codegen_while_waiting(programs: Mapping[Hashable, BoundProgram],
+                          partition: GraphPartition,
                           awaited: Mapping[Hashable, Sequence[str]],
-                          skip: Container[Hashable] = (), queue: Any = None,
-                          recorder: Any = None) -> Iterator[Hashable]:
+                          skip: Container[Hashable] = (),
+                          queue: cl.CommandQueue | None = None,
+                          recorder: TraceRecorder | None = None
+                          ) -> Iterator[Hashable]:
     """Code generation of the lazy programs among *programs* (by part id of
     *partition*) not generated yet, for an execution that receives the
     names *awaited* by each part (parts in *skip* are never called).
@@ -164,12 +179,14 @@ def codegen_while_waiting(programs: Mapping[Hashable, Any], partition: Any,
     if any(pid in runnable for pid in order):
         for pid in order:
             if pid in runnable or not GENERATE_REST_WHILE_WAITING:
-                _generate(programs[pid], recorder)
+                # (order holds the parts whose program is lazy)
+                _generate(cast(LazyPartProgram, programs[pid]), recorder)
     return _while_waiting(programs, order, queue, recorder)
 
 
-def _while_waiting(programs: Mapping[Hashable, Any], order: list[Hashable],
-                   queue: Any, recorder: Any) -> Iterator[Hashable]:
+def _while_waiting(programs: Mapping[Hashable, BoundProgram],
+                   order: list[Hashable], queue: cl.CommandQueue | None,
+                   recorder: TraceRecorder | None) -> Iterator[Hashable]:
     generated_any = False
     for pid in order:
         prg = programs[pid]

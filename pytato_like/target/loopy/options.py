@@ -29,20 +29,28 @@ import dataclasses
 import functools
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from constantdict import constantdict
 
 from pytato_like.diagnostic import ConfigurationError
 
+if TYPE_CHECKING:
+    from pytato_like.transform.materialize_cost import CostModel
+
 #: the kernel name when the caller gives none
 DEFAULT_FUNCTION_NAME = "_pt_kernel"
 
 
-def _integer(minimum: int) -> Callable[[str, Any], int]:
+#: a checker of an option's values: ``check(label, value) -> value``
+Checker = Callable[[str, object], object]
+T = TypeVar("T")
+
+
+def _integer(minimum: int) -> Callable[[str, object], int]:
     """A checker of an integer option of at least *minimum* (a text, as
     environment variables hold, is parsed first)."""
-    def check(label: str, value: Any) -> int:
+    def check(label: str, value: object) -> int:
         number = value
         if isinstance(value, str) and label.startswith("PYTATO_LIKE_"):
             try:
@@ -61,7 +69,7 @@ _TRUE = frozenset({"1", "on", "yes", "true"})
 _FALSE = frozenset({"0", "off", "no", "false"})
 
 
-def _switch(label: str, value: Any) -> bool:
+def _switch(label: str, value: object) -> bool:
     """A checker of an on/off option (texts as environment variables hold
     them: ``1``/``on``/``yes``/``true`` or ``0``/``off``/``no``/``false``)."""
     if isinstance(value, str):
@@ -76,7 +84,8 @@ def _switch(label: str, value: Any) -> bool:
     return bool(value)
 
 
-def _knob(default: Any, variable: str | None, check: Any, doc: str) -> Any:
+def _knob(default: T, variable: str | None, check: Checker | None,
+          doc: str) -> T:
     """A field of :class:`CodegenOptions`: its default, the environment
     variable supplying another default (or None), the checker of its
     values and its documentation."""
@@ -211,7 +220,7 @@ class CodegenOptions:
     #: the storage decision's knobs (a
     #: :class:`~pytato_like.transform.materialize_cost.CostModel`; None:
     #: the default model)
-    cost_model: Any = _knob(None, None, None,
+    cost_model: CostModel | None = _knob(None, None, None,
                             "the storage decision's cost model")
     #: out-of-range gathers and negative integer powers raise at run time
     runtime_checks: bool = _knob(True, None, _switch,
@@ -226,7 +235,7 @@ class CodegenOptions:
     axis_tags_not_propagated: frozenset = _knob(
         frozenset(), None, None, "axis tag types not copied to .program")
     #: loopy's own options given by name in the options dict
-    loopy_options: Mapping[str, Any] = _knob(
+    loopy_options: Mapping[str, object] = _knob(
         constantdict(), None, None, "loopy option names given in the dict")
 
     # }}}
@@ -289,6 +298,7 @@ class CodegenOptions:
                 continue
             raw = env.get(variable)
             if raw is not None and raw.strip():
+                assert check is not None    # (every variable has a checker)
                 values[name] = check(variable, raw)
         values.update(overrides)
         return cls(**values)
@@ -375,14 +385,15 @@ def _collection_text(value: frozenset | constantdict) -> str:
     return repr(sorted((k, repr(v)) for k, v in value.items()))
 
 
-def _value_text(value: Any) -> str:
+def _value_text(value: object) -> str:
     if isinstance(value, (frozenset, constantdict)):
         return _collection_text(value)
     return repr(value)
 
 
 @functools.cache
-def _field_table() -> tuple[tuple[str, str | None, Any, Any], ...]:
+def _field_table() -> tuple[tuple[str, str | None, Checker | None, object],
+                            ...]:
     """``(name, environment variable, checker, default)`` of every field
     of :class:`CodegenOptions`, in order."""
     return tuple((f.name, f.metadata["variable"], f.metadata["check"],

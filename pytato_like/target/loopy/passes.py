@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pytato_like.diagnostic import ConfigurationError
 from pytato_like.target.loopy.chunks import merge_small_chunks
@@ -53,11 +53,18 @@ from pytato_like.target.loopy.plan import ChunkedPlan, Instruction, PassOutcome
 from pytato_like.target.loopy.read_pieces import split_reads
 from pytato_like.target.loopy.time_tiles import tile_time_steps
 
+if TYPE_CHECKING:
+    from pytato_like.target.loopy.options import CodegenOptions
+
+# the options a pass reads: a CodegenOptions, a dict of them by name, or
+# None (every option its default)
+OptionsArg: TypeAlias = "CodegenOptions | Mapping[str, object] | None"
+
 #: the plan stages a pass can run at, in pipeline order
 STAGES = ("lowered", "chunked")
 
 
-def option(options: Any, name: str, default: Any = None) -> Any:
+def option(options: OptionsArg, name: str, default: Any = None) -> Any:
     """The code generation option *name* of *options* (a dict or an
     options object), *default* when it is not set."""
     if options is None:
@@ -69,7 +76,7 @@ def option(options: Any, name: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def given_options(options: Any, **names: str) -> dict[str, Any]:
+def given_options(options: OptionsArg, **names: str) -> dict[str, Any]:
     """``keyword -> value`` of the options ``names[keyword]`` that
     *options* sets: keyword arguments for a stage function whose own
     defaults stand for the options not set."""
@@ -99,8 +106,8 @@ class PlanPass:
     #: the plan stage the pass runs at: ``"lowered"`` or ``"chunked"``
     stage: str
     summary: str
-    run: Callable[[ChunkedPlan, Any], ChunkedPlan]
-    applies: Callable[[ChunkedPlan, Any], str | None] = \
+    run: Callable[[ChunkedPlan, OptionsArg], ChunkedPlan]
+    applies: Callable[[ChunkedPlan, OptionsArg], str | None] = \
         lambda plan, options: None
 
     def __post_init__(self) -> None:
@@ -127,7 +134,7 @@ def renumber_chunks(chunks: Iterable[Iterable[Instruction]]) -> None:
 
 # {{{ read pieces
 
-def _read_pieces(plan: ChunkedPlan, options: Any) -> ChunkedPlan:
+def _read_pieces(plan: ChunkedPlan, options: OptionsArg) -> ChunkedPlan:
     limits = given_options(options, min_size="pieces_min_size",
                            max_pieces="pieces_max")
     insns: list[Instruction] = []
@@ -162,12 +169,12 @@ READ_PIECES = PlanPass(
 
 # {{{ time tiles
 
-def _time_tile(options: Any) -> Any:
+def _time_tile(options: OptionsArg) -> int | None:
     """The ``time_tile`` option; None: the stage's default."""
     return option(options, "time_tile")
 
 
-def _time_tiles_apply(plan: ChunkedPlan, options: Any) -> str | None:
+def _time_tiles_apply(plan: ChunkedPlan, options: OptionsArg) -> str | None:
     if _time_tile(options) == 0:
         return "the time_tile option is 0"
     if len(plan.chunks) < 2:
@@ -175,7 +182,7 @@ def _time_tiles_apply(plan: ChunkedPlan, options: Any) -> str | None:
     return None
 
 
-def _time_tiles(plan: ChunkedPlan, options: Any) -> ChunkedPlan:
+def _time_tiles(plan: ChunkedPlan, options: OptionsArg) -> ChunkedPlan:
     insns, writer_of, buffers = plan.copied_instructions()
     position = {id(insn): k for k, insn in enumerate(insns)}
     runs = tile_time_steps(insns, buffers, _time_tile(options),
@@ -201,12 +208,12 @@ TIME_TILES = PlanPass(
 
 # {{{ small chunks
 
-def _small_chunk_elements(options: Any) -> Any:
+def _small_chunk_elements(options: OptionsArg) -> int | None:
     """The ``small_chunk_elements`` option; None: the stage's default."""
     return option(options, "small_chunk_elements")
 
 
-def _small_chunks_apply(plan: ChunkedPlan, options: Any) -> str | None:
+def _small_chunks_apply(plan: ChunkedPlan, options: OptionsArg) -> str | None:
     if _small_chunk_elements(options) == 0:
         return "the small_chunk_elements option is 0"
     if len(plan.chunks) < 2:
@@ -214,7 +221,7 @@ def _small_chunks_apply(plan: ChunkedPlan, options: Any) -> str | None:
     return None
 
 
-def _small_chunks(plan: ChunkedPlan, options: Any) -> ChunkedPlan:
+def _small_chunks(plan: ChunkedPlan, options: OptionsArg) -> ChunkedPlan:
     insns, writer_of, buffers = plan.copied_instructions()
     merged = merge_small_chunks(insns, plan.max_instructions,
                                 _small_chunk_elements(options),
@@ -261,7 +268,7 @@ def check_pass_names(passes: Sequence[PlanPass], disabled: Iterable[str]
     return disabled
 
 
-def run_passes(plan: ChunkedPlan, options: Any = None,
+def run_passes(plan: ChunkedPlan, options: OptionsArg = None,
                passes: Sequence[PlanPass] | None = None,
                disabled: Iterable[str] = ()) -> ChunkedPlan:
     """Run the passes of *passes* (default :data:`DEFAULT_PASSES`) that

@@ -47,7 +47,7 @@ call), Python scalars for 0-d inputs, zero-size buffers.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import numpy as np
 from pytato_like.target.loopy.codegen import storage_dtype
@@ -167,7 +167,7 @@ class LaunchReplay:
         self.upload: PackedUpload | None = None
         #: the frozen form of this replay (see :class:`FrozenLaunches`):
         #: ``None`` not made yet, ``False`` it cannot be made
-        self.frozen: FrozenLaunches | bool | None = None
+        self.frozen: FrozenLaunches | Literal[False] | None = None
 
     @classmethod
     def record(cls, program: BoundPyOpenCLProgram, queue: cl.CommandQueue,
@@ -359,7 +359,7 @@ class LaunchReplay:
         if frozen is False:
             return None
         if frozen is not None:
-            outputs = frozen(queue, kwargs)      # type: ignore[operator]
+            outputs = frozen(queue, kwargs)
             if outputs is not None:
                 return outputs
             self.frozen = None              # another layout or queue: thaw
