@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -50,13 +50,21 @@ from pytato_like.array import Array, IndexLambda
 from pytato_like.diagnostic import UnknownIndexLambdaExpr
 from pytato_like.scalar_expr import (
     C99_FUNCTION_PREFIX,
-    SCALAR_CLASSES,
     IdentityMapper,
     Reduce,
     TypeCast,
     index_var,
+    is_scalar_constant,
 )
 from pytato_like.utils import are_shape_components_equal, get_indexing_expression
+
+if TYPE_CHECKING:
+    from pymbolic.typing import Expression, Scalar
+
+    from pytato_like.reductions import ReductionOperation
+
+    #: an operand of a recognised operation: a bound array or a constant
+    HighLevelOperand = Array | Scalar
 
 __all__ = [
     "BinaryOp",
@@ -82,7 +90,7 @@ class HighLevelOp:
 class FullOp(HighLevelOp):
     """Every entry is :attr:`fill_value`."""
 
-    fill_value: Any
+    fill_value: Scalar
 
 
 class BinaryOpType(enum.Enum):
@@ -114,8 +122,8 @@ class BinaryOp(HighLevelOp):
     scalars."""
 
     binary_op: BinaryOpType
-    x1: Any
-    x2: Any
+    x1: HighLevelOperand
+    x2: HighLevelOperand
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,16 +132,16 @@ class C99CallOp(HighLevelOp):
     applied elementwise to :attr:`args`."""
 
     function: str
-    args: tuple[Any, ...]
+    args: tuple[HighLevelOperand, ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class WhereOp(HighLevelOp):
     """``where(condition, then, else_)``."""
 
-    condition: Any
-    then: Any
-    else_: Any
+    condition: HighLevelOperand
+    then: HighLevelOperand
+    else_: HighLevelOperand
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +167,7 @@ class ReduceOp(HighLevelOp):
     to the name of its reduction variable in the index lambda (the name
     :meth:`~pytato_like.array.IndexLambda.with_tagged_reduction` takes)."""
 
-    op: Any
+    op: ReductionOperation
     x: Array
     axes: Mapping[int, str]
 
@@ -167,10 +175,10 @@ class ReduceOp(HighLevelOp):
 
 
 class _TypeCastDropper(IdentityMapper):
-    def map_type_cast(self, expr: TypeCast) -> Any:
+    def map_type_cast(self, expr: TypeCast) -> Expression:
         return self.rec(expr.inner_expr)
 
-    def map_reduce(self, expr: Reduce) -> Any:
+    def map_reduce(self, expr: Reduce) -> Expression:
         return Reduce(self.rec(expr.inner_expr), expr.op, expr.bounds)
 
 
@@ -183,6 +191,9 @@ _ARITHMETIC = {
     prim.BitwiseAnd: BinaryOpType.BITWISE_AND,
     prim.BitwiseXor: BinaryOpType.BITWISE_XOR,
 }
+#: (the classes of _ARITHMETIC: each has ``children``)
+_N_ARY = (prim.Sum, prim.Product, prim.LogicalOr, prim.LogicalAnd,
+          prim.BitwiseOr, prim.BitwiseAnd, prim.BitwiseXor)
 _COMPARISONS = {
     "==": BinaryOpType.EQUAL, "!=": BinaryOpType.NOT_EQUAL,
     "<": BinaryOpType.LESS, "<=": BinaryOpType.LESS_EQUAL,
@@ -190,10 +201,10 @@ _COMPARISONS = {
 }
 
 
-def _is_minus_one(value: Any, dtype: np.dtype) -> bool:
+def _is_minus_one(value: object, dtype: np.dtype) -> bool:
     """Whether *value* is the factor the front end negates with: -1, or
     the all-ones value for unsigned integers (which wraps like negation)."""
-    if not isinstance(value, SCALAR_CLASSES) or isinstance(value, bool):
+    if not is_scalar_constant(value) or isinstance(value, bool):
         return False
     if value == -1:
         return True
@@ -206,7 +217,7 @@ class _Operands:
 
     def __init__(self, expr: IndexLambda) -> None:
         self.bindings = expr.bindings
-        self.expected: dict[str, Any] = {}
+        self.expected: dict[str, Expression] = {}
         for name, ary in expr.bindings.items():
             try:
                 index = get_indexing_expression(ary.shape, expr.shape)
@@ -215,10 +226,10 @@ class _Operands:
             self.expected[name] = (prim.Subscript(prim.Variable(name), index)
                                    if index else prim.Variable(name))
 
-    def __call__(self, *exprs: Any) -> tuple[Any, ...]:
-        result = []
+    def __call__(self, *exprs: Expression) -> tuple[HighLevelOperand, ...]:
+        result: list[HighLevelOperand] = []
         for e in exprs:
-            if isinstance(e, SCALAR_CLASSES):
+            if is_scalar_constant(e):
                 result.append(e)
             elif isinstance(e, prim.NaN):
                 result.append(np.nan if e.data_type is None
@@ -235,14 +246,16 @@ class _Operands:
         return tuple(result)
 
 
-def _binary(inner: Any, operands: _Operands, dtype: np.dtype) -> BinaryOp | None:
+def _binary(inner: Expression, operands: _Operands, dtype: np.dtype
+            ) -> BinaryOp | None:
     if isinstance(inner, prim.Sum) and len(inner.children) == 2:
         a, b = inner.children
         if (isinstance(b, prim.Product) and len(b.children) == 2
                 and _is_minus_one(b.children[0], dtype)):
             return BinaryOp(BinaryOpType.SUB, *operands(a, b.children[1]))
     kind = type(inner)
-    if kind in _ARITHMETIC and len(inner.children) == 2:
+    if (kind in _ARITHMETIC and isinstance(inner, _N_ARY)
+            and len(inner.children) == 2):
         return BinaryOp(_ARITHMETIC[kind], *operands(*inner.children))
     if isinstance(inner, prim.Quotient):
         return BinaryOp(BinaryOpType.TRUEDIV,
@@ -266,7 +279,7 @@ def _reduce_op(expr: IndexLambda, inner: Reduce) -> ReduceOp:
     array read with plain index variables."""
     body = inner.inner_expr
     if (inner.op.name in ("any", "all") and isinstance(body, prim.Comparison)
-            and body.operator == "!=" and isinstance(body.right, SCALAR_CLASSES)
+            and body.operator == "!=" and is_scalar_constant(body.right)
             and body.right == 0):
         body = body.left  # any/all of a non-bool array test it against 0
     if isinstance(body, prim.Variable):
@@ -314,7 +327,7 @@ def index_lambda_to_high_level_op(expr: IndexLambda) -> HighLevelOp:
             f"expected an IndexLambda, got a {type(expr).__name__} of shape "
             f"{getattr(expr, 'shape', None)}")
     inner = _TypeCastDropper()(expr.expr)
-    if isinstance(inner, SCALAR_CLASSES):
+    if is_scalar_constant(inner):
         return FullOp(inner)
     operands = _Operands(expr)
     operand_dtype = next((a.dtype for a in expr.bindings.values()), expr.dtype)

@@ -45,6 +45,7 @@ Mappers (pytato's families, subclasses of pymbolic's that also handle
 .. autodata:: IDX_LAMBDA_REDUCTION_AXIS_INDEX
 .. autodata:: INT_CLASSES
 .. autodata:: SCALAR_CLASSES
+.. autofunction:: is_scalar_constant
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Literal, SupportsInt, TypeAlias, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -81,7 +82,8 @@ from pytato_like.diagnostic import EmptyReductionError
 if TYPE_CHECKING:
     from collections.abc import Set as AbstractSet
 
-    from pymbolic.typing import Expression
+    from pymbolic.typing import ArithmeticExpression, Expression, Scalar
+    from typing_extensions import TypeIs
 
     from pytato_like.reductions import ReductionOperation
 
@@ -104,6 +106,8 @@ class Reduce(prim.ExpressionNode):
 
     inner_expr: ScalarExpression
     op: ReductionOperation
+    # (Any: each bound is an int or a scalar expression, but the passes that
+    # split static reductions do integer arithmetic on them unchecked)
     bounds: Mapping[str, tuple[Any, Any]]
 
     def make_stringifier(self, originating_stringifier=None):
@@ -187,7 +191,7 @@ def parse(text: str) -> ScalarExpression:
 
 
 def make_reduce(inner_expr, op,
-                bounds: Mapping[str, tuple[Any, Any]]
+                bounds: Mapping[str, tuple[ScalarExpression, ScalarExpression]]
                 ) -> Reduce:
     return Reduce(inner_expr, op, constantdict(bounds))
 
@@ -283,6 +287,12 @@ IDX_LAMBDA_REDUCTION_AXIS_INDEX = re.compile(r"^(_r?(?P<index>0|[1-9][0-9]*))$")
 INT_CLASSES = (int, np.integer)
 #: The classes of scalar constants (pymbolic's valid constants).
 SCALAR_CLASSES = prim.VALID_CONSTANT_CLASSES
+
+
+def is_scalar_constant(x: object) -> TypeIs[Scalar]:
+    """Whether *x* is a scalar constant (an instance of
+    :data:`SCALAR_CLASSES`); tells the type checker so."""
+    return isinstance(x, SCALAR_CLASSES)
 
 
 class WalkMapper(_PymbolicWalkMapper[[]]):
@@ -439,13 +449,14 @@ class EvaluationMapper(_PymbolicEvaluationMapper[ResultT]):
     def map_type_cast(self, expr: TypeCast) -> Any:
         return np.asarray(self.rec(expr.inner_expr)).astype(expr.dtype)[()]
 
-    def map_reduce(self, expr: Reduce) -> Any:
+    def map_reduce(self, expr: Reduce) -> ResultT:
         names = list(expr.bounds)
-        ranges = [range(int(cast(Any, self.rec(lo))),
-                        int(cast(Any, self.rec(hi))))
+        # (bounds evaluate to integers)
+        ranges = [range(int(cast(SupportsInt, self.rec(lo))),
+                        int(cast(SupportsInt, self.rec(hi))))
                   for lo, hi in expr.bounds.values()]
         # the context is the caller's mutable dict (bound while reducing)
-        context = cast(dict[str, Any], self.context)
+        context = cast(dict[str, object], self.context)
         saved = {name: context[name] for name in names
                  if name in context}
         values = []
@@ -466,8 +477,8 @@ class EvaluationMapper(_PymbolicEvaluationMapper[ResultT]):
         return expr.op.numpy_reduce(np.asarray(values))
 
 
-def evaluate(expr: ScalarExpression, context: Mapping[str, Any] | None = None
-             ) -> Any:
+def evaluate(expr: ScalarExpression, context: Mapping[str, object] | None = None
+             ) -> object:
     """The value of *expr* with the variables in *context*."""
     return EvaluationMapper(dict(context or {}))(expr)
 
@@ -525,7 +536,9 @@ class TermCollector(_PymbolicTermCollector):
                                           | prim.CommonSubexpression]:
         return DependencyMapper()(expr)
 
-    def split_term(self, mul_term: Expression) -> Any:
+    def split_term(self, mul_term: Expression) -> tuple[
+            AbstractSet[tuple[ArithmeticExpression, ArithmeticExpression]],
+            ArithmeticExpression]:
         if isinstance(mul_term, (Reduce, TypeCast)):
             # pymbolic splits products, powers and leaves; ours are leaves
             return self.split_term(prim.Product((mul_term,)))
