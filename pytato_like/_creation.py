@@ -4,7 +4,7 @@ variants, as index lambdas without inputs."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -30,16 +30,18 @@ if TYPE_CHECKING:
 
     #: a shape: one length or a sequence of lengths (ints or size expressions)
     ShapeArg = int | Sequence[ShapeComponent]
+    #: a start, stop or step of :func:`arange`
+    RangeValue = float | np.integer | np.floating
 
 
-def _check_order(order: Any, what: str) -> None:
+def _check_order(order: object, what: str) -> None:
     # lazy arrays have no memory layout: "C" and "F" describe the same array
     if order not in ("C", "F"):
         raise InvalidOrderError(f"{what}(): order must be 'C' or 'F', got "
                                 f"{order!r}")
 
 
-def full(shape: ShapeArg, fill_value: Any, dtype: DTypeLike | None = None,
+def full(shape: ShapeArg, fill_value: object, dtype: DTypeLike | None = None,
          order: str = "C") -> Array:
     """An array of *shape* filled with *fill_value*."""
     _check_order(order, "full")
@@ -71,7 +73,7 @@ def ones(shape: ShapeArg, dtype: DTypeLike = np.float64,
     return full(shape, 1, dtype)
 
 
-def full_like(x: Array, fill_value: Any, dtype: DTypeLike | None = None
+def full_like(x: Array, fill_value: object, dtype: DTypeLike | None = None
               ) -> Array:
     """An array shaped like *x* filled with *fill_value*."""
     return full(x.shape, fill_value, x.dtype if dtype is None else dtype)
@@ -99,10 +101,14 @@ def eye(N: int, M: int | None = None, k: int = 0,  # noqa: N803
                        NO_TAGS)
 
 
-def arange(*args: Any, dtype: DTypeLike | None = None) -> Array:
+def arange(*args: RangeValue,
+           dtype: DTypeLike | None = None) -> Array:
     """Evenly spaced values, as :func:`numpy.arange`."""
     if not 1 <= len(args) <= 3:
         raise DTypeError(f"arange takes 1 to 3 positional arguments, got {len(args)}")
+    start: RangeValue
+    stop: RangeValue
+    step: RangeValue
     if len(args) == 1:
         start, stop, step = 0, args[0], 1
     elif len(args) == 2:

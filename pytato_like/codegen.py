@@ -27,7 +27,7 @@ preprocessor is a :class:`~pytato_like.transform.CopyMapper`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytools import UniqueNameGenerator
 from pytools.graph import compute_topological_order
@@ -50,6 +50,10 @@ from pytato_like.transform import (
     copy_dict_of_named_arrays,
 )
 from pytato_like.transform.lower_to_index_lambda import ToIndexLambdaMixin
+
+if TYPE_CHECKING:
+    from pytato_like.function import FunctionDefinition
+    from pytato_like.transform.mapper import CachedMapperCache
 
 
 def normalize_outputs(result: Array | DictOfNamedArrays | dict[str, Array]
@@ -110,12 +114,13 @@ class CodeGenPreprocessor(ToIndexLambdaMixin, CopyMapper):
         The target code is generated for (kept for subclasses).
     """
 
-    def __init__(self, target: Any = None, kernels_seen: dict | None = None,
-                 _cache: Any = None, _function_cache: Any = None) -> None:
+    def __init__(self, target: object = None, kernels_seen: dict | None = None,
+                 _cache: CachedMapperCache | None = None,
+                 _function_cache: CachedMapperCache | None = None) -> None:
         super().__init__(_cache=_cache, _function_cache=_function_cache)
         self.target = target
         self.kernels_seen: dict = {} if kernels_seen is None else kernels_seen
-        self.bound_arguments: dict[str, Any] = {}
+        self.bound_arguments: dict[str, object] = {}
         self.var_name_gen = UniqueNameGenerator()
 
     def map_data_wrapper(self, expr: DataWrapper) -> Array:
@@ -130,7 +135,7 @@ class CodeGenPreprocessor(ToIndexLambdaMixin, CopyMapper):
         return Placeholder(name, shape, expr.dtype, axes=expr.axes,
                            tags=expr.tags)
 
-    def clone_for_callee(self, function: Any) -> CodeGenPreprocessor:
+    def clone_for_callee(self, function: FunctionDefinition) -> CodeGenPreprocessor:
         return type(self)(self.target, self.kernels_seen,
                           _function_cache=self._function_cache)
 
@@ -154,10 +159,10 @@ class PreprocessResult:
 
     outputs: DictOfNamedArrays
     compute_order: tuple[str, ...]
-    bound_arguments: dict[str, Any]
+    bound_arguments: dict[str, object]
 
 
-def preprocess(outputs: DictOfNamedArrays, target: Any = None
+def preprocess(outputs: DictOfNamedArrays, target: object = None
                ) -> PreprocessResult:
     """*outputs* prepared for code generation by a
     :class:`CodeGenPreprocessor`, with the order in which to compute them.

@@ -19,13 +19,16 @@ and NumPy scalars (Python scalars weakly typed, as in NumPy 2).
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import numpy as np
 from numpy.typing import DTypeLike as _NpDTypeLike
 
 from pytato_like.array import Array
 from pytato_like.diagnostic import DTypeError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "DTypeLike",
@@ -39,7 +42,7 @@ __all__ = [
 DTypeLike: TypeAlias = _NpDTypeLike
 
 
-def _as_numpy_operand(x: Any) -> Any:
+def _as_numpy_operand(x: object) -> ArrayLike | DTypeLike:
     if isinstance(x, Array):
         return x.dtype
     if isinstance(x, (bool, int, float, complex, np.generic, np.dtype, type,
@@ -48,13 +51,13 @@ def _as_numpy_operand(x: Any) -> Any:
     raise DTypeError(f"{x!r} (a {type(x).__name__}) has no dtype")
 
 
-def result_type(*arrays_and_dtypes: Any) -> np.dtype:
+def result_type(*arrays_and_dtypes: Array | ArrayLike | DTypeLike) -> np.dtype:
     """The dtype of combining *arrays_and_dtypes* (lazy arrays, NumPy
     arrays, scalars, dtypes) in an elementwise operation."""
     return np.result_type(*(_as_numpy_operand(x) for x in arrays_and_dtypes))
 
 
-def can_cast(from_: Any, to: DTypeLike,
+def can_cast(from_: Array | DTypeLike, to: DTypeLike,
              casting: Literal["no", "equiv", "safe", "same_kind", "unsafe"]
              = "safe") -> bool:
     """:func:`numpy.can_cast` for a lazy array (by its dtype) or a dtype."""

@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytato_like._traversal import structurally_equal_many
 from pytato_like.array import Array, DictOfNamedArrays
 from pytato_like.transform._graph import gc_paused, stack_headroom
@@ -28,7 +26,7 @@ class EqualityComparer:
 
     @gc_paused
     @stack_headroom
-    def __call__(self, expr1: Any, expr2: Any) -> bool:
+    def __call__(self, expr1: object, expr2: object) -> bool:
         if expr1 is expr2:
             return True
         if isinstance(expr1, Array) and isinstance(expr2, Array):

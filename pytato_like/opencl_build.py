@@ -44,9 +44,12 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytato_like import _pocl_cache
+
+if TYPE_CHECKING:
+    import pyopencl as cl
 
 logger = logging.getLogger("pytato_like.cache")
 
@@ -56,7 +59,7 @@ OPENCL_BUILDS = 0
 #: check that a cache hit generates none
 CODEGEN_CALLS = 0
 # (context, digest of the OpenCL text) -> built pyopencl.Program
-_PROGRAMS: dict[tuple, Any] = {}
+_PROGRAMS: dict[tuple[cl.Context, bytes], cl.Program] = {}
 
 
 # {{{ kernel sources
@@ -252,7 +255,7 @@ def _build_with_kernels(ctx, source: str, code: str):
 # kernel key -> KernelSource of plans obtained since the last build
 _PENDING: dict[str, KernelSource] = {}
 # (context, kernel key) -> the pyopencl.Program holding that kernel
-_KERNEL_PROGRAMS: dict[tuple, Any] = {}
+_KERNEL_PROGRAMS: dict[tuple[cl.Context, str], cl.Program] = {}
 
 _KERNEL_NAME_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?"
                              r"(\w+)\s*\(")

@@ -26,7 +26,7 @@ Modes NumPy has and this module does not (``linear_ramp``, ``maximum``,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -42,6 +42,9 @@ from pytato_like.diagnostic import (
 from pytato_like.scalar_expr import index_var
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from numpy.typing import ArrayLike
     from pymbolic.typing import ArithmeticExpression, Expression
 
 #: mode -> keyword arguments it takes (as numpy.pad checks them)
@@ -51,7 +54,7 @@ _NUMPY_ONLY_MODES = ("empty", "linear_ramp", "maximum", "mean", "median",
                      "minimum")
 
 
-def _as_pairs(value: Any, ndim: int, what: str) -> np.ndarray:
+def _as_pairs(value: Array | ArrayLike, ndim: int, what: str) -> np.ndarray:
     """*value* (a scalar, a pair, one pair per axis, or any array-like
     broadcastable to that, as :func:`numpy.pad` takes it) as an array of
     shape ``(ndim, 2)``."""
@@ -68,7 +71,8 @@ def _as_pairs(value: Any, ndim: int, what: str) -> np.ndarray:
             "axis)") from err
 
 
-def _normalize_pad_width(pad_width: Any, ndim: int) -> list[tuple[int, int]]:
+def _normalize_pad_width(pad_width: ArrayLike, ndim: int
+                         ) -> list[tuple[int, int]]:
     arr = _as_pairs(pad_width, ndim, "pad_width")
     if arr.dtype.kind not in "iu":
         if arr.dtype.kind != "f" or not np.all(arr == np.round(arr)):
@@ -81,7 +85,7 @@ def _normalize_pad_width(pad_width: Any, ndim: int) -> list[tuple[int, int]]:
     return result
 
 
-def _check_mode(mode: Any, kwargs: dict[str, Any]) -> None:
+def _check_mode(mode: object, kwargs: Mapping[str, ArrayLike]) -> None:
     if mode in _NUMPY_ONLY_MODES or callable(mode):
         raise UnsupportedPadModeError(
             f"pad mode {mode!r} is not supported; supported modes: "
@@ -99,8 +103,8 @@ def _check_mode(mode: Any, kwargs: dict[str, Any]) -> None:
                            "'even' or 'odd'")
 
 
-def pad(array: Array, pad_width: Any, mode: str = "constant",
-        **kwargs: Any) -> Array:
+def pad(array: Array, pad_width: ArrayLike, mode: str = "constant",
+        **kwargs: ArrayLike) -> Array:
     """*array* padded as :func:`numpy.pad` pads it.
 
     :arg pad_width: every form :func:`numpy.pad` accepts: a scalar, a
@@ -141,7 +145,7 @@ def pad(array: Array, pad_width: Any, mode: str = "constant",
 
 
 def _pad_constant(array: Array, widths: list[tuple[int, int]],
-                  constant_values: Any) -> Array:
+                  constant_values: ArrayLike) -> Array:
     cvals = _as_pairs(constant_values, array.ndim, "constant_values")
     shape = []
     index = []

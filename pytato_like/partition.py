@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from pytools import UniqueNameGenerator
 
@@ -47,6 +47,13 @@ from pytato_like.target import BoundProgram, normalize_outputs
 from pytato_like.target.numpy import NumpyBoundProgram
 from pytato_like.transform.copy import rebuild_with
 from pytato_like.transform.placement import strip_device_transfers
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyopencl as cl
+
+    from pytato_like.array import DictOfNamedArrays
+    from pytato_like.target.program import HostEvent
 
 __all__ = [
     "GraphPart",
@@ -184,6 +191,16 @@ RECV = "recv"          # values received from another rank
 COMPUTED = "computed"  # everything else: computed in exactly one part
 
 _HOLDER = "map_distributed_send_ref_holder"
+
+
+class SendRefHolder(Protocol):
+    """What the partitioner reads of a send-reference holder (the
+    distributed layer's node kind, named here by its mapper method only:
+    a stage does not import a later one)."""
+
+    passthrough_data: Array
+    send: Hashable
+    send_data: Array
 _RECV = "map_distributed_recv"
 
 
@@ -233,7 +250,7 @@ class DagIndex:
             if type(node) is NamedArray:
                 canon[i] = canon[kids[i][0]]
             elif node._mapper_method == _HOLDER:
-                holder: Any = node  # a send-reference holder
+                holder = cast("SendRefHolder", node)
                 canon[i] = canon[index[id(holder.passthrough_data)]]
             elif node._mapper_method == _RECV:
                 canon[i] = index[id(first_recv.setdefault(node, node))]
@@ -283,12 +300,13 @@ class DagIndex:
         for i in range(len(self.order) - 1, -1, -1):  # users before used
             if not live[i]:
                 continue
-            node: Any = self.order[i]  # a holder has send fields
+            node = self.order[i]
             if node._mapper_method == _HOLDER:
-                live[index[id(node.passthrough_data)]] = 1
-                if follow_sends and node.send not in sends:
-                    sends[node.send] = node.send
-                    live[index[id(node.send_data)]] = 1
+                holder = cast("SendRefHolder", node)
+                live[index[id(holder.passthrough_data)]] = 1
+                if follow_sends and holder.send not in sends:
+                    sends[holder.send] = holder.send
+                    live[index[id(holder.send_data)]] = 1
             else:
                 for k in self.kids[i]:
                     live[k] = 1
@@ -499,7 +517,8 @@ class NumpyPartProgram(NumpyBoundProgram):
     answers in the program contract's form: ``prg(queue, **inputs) ->
     (HOST_EVENT, outputs)`` (*queue* is ignored and may be left out)."""
 
-    def __call__(self, queue: Any = None, /, **kwargs: Any) -> Any:
+    def __call__(self, queue: object = None, /, **kwargs: Any
+                 ) -> tuple[HostEvent, dict[str, np.ndarray] | tuple[np.ndarray]]:
         return super().__call__(queue, **kwargs)
 
 
@@ -535,7 +554,7 @@ def generate_code_for_partition(partition: GraphPartition,
     page, "Code generation during the first communication")."""
     if target is None:
         target = "loopy" if _loopy_available() else "numpy"
-    make: Callable[[Any], Any]
+    make: Callable[[DictOfNamedArrays], BoundProgram]
     if target == "numpy":
         make = NumpyPartProgram
     elif target == "loopy":
@@ -575,8 +594,9 @@ def generate_code_for_partition(partition: GraphPartition,
 
 def execute_partition(partition: GraphPartition,
                       prg_per_partition: Mapping[Hashable, BoundProgram],
-                      queue: Any, input_args: Mapping[str, Any] | None = None
-                      ) -> dict[str, Any]:
+                      queue: cl.CommandQueue | None,
+                      input_args: Mapping[str, object] | None = None
+                      ) -> dict[str, object]:
     """Run the parts in :attr:`~GraphPartition.toposorted_part_ids` order on
     *queue* (``None`` for NumPy part programs), by
     :func:`~pytato_like.scheduler.run_parts`. Returns every part output by

@@ -26,7 +26,7 @@ fused into the users.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from pytools.tag import Tag, normalize_tags
@@ -39,6 +39,9 @@ from pytato_like.array import (
     default_axes,
 )
 from pytato_like.diagnostic import DTypeError, NotAnArrayError, ShapeMismatchError
+
+if TYPE_CHECKING:
+    from pytools.tag import ToTagSetConvertible
 
 __all__ = ["CSRMatmul", "CSRMatrix", "SparseMatmul", "SparseMatrix",
            "make_csr_matrix", "sparse_matmul"]
@@ -104,13 +107,13 @@ class CSRMatrix(SparseMatrix):
         return (f"CSRMatrix(shape={self.shape}, dtype={self.dtype}, "
                 f"nnz={self.elem_values.shape[0]})")
 
-    def tagged(self, tags: Any) -> CSRMatrix:
+    def tagged(self, tags: ToTagSetConvertible) -> CSRMatrix:
         return CSRMatrix(self.shape, self.elem_values, self.elem_col_indices,
                          self.row_starts, tags=self.tags | normalize_tags(tags),
                          axes=self.axes)
 
 
-def _check_index_array(name: str, ary: Any, length: Any) -> None:
+def _check_index_array(name: str, ary: object, length: int | None) -> None:
     if not isinstance(ary, Array):
         raise NotAnArrayError(f"make_csr_matrix: {name} must be an array, got "
                               f"a {type(ary).__name__}")
@@ -179,7 +182,8 @@ class CSRMatmul(SparseMatmul):
     def __init__(self, elem_values: Array, elem_col_indices: Array,
                  row_starts: Array, array: Array, matrix_shape: tuple[int, int],
                  matrix_tags: frozenset[Tag] = _NO_TAGS,
-                 matrix_axes: tuple[Axis, ...] | None = None, axes: Any = None,
+                 matrix_axes: tuple[Axis, ...] | None = None,
+                 axes: tuple[Axis, ...] | None = None,
                  tags: frozenset[Tag] = _NO_TAGS,
                  non_equality_tags: frozenset[Tag] = _NO_TAGS) -> None:
         self.elem_values = elem_values
