@@ -256,10 +256,10 @@ class DistributedExecution:
         self.exchange: Exchange | None = None     # the running one (for cancel)
         self._forget: Callable[[], None] | None = None
         self._handle: Handle | None = None
-        self._result: dict[str, Any] | None = None
+        self._result: dict[str, PartValue] | None = None
         self._error: BaseException | None = None
 
-    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+    def wait(self, timeout: float | None = None) -> dict[str, PartValue]:
         """Block until the execution has ended; its results by name.
         Re-raises the execution's error."""
         if self._handle is not None:
@@ -273,7 +273,7 @@ class DistributedExecution:
                 raise
         if self._error is not None:
             raise self._error
-        return cast("dict[str, Any]", self._result)  # ran without error
+        return cast("dict[str, PartValue]", self._result)  # ran without error
 
     def done(self) -> bool:
         """Whether the execution has ended (never blocks)."""
@@ -330,7 +330,7 @@ def _run(partition: DistributedGraphPartition,
          plan: MessagePlan, ticket: int, allocator: Allocator | None,
          input_args: Mapping[str, object], recorder: TraceRecorder,
          stats: dict[str, object], control: DistributedExecution | None = None,
-         out_host: bool = False) -> dict[str, Any]:
+         out_host: bool = False) -> dict[str, PartValue]:
     plan.wait_for_turn(ticket)
     try:
         if plan.broken:
@@ -365,9 +365,10 @@ def _run(partition: DistributedGraphPartition,
                  messages="packed" if plan.packed else "per_array",
                  scheduler=scheduler)
     host_buffers = plan.host_buffers()
-    results = {}
+    results: dict[str, PartValue] = {}
     for name in partition.overall_output_names:
-        value = context[name]
+        # (an output's value: a NumPy or pyopencl array)
+        value = cast("PartValue", context[name])
         if out_host and not isinstance(value, np.ndarray) \
                 and hasattr(value, "get") and hasattr(value, "queue"):
             results[name] = _device_to_host(partition, name, value, queue)
@@ -538,10 +539,10 @@ def _schedule(partition: DistributedGraphPartition,
               queue: cl.CommandQueue | None,
               exchange: Exchange, allocator: Allocator | None,
               input_args: Mapping[str, object], recorder: TraceRecorder
-              ) -> tuple[int, dict[str, Any], str]:
+              ) -> tuple[int, dict[str, object], str]:
     """Run every part; the number run, every value by name, and which
     scheduler ran them (``"steady"`` or ``"general"``)."""
-    values: dict[str, Any] = dict(input_args or {})
+    values: dict[str, object] = dict(input_args or {})
     if exchange.on_device:
         # once, while the queue is empty: a part program converting a host
         # input itself would block until the kernels before it finished
@@ -581,7 +582,7 @@ def execute_distributed_partition(
         stats: dict[str, object] | None = None, wait: bool = True,
         messages: str = "packed", pack_on: str = "device",
         recorder: TraceRecorder | None = None, out_host: bool | None = None
-        ) -> dict[str, Any] | DistributedExecution:
+        ) -> dict[str, PartValue] | DistributedExecution:
     """Run this rank's parts of *partition* (tags numbered by
     :func:`~pytato_like.number_distributed_tags`) and return the
     partitioned DAG's results by name -- or, with ``wait=False``, a
@@ -626,7 +627,7 @@ def execute_distributed_partition(
     handle = DistributedExecution(plan, run_recorder)
     run_stats = handle.stats
 
-    def run(control: DistributedExecution | None = None) -> dict[str, Any]:
+    def run(control: DistributedExecution | None = None) -> dict[str, PartValue]:
         # (after the first execution of the plan: see runtime.collector)
         pause = plan.n_executions >= 1 and pausing_enabled()
         try:
@@ -648,7 +649,7 @@ def execute_distributed_partition(
         # handle still completes; the exit hook waits for it
         forget = track_execution(handle)
 
-        def run_tracked() -> dict[str, Any]:
+        def run_tracked() -> dict[str, PartValue]:
             result = run(handle)
             # a failure stays tracked until wait() has reported it
             forget()

@@ -23,8 +23,11 @@ handed over without MPI.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable
-from typing import Any
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytato_like.distributed.partition import DistributedGraphPartition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,12 +63,12 @@ class Message:
         return len(self.comm_tags)
 
 
-def local_send_groups(partition: Any, rank: int
-                      ) -> list[tuple[Hashable, int, list[Any]]]:
+def local_send_groups(partition: DistributedGraphPartition, rank: int
+                      ) -> list[tuple[Hashable, int, list[Hashable]]]:
     """``(part id, destination, [comm tags])`` for every (part, destination
     rank) of *partition* that sends to another rank, tags as they are in
     the partition (user tags before numbering)."""
-    groups: dict[tuple[Hashable, int], list[Any]] = {}
+    groups: dict[tuple[Hashable, int], list[Hashable]] = {}
     for pid in partition.toposorted_part_ids:
         part = partition.parts[pid]
         for send in part.output_name_to_send_node.values():
@@ -77,7 +80,7 @@ def local_send_groups(partition: Any, rank: int
 
 def messages_of_rank(rank: int,
                      gathered_groups: list[list[tuple[Hashable, int, list]]],
-                     tag_to_int: dict[Any, int]) -> tuple[Message, ...]:
+                     tag_to_int: Mapping[Hashable, int]) -> tuple[Message, ...]:
     """The messages *rank* sends or receives, from every rank's
     :func:`local_send_groups` (indexed by sending rank)."""
     messages = []

@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytato_like._traversal import depth_first
 from pytato_like.array import Array, Einsum, IndexLambda
@@ -132,7 +132,7 @@ class DagLists(Protocol):
     of ``order[i]``) and ``index`` (``id`` of a node -> its index)."""
 
     @property
-    def order(self) -> Sequence[Any]: ...
+    def order(self) -> Sequence[Array]: ...
 
     @property
     def kids(self) -> Sequence[tuple[int, ...]]: ...
@@ -143,7 +143,7 @@ class DagLists(Protocol):
 
 @dataclasses.dataclass
 class _Lists:
-    order: list[Any]
+    order: list[Array]
     kids: list[tuple[int, ...]]
     index: dict[int, int]
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
@@ -73,7 +73,7 @@ from pytato_like.diagnostic import (
 )
 from pytato_like.distributed.nodes import DistributedRecv, DistributedSend
 from pytato_like.distributed.overlap import split_interior_from_boundary
-from pytato_like.distributed.overlap_cost import decide_split
+from pytato_like.distributed.overlap_cost import OverlapDecision, decide_split
 from pytato_like.distributed.safety import (
     allgather_or_raise,
     as_communicator,
@@ -93,6 +93,10 @@ from pytato_like.partition import (
 from pytato_like.tags import ImplStored
 from pytato_like.target import normalize_outputs
 
+if TYPE_CHECKING:
+    from pytato_like.distributed.messages import Message
+    from pytato_like.distributed.safety import Communicator
+
 
 class CommunicationOpIdentifier(NamedTuple):
     """One communication: a send and its receive, named by the ranks at
@@ -107,7 +111,7 @@ class CommunicationOpIdentifier(NamedTuple):
 
     src_rank: int
     dest_rank: int
-    comm_tag: Any
+    comm_tag: Hashable
 
 
 CommID = CommunicationOpIdentifier
@@ -247,17 +251,17 @@ class DistributedGraphPartition(GraphPartition):
     # first receives
     compiles_lazily = True
 
-    messages: tuple[Any, ...] | None
+    messages: tuple[Message, ...] | None
     parts: Mapping[Hashable, DistributedGraphPart]
-    overlap_decision: Any
+    overlap_decision: OverlapDecision | None
 
     def __init__(self, parts: Mapping[Hashable, DistributedGraphPart],
                  name_to_output: Mapping[str, Array] | None = None,
                  overall_output_names=(),
                  toposorted_part_ids: list[Hashable] | None = None,
-                 messages: tuple[Any, ...] | None = None, *,
+                 messages: tuple[Message, ...] | None = None, *,
                  var_name_to_result: Mapping[str, Array] | None = None,
-                 overlap_decision: Any = None,
+                 overlap_decision: OverlapDecision | None = None,
                  ) -> None:
         super().__init__(parts, name_to_output, overall_output_names,
                          toposorted_part_ids,
@@ -404,7 +408,7 @@ def _recv_time(node: DistributedRecv, rank: int,
 class _LocalAnalysis:
     """What one rank's DAG holds: nodes, sends, receives, dependencies."""
 
-    def __init__(self, outputs: Any, rank: int) -> None:
+    def __init__(self, outputs: object, rank: int) -> None:
         self.rank = rank
         self.output_map, _ = normalize_outputs(outputs)
         dag = self.dag = DagIndex(list(self.output_map.values()))
@@ -441,10 +445,11 @@ class _LocalAnalysis:
         """``(sends, recvs)`` for the global batch computation: receives as
         ``(src, tag)``, sends as ``(dest, tag, mask)``, where bit *i* of
         *mask* says the send needs receive *i* of that list."""
-        order: list[Any] = self.dag.order  # receives at self.recvs
         sends = [(send.dest_rank, send.comm_tag, self.mask[d])
                  for send, d in zip(self.sends, self.send_idx, strict=True)]
-        recvs = [(order[r].src_rank, order[r].comm_tag) for r in self.recvs]
+        # (the nodes at self.recvs are receives)
+        received = [cast("DistributedRecv", self.dag.order[r]) for r in self.recvs]
+        recvs = [(node.src_rank, node.comm_tag) for node in received]
         return sends, recvs
 
     def make_partition(self, batches: dict[CommID, int]
@@ -526,7 +531,7 @@ class _LocalAnalysis:
             send_names.setdefault(key, {})[name] = send
 
         # part keys here are (time, 0 or 1)
-        keys = sorted(cast("dict[tuple[int, int], Any]", builder.parts))
+        keys = sorted(cast("dict[tuple[int, int], object]", builder.parts))
         pid_of = {key: pid for pid, key in enumerate(keys)}
         parts: dict[Hashable, DistributedGraphPart] = {}
         for key in keys:
@@ -548,7 +553,7 @@ class _LocalAnalysis:
             toposorted_part_ids=list(range(len(keys))))
 
 
-def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
+def find_distributed_partition(mpi_communicator: object, outputs: object = None, *,
                                split_interior: bool | str = "auto",
                                deep_interiors: bool = True
                                ) -> DistributedGraphPartition:
@@ -583,7 +588,9 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
         mpi_communicator = MPI.COMM_WORLD
     elif isinstance(mpi_communicator, (Array, Mapping)) and is_communicator(outputs):
         mpi_communicator, outputs = outputs, mpi_communicator
-    comm = as_communicator(mpi_communicator)
+    # (a communicator now: is_communicator's test or the older form put
+    # it there)
+    comm = as_communicator(cast("Communicator | None", mpi_communicator))
     rank = comm.Get_rank()
 
     analysis: list[_LocalAnalysis] = []
@@ -620,8 +627,8 @@ def find_distributed_partition(mpi_communicator: Any, outputs: Any = None, *,
 
 
 def check_peer_ranks(rank: int, size: int,
-                     sends: Iterable[tuple[Any, Any]],
-                     recvs: Iterable[tuple[Any, Any]]) -> None:
+                     sends: Iterable[tuple[int, Hashable]],
+                     recvs: Iterable[tuple[int, Hashable]]) -> None:
     """Raise :class:`~pytato_like.diagnostic.DistributedPartitionError`
     naming the rank, the tag and the communicator's size if one of *sends*
     ``(destination, tag)`` or *recvs* ``(source, tag)`` of rank *rank*
@@ -638,7 +645,7 @@ def check_peer_ranks(rank: int, size: int,
 
 def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int],
                     mode: bool | str = "auto", deep_interiors: bool = True
-                    ) -> tuple[_LocalAnalysis, Any]:
+                    ) -> tuple[_LocalAnalysis, OverlapDecision]:
     """*local*, or the analysis of its DAG with boundary and interior
     split (see :mod:`~pytato_like.distributed.overlap`), as *mode* and
     the cost model of :mod:`~pytato_like.distributed.overlap_cost` decide,

@@ -227,7 +227,7 @@ class SteadyParts:
         return steady
 
     def run(self, exchange: Exchange, queue: cl.CommandQueue | None,
-            allocator: Allocator | None, values: dict[str, Any],
+            allocator: Allocator | None, values: dict[str, object],
             recorder: TraceRecorder) -> int:
         """Run every part (*values*: the inputs, filled with every part
         output and arrival); the number of parts run. Takes over the
@@ -275,22 +275,23 @@ class _SteadyHooks(PreparedHooks):
     def part_ready(self, i: int) -> None:
         self.records[i] = self.part_record(self.order[i])
 
-    def run_part(self, i: int, values: dict[str, Any]) -> Mapping[str, Any]:
+    def run_part(self, i: int, values: dict[str, object]) -> Mapping[str, object]:
         steady = self.steady
         rec = self.records.pop(i)
         rec.start()
         fwd = steady.forward[i]
         if fwd is not None:
-            outputs: Mapping[str, Any] = {out: values[name]
+            outputs: Mapping[str, object] = {out: values[name]
                                           for out, name in fwd}
         else:
             t0 = time.perf_counter_ns()
             c0 = time.thread_time_ns()
             prg = steady.programs[i]
             # (an input named like an option is the input)
-            kwargs = {"allocator": self.allocator, "out_host": False,
-                      "placed_outputs": steady.placed[i],
-                      "reuse_outputs": steady.freezable[i]}
+            kwargs: dict[str, object] = {
+                "allocator": self.allocator, "out_host": False,
+                "placed_outputs": steady.placed[i],
+                "reuse_outputs": steady.freezable[i]}
             kwargs.update({name: values[name]
                            for name in steady.prepared.input_names[i]
                            if name in values})

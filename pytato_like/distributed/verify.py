@@ -34,7 +34,8 @@ same exceptions: :class:`DuplicateSendError`, :class:`DuplicateRecvError`,
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, TypedDict
 
 from pytato_like.diagnostic import (
     CycleAcrossRanksError,
@@ -54,6 +55,20 @@ from pytato_like.distributed.safety import (
     as_communicator,
     gather_to_root_or_raise,
 )
+
+if TYPE_CHECKING:
+    from pytato_like.distributed.safety import Communicator
+
+
+class _Summary(TypedDict):
+    """What one rank tells the root about its partition."""
+
+    #: part id -> the parts it needs
+    parts: dict[Hashable, list[Hashable]]
+    #: (part id, destination, tag, shape, dtype) per send
+    sends: list[tuple[Hashable, int, Hashable, tuple, str]]
+    #: [source, tag, shape, dtype, part ids] per receive
+    recvs: list[list]
 
 # pytato's names for the same errors
 DistributedPartitionVerificationError = DistributedPartitionError
@@ -77,10 +92,10 @@ def _shape_repr(shape) -> tuple:
     return tuple(s if isinstance(s, int) else repr(s) for s in shape)
 
 
-def _summary(partition: DistributedGraphPartition) -> dict[str, Any]:
+def _summary(partition: DistributedGraphPartition) -> _Summary:
     parts = {pid: sorted(part.needed_pids, key=repr)
              for pid, part in partition.parts.items()}
-    sends: list[tuple[Any, ...]] = []
+    sends: list[tuple[Hashable, int, Hashable, tuple, str]] = []
     recvs: dict[str, list] = {}
     for pid, part in partition.parts.items():
         for name, name_sends in part.name_to_send_nodes.items():
@@ -96,7 +111,7 @@ def _summary(partition: DistributedGraphPartition) -> dict[str, Any]:
     return {"parts": parts, "sends": sends, "recvs": list(recvs.values())}
 
 
-def _check(summaries: list[dict[str, Any]]) -> tuple[str, str] | None:
+def _check(summaries: list[_Summary]) -> tuple[str, str] | None:
     import networkx as nx
 
     # communication -> (pid, shape, dtype) of its send, (pids, shape, dtype)
@@ -160,7 +175,7 @@ def _check(summaries: list[dict[str, Any]]) -> tuple[str, str] | None:
             "a cycle: " + "; ".join(steps))
 
 
-def verify_distributed_partition(mpi_communicator: Any,
+def verify_distributed_partition(mpi_communicator: Communicator | None,
                                  partition: DistributedGraphPartition) -> None:
     """Check that *partition* can run on all ranks (see the module
     documentation); raise the same typed error on every rank otherwise.
