@@ -26,11 +26,12 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, overload
 
 from pytato_like._shape_ops import concatenate
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
+    AbstractResultWithNamedArrays,
     Array,
     DataWrapper,
     DictOfNamedArrays,
@@ -44,6 +45,8 @@ from pytato_like.scalar_expr import expression_children
 from pytato_like.tags import InlineCallTag
 from pytato_like.transform.copy import CopyMapper
 from pytato_like.transform.deduplicate import deduplicate
+
+_CallsIn = Array | AbstractResultWithNamedArrays | FunctionDefinition
 
 __all__ = ["CallSiteLocation", "InlineMarker", "Inliner",
            "PlaceholderSubstitutor", "all_calls_inlined", "concatenate_calls",
@@ -74,6 +77,8 @@ class Inliner(CopyMapper):
     their bodies (the primary mapper of :func:`inline_calls`)."""
 
     def map_call(self, expr: Call) -> Any:
+        # (Any: an inlined call becomes a DictOfNamedArrays, where
+        # CopyMapper.map_call promises a Call)
         if not expr.tags_of_type(InlineCallTag):
             return super().map_call(expr)
         substitutor = PlaceholderSubstitutor(expr.bindings)
@@ -96,7 +101,18 @@ class InlineMarker(CopyMapper):
         return super().map_call(expr).tagged(InlineCallTag())
 
 
-def inline_calls(expr: Any) -> Any:
+@overload
+def inline_calls(expr: FunctionDefinition) -> FunctionDefinition: ...
+@overload
+def inline_calls(expr: Array) -> Array: ...
+@overload
+def inline_calls(expr: DictOfNamedArrays) -> DictOfNamedArrays: ...
+@overload
+def inline_calls(expr: AbstractResultWithNamedArrays
+                 ) -> AbstractResultWithNamedArrays: ...
+
+
+def inline_calls(expr: _CallsIn) -> _CallsIn:
     """*expr* (an array, a :class:`~pytato_like.DictOfNamedArrays` or a
     :class:`~pytato_like.function.FunctionDefinition`) with every call
     tagged :class:`~pytato_like.tags.InlineCallTag` replaced by its body,
@@ -109,7 +125,20 @@ def inline_calls(expr: Any) -> Any:
     return deduplicate(Inliner()(expr))
 
 
-def tag_all_calls_to_be_inlined(expr: Any) -> Any:
+@overload
+def tag_all_calls_to_be_inlined(expr: FunctionDefinition
+                                ) -> FunctionDefinition: ...
+@overload
+def tag_all_calls_to_be_inlined(expr: Array) -> Array: ...
+@overload
+def tag_all_calls_to_be_inlined(expr: DictOfNamedArrays
+                                ) -> DictOfNamedArrays: ...
+@overload
+def tag_all_calls_to_be_inlined(expr: AbstractResultWithNamedArrays
+                                ) -> AbstractResultWithNamedArrays: ...
+
+
+def tag_all_calls_to_be_inlined(expr: _CallsIn) -> _CallsIn:
     """*expr* with every reachable call (in function bodies too) tagged
     :class:`~pytato_like.tags.InlineCallTag`. Nothing is inlined yet: pass
     the result to :func:`inline_calls`."""
@@ -118,7 +147,18 @@ def tag_all_calls_to_be_inlined(expr: Any) -> Any:
     return InlineMarker()(expr)
 
 
-def all_calls_inlined(expr: Any) -> Any:
+@overload
+def all_calls_inlined(expr: FunctionDefinition) -> FunctionDefinition: ...
+@overload
+def all_calls_inlined(expr: Array) -> Array: ...
+@overload
+def all_calls_inlined(expr: DictOfNamedArrays) -> DictOfNamedArrays: ...
+@overload
+def all_calls_inlined(expr: AbstractResultWithNamedArrays
+                      ) -> AbstractResultWithNamedArrays: ...
+
+
+def all_calls_inlined(expr: _CallsIn) -> _CallsIn:
     """*expr* with every call inlined (``inline_calls(
     tag_all_calls_to_be_inlined(expr))``)."""
     return inline_calls(tag_all_calls_to_be_inlined(expr))
@@ -196,11 +236,26 @@ class _ResizedBody(CopyMapper):
         return expr.copy(shape=self.shape, bindings=bindings)
 
 
-def concatenate_calls(expr: Any,
+@overload
+def concatenate_calls(expr: Array,
                       call_site_filter: Callable[[CallSiteLocation], bool], *,
                       inherit_axes: bool = False,
                       warn_if_no_calls: bool = True,
-                      err_if_no_calls: bool = False) -> Any:
+                      err_if_no_calls: bool = False) -> Array: ...
+@overload
+def concatenate_calls(expr: DictOfNamedArrays,
+                      call_site_filter: Callable[[CallSiteLocation], bool], *,
+                      inherit_axes: bool = False,
+                      warn_if_no_calls: bool = True,
+                      err_if_no_calls: bool = False) -> DictOfNamedArrays: ...
+
+
+def concatenate_calls(expr: Array | DictOfNamedArrays,
+                      call_site_filter: Callable[[CallSiteLocation], bool], *,
+                      inherit_axes: bool = False,
+                      warn_if_no_calls: bool = True,
+                      err_if_no_calls: bool = False
+                      ) -> Array | AbstractResultWithNamedArrays:
     """*expr* with the calls selected by *call_site_filter* (given each
     call's :class:`CallSiteLocation`) replaced by one call on their
     arguments concatenated along the first axis; each former result becomes

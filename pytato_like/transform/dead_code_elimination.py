@@ -21,12 +21,18 @@ tags, so values are unchanged.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytato_like.array import Array, IndexLambda, NamedArray, default_axes
 from pytato_like.scalar_expr import get_dependencies
 from pytato_like.transform._graph import gc_paused, walk_children
 from pytato_like.transform.copy import CopyMapper
+from pytato_like.transform.mapper import ArrayOrNamesTc
+
+if TYPE_CHECKING:
+    from pytato_like.function import FunctionDefinition
+    from pytato_like.scalar_expr import ScalarExpression
+    from pytato_like.transform.mapper import ArrayOrNames
 
 
 class DeadCodeEliminator(CopyMapper):
@@ -38,16 +44,17 @@ class DeadCodeEliminator(CopyMapper):
         # each once (keyed by id; the nodes keep the expressions alive)
         self._used_names: dict[int, frozenset[str]] = {}
 
-    def clone_for_callee(self, function: Any) -> DeadCodeEliminator:
+    def clone_for_callee(self, function: FunctionDefinition
+                         ) -> DeadCodeEliminator:
         return type(self)()
 
-    def _names_used_by(self, scalar_expr: Any) -> frozenset[str]:
+    def _names_used_by(self, scalar_expr: ScalarExpression) -> frozenset[str]:
         used = self._used_names.get(id(scalar_expr))
         if used is None:
             used = self._used_names[id(scalar_expr)] = get_dependencies(scalar_expr)
         return used
 
-    def _descendants_to_premap(self, expr: Any) -> tuple:
+    def _descendants_to_premap(self, expr: ArrayOrNames) -> tuple:
         # only what survives: a named array's target, not its container
         return walk_children(expr)
 
@@ -65,14 +72,14 @@ class DeadCodeEliminator(CopyMapper):
             return expr
         return expr.copy(bindings=bindings, shape=shape)
 
-    def map_named_array(self, expr: NamedArray) -> Any:
+    def map_named_array(self, expr: NamedArray) -> Array:
         if expr.tags or expr.axes != default_axes(expr.ndim):
             return super().map_named_array(expr)
         return self.rec(expr.expr)
 
 
 @gc_paused
-def eliminate_dead_code(expr: Any) -> Any:
+def eliminate_dead_code(expr: ArrayOrNamesTc) -> ArrayOrNamesTc:
     """*expr* (an array or a
     :class:`~pytato_like.array.DictOfNamedArrays`) without unused bindings
     and named-array indirections (see the module documentation)."""

@@ -18,14 +18,27 @@ wrap the same memory.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
-from pytato_like.array import DataWrapper
+from pytato_like.array import (
+    AbstractResultWithNamedArrays,
+    Array,
+    DataWrapper,
+    DictOfNamedArrays,
+)
 from pytato_like.transform._graph import gc_paused
 from pytato_like.transform.copy import CopyMapper
-from pytato_like.transform.mapper import CachedMapperCache, TransformMapperCache
+from pytato_like.transform.mapper import (
+    ArrayOrNames,
+    ArrayOrNamesTc,
+    CachedMapperCache,
+    TransformMapperCache,
+)
+
+if TYPE_CHECKING:
+    from pytato_like.function import FunctionDefinition
 
 
 class Deduplicator(CopyMapper):
@@ -39,12 +52,21 @@ class Deduplicator(CopyMapper):
             _cache = TransformMapperCache(err_on_collision=False)
         super().__init__(_cache=_cache, _function_cache=_function_cache)
 
-    def clone_for_callee(self, function: Any) -> Deduplicator:
+    def clone_for_callee(self, function: FunctionDefinition) -> Deduplicator:
         return type(self)(_function_cache=self._function_cache)
 
 
+@overload
+def deduplicate(expr: Array) -> Array: ...
+@overload
+def deduplicate(expr: DictOfNamedArrays) -> DictOfNamedArrays: ...
+@overload
+def deduplicate(expr: AbstractResultWithNamedArrays
+                ) -> AbstractResultWithNamedArrays: ...
+
+
 @gc_paused
-def deduplicate(expr: Any) -> Any:
+def deduplicate(expr: ArrayOrNames) -> ArrayOrNames:
     """*expr* with structurally equal sub-DAGs merged into one node (the
     first met); *expr* itself when it has no duplicates.
 
@@ -57,6 +79,7 @@ def deduplicate(expr: Any) -> Any:
 def _buffer_key(data: Any) -> tuple | None:
     """``(address, strides)`` of the memory *data* views, or None when it is
     not a NumPy or pyopencl array."""
+    # (Any: duck-typed data, read through the attributes it turns out to have)
     if isinstance(data, np.ndarray):
         return (data.__array_interface__["data"][0], data.strides)
     base_data = getattr(data, "base_data", None)
@@ -89,13 +112,14 @@ class DataWrapperDeduplicator(CopyMapper):
         self.data_wrapper_cache: dict[tuple, DataWrapper] = {}
         self.data_wrappers_encountered = 0
 
-    def clone_for_callee(self, function: Any) -> DataWrapperDeduplicator:
+    def clone_for_callee(self, function: FunctionDefinition
+                         ) -> DataWrapperDeduplicator:
         # data wrappers in bodies merge with the caller's
         clone = type(self)(_function_cache=self._function_cache)
         clone.data_wrapper_cache = self.data_wrapper_cache
         return clone
 
-    def map_data_wrapper(self, expr: DataWrapper) -> Any:
+    def map_data_wrapper(self, expr: DataWrapper) -> DataWrapper:
         self.data_wrappers_encountered += 1
         # its shape may hold size expressions (a copy is a data wrapper)
         expr = cast("DataWrapper", self._map_default(expr))
@@ -107,7 +131,8 @@ class DataWrapperDeduplicator(CopyMapper):
 
 
 @gc_paused
-def deduplicate_data_wrappers(array_or_names: Any) -> Any:
+def deduplicate_data_wrappers(array_or_names: ArrayOrNamesTc
+                              ) -> ArrayOrNamesTc:
     """*array_or_names* with every :class:`~pytato_like.array.DataWrapper`
     replaced by the first one wrapping the same memory (see
     :class:`DataWrapperDeduplicator`).

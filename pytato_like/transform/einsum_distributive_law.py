@@ -37,19 +37,30 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 import pymbolic.primitives as prim
 
-from pytato_like.array import Array, Einsum, IndexLambda
+from pytato_like.array import (
+    AbstractResultWithNamedArrays,
+    Array,
+    Einsum,
+    IndexLambda,
+)
 from pytato_like.diagnostic import PytatoLikeError
 from pytato_like.scalar_expr import index_vars
 from pytato_like.transform.copy import rebuild_with
 from pytato_like.transform.mapper import (
+    ArrayOrNamesTc,
     TransformMapperWithExtraArgs,
     with_default_map_methods,
 )
+
+if TYPE_CHECKING:
+    from pymbolic.typing import Expression
+
+    from pytato_like.transform.mapper import ArrayOrNames
 
 
 class CannotDistributeError(PytatoLikeError, RuntimeError):
@@ -92,9 +103,9 @@ class _EinsumDistributiveLawMapperContext:
 
 # {{{ which index lambdas split
 
-def _binding_read(expr: IndexLambda, term: Any) -> Array | None:
+def _binding_read(expr: IndexLambda, term: Expression) -> Array | None:
     """The binding *term* reads at the output index unchanged, or None."""
-    index: tuple[Any, ...]
+    index: tuple[object, ...]
     if isinstance(term, prim.Variable):
         name, index = term.name, ()
     elif isinstance(term, prim.Subscript) \
@@ -110,7 +121,7 @@ def _binding_read(expr: IndexLambda, term: Any) -> Array | None:
     return ary
 
 
-def _is_scalar(value: Any) -> bool:
+def _is_scalar(value: object) -> bool:
     return isinstance(value, (numbers.Number, np.generic)) \
         and not isinstance(value, bool)
 
@@ -119,6 +130,8 @@ def _split(expr: IndexLambda) -> tuple[str, Any, Any] | None:
     """``(op, a, b)`` if *expr* is ``a + b``, ``a - b`` of two same-shape,
     same-dtype arrays, ``a * b`` with one side a scalar, or ``a / b`` with
     *b* a scalar; else None."""
+    # (Any: each of a and b is an array or a scalar depending on op; the
+    # caller combines them with the array operators)
     if expr.var_to_reduction_descr:
         return None
     e = expr.expr
@@ -161,11 +174,12 @@ class EinsumDistributiveLawMapper(
                  ) -> None:
         super().__init__()
         self.how_to_distribute = how_to_distribute
-        self._premap_ctx: Any = None
+        self._premap_ctx: _EinsumDistributiveLawMapperContext | None = None
 
     # {{{ deep DAGs: premap only what is mapped with the same context
 
-    def _map_descendants_first(self, root: Any, args: tuple, kwargs: dict) -> None:
+    def _map_descendants_first(self, root: ArrayOrNames, args: tuple,
+                               kwargs: dict) -> None:
         saved = self._premap_ctx
         self._premap_ctx = args[0] if args else None
         try:
@@ -173,7 +187,7 @@ class EinsumDistributiveLawMapper(
         finally:
             self._premap_ctx = saved
 
-    def _descendants_to_premap(self, expr: Any) -> tuple:
+    def _descendants_to_premap(self, expr: ArrayOrNames) -> tuple:
         children = super()._descendants_to_premap(expr)
         if self._premap_ctx is None:
             if isinstance(expr, Einsum):
@@ -190,11 +204,23 @@ class EinsumDistributiveLawMapper(
 
     # }}}
 
-    def _map_default(self, expr: Any, ctx: Any = None) -> Any:
+    @overload
+    def _map_default(self, expr: Array,
+                     ctx: _EinsumDistributiveLawMapperContext | None = None
+                     ) -> Array: ...
+    @overload
+    def _map_default(self, expr: AbstractResultWithNamedArrays,
+                     ctx: None = None) -> AbstractResultWithNamedArrays: ...
+
+    def _map_default(self, expr: ArrayOrNames,
+                     ctx: _EinsumDistributiveLawMapperContext | None = None
+                     ) -> ArrayOrNames:
         rebuilt = rebuild_with(expr, lambda child: self.rec(child, None))
         return rebuilt if ctx is None else ctx.wrap(rebuilt)
 
-    def map_index_lambda(self, expr: IndexLambda, ctx: Any = None) -> Array:
+    def map_index_lambda(self, expr: IndexLambda,
+                         ctx: _EinsumDistributiveLawMapperContext | None = None
+                         ) -> Array:
         split = None if ctx is None else _split(expr)
         if split is None:
             return self._map_default(expr, ctx)
@@ -208,7 +234,9 @@ class EinsumDistributiveLawMapper(
                     else self.rec(a, ctx) * b)
         return self.rec(a, ctx) / b
 
-    def map_einsum(self, expr: Einsum, ctx: Any = None) -> Array:
+    def map_einsum(self, expr: Einsum,
+                   ctx: _EinsumDistributiveLawMapperContext | None = None
+                   ) -> Array:
         answer = self.how_to_distribute(expr)
         if isinstance(answer, DoDistribute):
             if ctx is not None:
@@ -234,9 +262,9 @@ class EinsumDistributiveLawMapper(
 
 
 def apply_distributive_property_to_einsums(
-        expr: Any,
+        expr: ArrayOrNamesTc,
         how_to_distribute: Callable[[Array], EinsumDistributiveLawDescriptor]
-        ) -> Any:
+        ) -> ArrayOrNamesTc:
     """A copy of *expr* (an array or a
     :class:`~pytato_like.array.DictOfNamedArrays`) in which every einsum
     for which ``how_to_distribute(einsum)`` is :class:`DoDistribute` is

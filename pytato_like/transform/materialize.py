@@ -45,7 +45,7 @@ import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import chain
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 from pytato_like._traversal import depth_first
 
 if sys.version_info >= (3, 11):
@@ -70,6 +70,10 @@ from pytato_like.transform._graph import (
 from pytato_like.transform.copy import CopyMapper, rebuild_with
 from pytato_like.transform.mapper import CachedMapper, with_default_map_methods
 
+if TYPE_CHECKING:
+    from pytato_like.function import FunctionDefinition
+    from pytato_like.transform.mapper import ArrayOrNames, CachedMapperCache
+
 _MANY = object()  # "more than one materialized predecessor"
 _STORED = frozenset([ImplStored()])
 
@@ -79,7 +83,7 @@ def _is_materialized_leaf(expr: Array) -> bool:
             or expr._mapper_method == "map_distributed_recv")
 
 
-_Order = list[tuple[Any, Sequence[Array]]]
+_Order = list[tuple[Array, Sequence[Array]]]
 
 
 def _data_order(roots: list[Array]) -> _Order:
@@ -106,14 +110,14 @@ def _select(order: _Order,
 
     # id -> None (no materialized predecessor), a node id (exactly one) or
     # _MANY; for a materialized node: its own id, which is what users see
-    frontier: dict[int, Any] = {}
+    frontier: dict[int, object] = {}
     selected: set[int] = set()
     for node, operands in order:
         if (isinstance(node, InputArgumentBase)
                 or node._mapper_method == "map_distributed_recv"):
             frontier[id(node)] = id(node)
             continue
-        preds: Any = None
+        preds: object = None
         for operand in operands:
             f = frontier[id(operand)]
             if f is None or f == preds:
@@ -180,10 +184,10 @@ class _Tagger(CopyMapper):
         super().__init__()
         self.ids = ids
 
-    def clone_for_callee(self, function: Any) -> _Tagger:
+    def clone_for_callee(self, function: FunctionDefinition) -> _Tagger:
         return type(self)(self.ids)
 
-    def _map_default(self, expr: Any) -> Any:
+    def _map_default(self, expr: ArrayOrNames) -> ArrayOrNames:
         if id(expr) in self.ids:
             # one construction for new children and the tag
             return rebuild_with(expr, self.rec, tags=expr.tags | _STORED)
@@ -247,7 +251,7 @@ class MPMSMaterializerAccumulator:
     """
 
     materialized_predecessors: frozenset[Array]
-    expr: Any
+    expr: Array
 
 
 @with_default_map_methods
@@ -263,7 +267,7 @@ class MPMSMaterializer(CachedMapper[MPMSMaterializerAccumulator, Never, []]):
 
     def __init__(self, successors: Mapping[Array, list],
                  already_materialized_nodes: frozenset[Array],
-                 _cache: Any = None) -> None:
+                 _cache: CachedMapperCache | None = None) -> None:
         super().__init__(_cache=_cache)
         self.successors = successors
         self.already_materialized_nodes = already_materialized_nodes
@@ -279,7 +283,7 @@ class MPMSMaterializer(CachedMapper[MPMSMaterializerAccumulator, Never, []]):
                 n += 1
         return n
 
-    def _map_default(self, expr: Any) -> MPMSMaterializerAccumulator:
+    def _map_default(self, expr: ArrayOrNames) -> MPMSMaterializerAccumulator:
         if isinstance(expr, (DictOfNamedArrays, NamedArray)):
             raise NotAnArrayError(
                 f"MPMSMaterializer maps arrays; got a {type(expr).__name__} "

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import pymbolic.primitives as prim
 
@@ -76,6 +76,10 @@ from pytato_like.transform.lower_to_index_lambda import (
     SELECT_CHAIN_MAX,
     to_index_lambda,
 )
+
+if TYPE_CHECKING:
+    from pytato_like.array import ShapeComponent
+    from pytato_like.scalar_expr import ScalarExpression
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,12 +137,12 @@ class _ExprFacts:
     selected_names: frozenset[str] = frozenset()
 
 
-def _extent(bound: Any, unknown: int) -> int:
+def _extent(bound: ShapeComponent, unknown: int) -> int:
     return bound if isinstance(bound, int) else unknown
 
 
 @lru_cache(maxsize=4096)
-def _expr_facts(expr: Any, ndim: int, unknown: int,
+def _expr_facts(expr: ScalarExpression, ndim: int, unknown: int,
                 names: frozenset[str]) -> _ExprFacts:
     """Operation count, depth and binding uses of one index-lambda
     expression. Single expressions are shallow (the front end builds one
@@ -207,7 +211,7 @@ def _expr_facts(expr: Any, ndim: int, unknown: int,
                       frozenset(set(uses) - unbranched))
 
 
-def _is_position_test(cond: Any, ndim: int) -> bool:
+def _is_position_test(cond: object, ndim: int) -> bool:
     """Whether *cond* compares an output index (``_0``, ...) with
     something: the selects of a concatenation or stack."""
     return (isinstance(cond, prim.Comparison)

@@ -31,14 +31,19 @@ recursive pymbolic mappers used here).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import pymbolic.primitives as prim
 
 from pytato_like.array import Array, IndexLambda
 from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
 from pytato_like.scalar_expr import IdentityMapper, expression_size, substitute
+
+if TYPE_CHECKING:
+    from pymbolic.typing import ArithmeticExpression, Expression
+
+    from pytato_like.scalar_expr import ScalarExpression
 
 #: largest piece expression (in nodes) compared with its neighbours; a
 #: larger piece is lowered on its own
@@ -58,13 +63,14 @@ class _IntAbstractor(IdentityMapper[[]]):
         super().__init__()
         self.ints: list[int] = []
 
-    def map_constant(self, expr: Any) -> Any:
+    def map_constant(self, expr: object) -> Expression:
         # Python ints only: a NumPy integer carries a dtype the lowering
         # chose (a uint64 bound) and stays part of the skeleton
         if type(expr) is int:
             self.ints.append(expr)
             return prim.Variable(f"{_MARKER}{len(self.ints) - 1}")
-        return expr
+        # (a constant of an expression: an Expression itself)
+        return cast("Expression", expr)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +78,7 @@ class PieceTemplate:
     """A piece lowered with its integer constants taken out."""
 
     #: the piece's lambda expression, integers replaced by markers
-    skeleton: Any
+    skeleton: ScalarExpression
     #: the piece's bindings (name -> array)
     bindings: dict[str, Array]
     #: what two pieces of one run share: shape, dtype, skeleton, bound arrays
@@ -149,15 +155,16 @@ def piece_runs(arrays: tuple[Array, ...] | list[Array],
     return runs
 
 
-def run_value(run: Run, piece_number: Any, index: dict[str, Any],
-              read_name: Any) -> Any:
+def run_value(run: Run, piece_number: ArithmeticExpression,
+              index: Mapping[str, ScalarExpression],
+              read_name: Callable[[Array], str]) -> ArithmeticExpression:
     """The value of the pieces of *run* at piece *piece_number* of the
     run (an expression) and at the piece's own index given by *index*
     (``"_<axis>"`` -> expression). *read_name(array)* gives the variable
     name under which the caller binds each array the pieces read."""
     template = run.template
     assert template is not None
-    assignments: dict[str, Any] = dict(index)
+    assignments: dict[str, ScalarExpression] = dict(index)
     first, second = run.ints[0], run.ints[1]
     for col, (a, b) in enumerate(zip(first, second)):
         # piece_runs made every integer affine in the piece number
@@ -165,7 +172,9 @@ def run_value(run: Run, piece_number: Any, index: dict[str, Any],
             (a, prim.Product((b - a, piece_number))))
     for bound_name, bound in template.bindings.items():
         assignments[bound_name] = prim.Variable(read_name(bound))
-    return substitute(template.skeleton, assignments)
+    # (the value of an array's piece: arithmetic, as its lowering built it)
+    return cast("ArithmeticExpression",
+                substitute(template.skeleton, assignments))
 
 
 __all__ = ["TEMPLATE_MAX_SIZE", "RUN_MIN_PIECES", "PieceTemplate", "Run",

@@ -11,7 +11,7 @@ extent of its index. The value of the expression does not change.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytato_like.array import (
     BasicIndex,
@@ -21,10 +21,14 @@ from pytato_like.array import (
 )
 from pytato_like.transform._graph import gc_paused
 from pytato_like.transform.copy import CopyMapper
+from pytato_like.transform.mapper import ArrayOrNamesTc
 from pytato_like.utils import is_one
 
+if TYPE_CHECKING:
+    from pytato_like.array import ShapeComponent
 
-def _full_slice(dim: Any) -> NormalizedSlice:
+
+def _full_slice(dim: ShapeComponent) -> NormalizedSlice:
     if isinstance(dim, int):
         return NormalizedSlice(0, dim, 1)
     return NormalizedSlice(0, None, 1)
@@ -63,7 +67,7 @@ class EinsumBroadcastRemover(CopyMapper):
 
 
 @gc_paused
-def rewrite_einsums_with_no_broadcasts(expr: Any) -> Any:
+def rewrite_einsums_with_no_broadcasts(expr: ArrayOrNamesTc) -> ArrayOrNamesTc:
     """*expr* with every einsum rewritten so that no operand axis is
     broadcast (see the module documentation).
 

@@ -29,7 +29,7 @@ over its four connectivity arrays took more than half of each call's time).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, cast
+from typing import TYPE_CHECKING, SupportsInt, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -45,6 +45,11 @@ from pytato_like.array import (
 from pytato_like.diagnostic import IndexOutOfBoundsError, NegativeIntegerPowerError
 from pytato_like.reductions import MinReductionOperation, amax, amin
 from pytato_like.scalar_expr import Reduce, TypeCast, expression_children, make_reduce
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pytato_like.scalar_expr import ScalarExpression
 
 __all__ = ["CHECK_PREFIX", "RuntimeCheck", "add_runtime_checks",
            "raise_failed_checks"]
@@ -74,7 +79,8 @@ class RuntimeCheck:
     n_indices: int | None = None
 
 
-def _index_checks(node: Any, count: int, done: set[tuple[int, int]]
+def _index_checks(node: AdvancedIndexInContiguousAxes
+                  | AdvancedIndexInNoncontiguousAxes, count: int, done: set[tuple[int, int]]
                   ) -> list[tuple[RuntimeCheck, dict]]:
     found: list[tuple[RuntimeCheck, dict]] = []
     for axis, (idx, dim) in enumerate(zip(node.indices, node.array.shape,
@@ -124,7 +130,7 @@ def _known_in_range(idx: Array, dim: int) -> bool:
     return int(data.min()) >= -dim and int(data.max()) < dim
 
 
-def _expr_dtype(expr: Any, bindings: dict[str, Array]) -> np.dtype | None:
+def _expr_dtype(expr: object, bindings: dict[str, Array]) -> np.dtype | None:
     """The dtype NumPy gives scalar expression *expr* (None when unsure:
     no check is made then)."""
     if isinstance(expr, (bool, np.bool_)):
@@ -160,11 +166,11 @@ def _expr_dtype(expr: Any, bindings: dict[str, Array]) -> np.dtype | None:
     return np.result_type(*dtypes)
 
 
-def _powers(expr: Any) -> list[tuple[Any, tuple]]:
+def _powers(expr: ScalarExpression) -> list[tuple[prim.Power, tuple]]:
     """The powers in *expr*, each with the bounds of the reductions it
     sits in (``((name, (lower, upper)), ...)``, outermost first)."""
-    found: list[tuple[Any, tuple]] = []
-    stack: list[tuple[Any, tuple]] = [(expr, ())]
+    found: list[tuple[prim.Power, tuple]] = []
+    stack: list[tuple[object, tuple]] = [(expr, ())]
     while stack:
         e, bounds = stack.pop()
         if isinstance(e, prim.Power):
@@ -217,7 +223,10 @@ def add_runtime_checks(outputs: dict[str, Array], order: list[Array]
         t = type(node)
         if t is AdvancedIndexInContiguousAxes \
                 or t is AdvancedIndexInNoncontiguousAxes:
-            new = _index_checks(node, len(checks), done)
+            new = _index_checks(
+                cast("AdvancedIndexInContiguousAxes"
+                     " | AdvancedIndexInNoncontiguousAxes", node),
+                len(checks), done)
         elif t is IndexLambda and (node.dtype.kind in "iu" or any(
                 b.dtype.kind in "iu"
                 for b in cast(IndexLambda, node).bindings.values())):
@@ -234,7 +243,7 @@ def add_runtime_checks(outputs: dict[str, Array], order: list[Array]
 
 
 def raise_failed_checks(checks: list[RuntimeCheck],
-                        values: dict[str, Any]) -> None:
+                        values: Mapping[str, SupportsInt]) -> None:
     """Raise the error NumPy raises for the first failed check; *values*
     maps check output names to host numbers."""
     for check in checks:

@@ -31,7 +31,7 @@ NaN as the original reduction does.
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 import pymbolic.primitives as prim
 
@@ -45,6 +45,9 @@ from pytato_like.scalar_expr import (
 )
 from pytato_like.tags import ImplStored
 from pytato_like.transform.copy import CopyMapper
+
+if TYPE_CHECKING:
+    from pymbolic.typing import ArithmeticExpression
 
 __all__ = ["CHUNKS", "MAX_OUTPUTS", "SPLIT_THRESHOLD", "split_full_reductions"]
 
@@ -96,7 +99,8 @@ def _candidate(node: Array) -> TypeGuard[IndexLambda]:
 
 
 def _flat_substitution(bounds: dict[str, tuple[int, int]],
-                       flat: Any) -> dict[str, Any]:
+                       flat: ArithmeticExpression
+                       ) -> dict[str, ArithmeticExpression]:
     """Each reduction variable as a function of the flat (C order) position
     *flat* in the reduced range."""
     names = list(bounds)
@@ -131,7 +135,8 @@ def _split(node: IndexLambda) -> Array:
     descr = {"_r0": next(iter(node.var_to_reduction_descr.values()))} \
         if node.var_to_reduction_descr else None
 
-    def chunk_reduction(flat: Any, extent: int, shape: tuple) -> IndexLambda:
+    def chunk_reduction(flat: ArithmeticExpression, extent: int, shape: tuple
+                        ) -> IndexLambda:
         inner = substitute(red.inner_expr, _flat_substitution(bounds, flat))
         # stored: inlined into the final reduction it would be one loop again
         return IndexLambda(make_reduce(inner, red.op, {"_r0": (0, extent)}),
