@@ -36,9 +36,7 @@ order, without recursion, in time linear in the size of the DAG.
 
 from __future__ import annotations
 
-import html
-from collections.abc import Hashable, Iterable, Mapping
-from functools import lru_cache
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pytato_like._traversal import topological_order
@@ -55,20 +53,32 @@ from pytato_like.array import (
 from pytato_like.diagnostic import VisualizationError
 from pytato_like.function import Call
 from pytato_like.runtime.trace import profile_partition
+from pytato_like.visualization import partition_summary as summary
 from pytato_like.visualization._describe import (
     describe_node,
     normalize_result,
     operand_edges,
     shape_text,
 )
+from pytato_like.visualization._dot_writer import (
+    COMM_COLOR,
+    DotWriter,
+    escape_html,
+    format_ms,
+    html_table_label,
+    message_tag,
+    partition_rank,
+    quote,
+    sends_of,
+    share_color,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs
 
-    from pytato_like.distributed.nodes import DistributedSend
     from pytato_like.function import FunctionDefinition
-    from pytato_like.partition import GraphPart, GraphPartition
-    from pytato_like.runtime.trace import PartitionProfile, TraceSource
+    from pytato_like.partition import GraphPartition
+    from pytato_like.runtime.trace import TraceSource
 
 # Header colours by node family, so inputs and data movement stand out.
 _INPUT_COLORS = {Placeholder: "#cfe2ff", DataWrapper: "#d1e7dd",
@@ -77,9 +87,6 @@ _COMPUTE_COLORS = {IndexLambda: "#e9ecef", Einsum: "#e2d9f3"}
 _NAMED_COLOR = "#dee2e6"
 _REMAP_COLOR = "#f8d7da"
 _OUTPUT_COLOR = "#ffe5d0"
-#: fill of communication nodes (sends and receives), shared with the
-#: partition summary
-COMM_COLOR = "#ffd8a8"
 
 
 def _header_color(node: Array) -> str:
@@ -90,65 +97,6 @@ def _header_color(node: Array) -> str:
     if isinstance(node, NamedArray):
         return _NAMED_COLOR
     return _REMAP_COLOR
-
-
-# {{{ escaping
-
-_CONTROL_CHARS = {c: f"\\x{c:02x}" for c in range(32)}
-
-
-@lru_cache(maxsize=4096)  # row names, shapes and dtypes repeat a lot
-def escape_html(text: str) -> str:
-    """*text* safe inside a graphviz HTML-like label."""
-    return html.escape(str(text).translate(_CONTROL_CHARS), quote=True)
-
-
-def quote(text: str) -> str:
-    """*text* as a double-quoted dot string, shown literally."""
-    text = str(text).translate(_CONTROL_CHARS)
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def html_table_label(title: str, rows: Iterable[tuple[str, str]],
-                     color: str) -> str:
-    """An HTML-like label: a coloured title row above ``name | text`` rows."""
-    parts = ['<<table border="0" cellborder="1" cellspacing="0" '
-             f'cellpadding="2"><tr><td colspan="2" bgcolor="{color}"><b>'
-             f"{escape_html(title)}</b></td></tr>"]
-    for name, text in rows:
-        parts.append(f'<tr><td align="left">{escape_html(name)}</td>'
-                     f'<td align="left">{escape_html(text)}</td></tr>')
-    parts.append("</table>>")
-    return "".join(parts)
-
-# }}}
-
-
-class DotWriter:
-    """Collects dot statements; :meth:`source` joins them once."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def node(self, node_id: str, label: str, indent: str = "  ",
-             **attrs: str) -> None:
-        extra = "".join(f", {k}={v}" for k, v in attrs.items())
-        self.lines.append(f"{indent}{node_id} [label={label}{extra}];")
-
-    def edge(self, src: str, dst: str, label: str = "", indent: str = "  ",
-             **attrs: str) -> None:
-        items = ([f"label={quote(label)}"] if label else []) + [
-            f"{k}={v}" for k, v in attrs.items()]
-        suffix = f" [{', '.join(items)}]" if items else ""
-        self.lines.append(f"{indent}{src} -> {dst}{suffix};")
-
-    def source(self, name: str = "computation") -> str:
-        header = [f"digraph {name} {{",
-                  '  graph [fontname="Helvetica"];',
-                  '  node [shape=plaintext, margin=0, fontname="Helvetica", '
-                  "fontsize=10];",
-                  '  edge [fontname="Helvetica", fontsize=9];']
-        return "\n".join([*header, *self.lines, "}"]) + "\n"
 
 
 def _emit_dag(writer: DotWriter, roots: list[Array], prefix: str = "",
@@ -263,56 +211,6 @@ def _array_rows(ary: object) -> list[tuple[str, str]]:
     return rows
 
 
-def sends_of(part: GraphPart) -> list[tuple[str | None, DistributedSend]]:
-    """``(output name or None, send)`` for each send of a distributed part."""
-    sends: list[tuple[str | None, DistributedSend]] = []
-    seen: set[int] = set()
-    for name, send in sorted(getattr(part, "output_name_to_send_node", {}).items(),
-                             key=lambda item: str(item[0])):
-        if id(send) not in seen:
-            seen.add(id(send))
-            sends.append((name, send))
-    for send in getattr(part, "distributed_sends", ()) or ():
-        if id(send) not in seen:
-            seen.add(id(send))
-            sends.append((None, send))
-    return sends
-
-
-def message_tag(partition: GraphPartition, src: int | None, dest: int | None,
-                 comm_tag: Hashable) -> Hashable:
-    """The MPI tag of the packed message carrying *comm_tag* from *src* to
-    *dest* (the tag itself without packed messages)."""
-    for m in getattr(partition, "messages", None) or ():
-        if m.src_rank == src and m.dest_rank == dest and comm_tag in m.comm_tags:
-            return m.tag
-    return comm_tag
-
-
-def partition_rank(partition: GraphPartition, profile: PartitionProfile) -> int:
-    """The rank *partition* belongs to: the one rank in all its messages."""
-    candidates: set[int] | None = None
-    for m in getattr(partition, "messages", None) or ():
-        pair = {m.src_rank, m.dest_rank}
-        candidates = pair if candidates is None else candidates & pair
-    if candidates and len(candidates) == 1:
-        return next(iter(candidates))
-    ranks = sorted({rank for rank, _ in profile.parts})
-    return ranks[0] if ranks else 0
-
-
-def format_ms(seconds: float | None) -> str:
-    """*seconds* in milliseconds for a label; ``?`` when unknown."""
-    return "?" if seconds is None else f"{seconds * 1e3:.3f} ms"
-
-
-def share_color(share: float) -> str:
-    """White for 0, a strong red for the whole execution."""
-    share = min(max(share, 0.0), 1.0)
-    fade = round(255 - share * (255 - 96))
-    return f"#ff{fade:02x}{fade:02x}"
-
-
 def _message_rows(profile: Any, key: tuple) -> tuple[list[tuple[str, str]], str]:
     """Rows for a send/receive box and the label of its message edge."""
     # (profile: a PartitionProfile or None; Any because the annotation of
@@ -374,7 +272,6 @@ def get_dot_graph_from_partition(partition: GraphPartition,
         if rank is None:
             rank = partition_rank(partition, profile)
     if view != "full":
-        from pytato_like.visualization import partition_summary as summary
         if (view == "parts" or summary.partition_node_count(partition)
                 > summary.PARTITION_FULL_MAX_NODES):
             return summary.get_partition_summary_dot(partition, profile, rank)

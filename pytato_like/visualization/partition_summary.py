@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import Array
-from pytato_like.visualization.dot import (
+from pytato_like.visualization._dot_writer import (
     COMM_COLOR,
     DotWriter,
     escape_html,
