@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     import pyopencl as cl
     import pyopencl.array as cla
 
+    from pytato_like.array import Array, DictOfNamedArrays
     from pytato_like.target.program import BoundProgram
 
 __all__ = [
@@ -68,7 +69,8 @@ __all__ = [
 ]
 
 
-def find_device_partition(outputs: Any, default_device: int = 0
+def find_device_partition(outputs: Array | DictOfNamedArrays | Mapping[str, Array],
+                          default_device: int = 0
                           ) -> GraphPartition:
     """Partition *outputs* into parts ``(stage, device)`` by
     :func:`~pytato_like.transform.placement.place_on_devices`: a
@@ -100,7 +102,7 @@ def execute_partition_on_devices(
         prg_per_partition: Mapping[Hashable, BoundProgram],
         devices: DeviceGroup | Sequence[DeviceSpec],
         input_args: Mapping[str, object] | None = None,
-        *, recorder: TraceRecorder | None = None) -> dict[str, Any]:
+        *, recorder: TraceRecorder | None = None) -> dict[str, object]:
     """Run the parts of a :func:`find_device_partition` partition, each on
     the compute queue of its device (``pid[1]``, an index into *devices*:
     a :class:`~pytato_like.runtime.devices.DeviceGroup` or a sequence of
@@ -146,7 +148,7 @@ class _DeviceHooks(PartHooks):
     def queue_for(self, pid: Hashable) -> cl.CommandQueue:
         return self.group.spec(_part_device(pid)).compute_queue
 
-    def prepare_inputs(self, pid: Hashable, inputs: dict[str, Any]) -> None:
+    def prepare_inputs(self, pid: Hashable, inputs: dict[str, object]) -> None:
         import pyopencl as cl
         import pyopencl.array as cla
         device = _part_device(pid)
@@ -161,7 +163,7 @@ class _DeviceHooks(PartHooks):
                 if key not in moved:
                     moved[key] = group.transfer(device, device)(value)
                 inputs[name] = moved[key]
-                waits.extend(inputs[name].events)
+                waits.extend(moved[key].events)
             elif src is not None and src[0] != device and isinstance(
                     value, cla.Array):
                 key = (name, device)
@@ -174,7 +176,7 @@ class _DeviceHooks(PartHooks):
                     if rec is not None:
                         rec.complete()
                 inputs[name] = moved[key]
-                waits.extend(inputs[name].events)
+                waits.extend(moved[key].events)
         if waits:
             # the whole part (every launch of its program) waits for them
             cl.enqueue_barrier(self.queue_for(pid), wait_for=waits)
@@ -187,16 +189,18 @@ class _DeviceHooks(PartHooks):
         return self.recorder.part(pid, device=_part_device(pid))
 
     def part_done(self, pid: Hashable, outputs: Mapping[str, object],
-                  event: Any) -> None:
+                  event: object) -> None:
         device = _part_device(pid)
+        # (the event of a loopy program on a compute queue)
+        done = cast("cl.Event | None", event)
         for name in outputs:
-            self.where[name] = (device, event)
+            self.where[name] = (device, done)
 
 
-def _part_device(pid: Any) -> int:
+def _part_device(pid: Hashable) -> int:
     # a device partition's part ids are (stage, device)
     try:
-        return check_device(pid[1], f"device of part {pid!r}")
+        return check_device(cast("tuple[Hashable, ...]", pid)[1], f"device of part {pid!r}")
     except (TypeError, IndexError):
         raise UnknownDeviceError(
             f"part id {pid!r} does not name a device; partition with "
