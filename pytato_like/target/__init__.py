@@ -16,7 +16,8 @@ The program contract, :class:`~pytato_like.target.program.BoundProgram`
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -38,9 +39,27 @@ from pytato_like.diagnostic import (
 )
 from pytato_like.target.program import BoundProgram  # noqa: F401  (re-export)
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 
 class Target:
     """Base class of code generation targets."""
+
+
+class ShapedValue(Protocol):
+    """What an input value is checked by: a NumPy, pyopencl or JAX array
+    (or NumPy scalar) has a shape and a dtype."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> np.dtype: ...
+
+
+#: what a target's conversion makes of an input value
+ValueT = TypeVar("ValueT")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +70,9 @@ class ProgramInputs:
     size_params: dict[str, SizeParam]
     data_wrappers: list[DataWrapper]
 
-    def check_and_convert(self, kwargs: dict[str, Any], to_numpy) -> dict[str, Any]:
+    def check_and_convert(self, kwargs: Mapping[str, object],
+                          to_numpy: Callable[[object, Placeholder], ValueT]
+                          ) -> dict[str, ValueT | np.int64]:
         """The call arguments checked against the placeholders (names,
         shapes, dtypes) and converted by *to_numpy*; size parameters not
         passed are inferred from placeholder shapes where possible."""
@@ -60,7 +81,7 @@ class ProgramInputs:
             raise UnexpectedInputError(
                 f"unexpected input(s) {sorted(unexpected)}; the program takes "
                 f"{sorted(self.placeholders) + sorted(self.size_params)}")
-        values: dict[str, Any] = {}
+        values: dict[str, ValueT | np.int64] = {}
         for name, ph in self.placeholders.items():
             if name not in kwargs:
                 raise MissingInputError(
@@ -72,7 +93,9 @@ class ProgramInputs:
             if name in kwargs:
                 sizes[name] = _size_value(name, kwargs[name])
         for name, ph in self.placeholders.items():
-            for dim, actual in zip(ph.shape, np.shape(values[name])):
+            # (a converted input: an array, or a value np.shape reads)
+            shape = np.shape(cast("ArrayLike", values[name]))
+            for dim, actual in zip(ph.shape, shape):
                 if isinstance(dim, SizeParam) and dim.name not in sizes:
                     sizes[dim.name] = int(actual)
         for name in self.size_params:
@@ -82,7 +105,7 @@ class ProgramInputs:
         return values
 
 
-def _size_value(name: str, value: Any) -> int:
+def _size_value(name: str, value: object) -> int:
     """The value passed for size parameter *name*, refused unless it is a
     non-negative integer (``int(2.5)`` would truncate silently)."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
@@ -97,7 +120,7 @@ def _size_value(name: str, value: Any) -> int:
     return int(value)
 
 
-def as_host_array(value: Any) -> np.ndarray:
+def as_host_array(value: object) -> np.ndarray:
     """*value* (a NumPy array, a pyopencl array or anything
     :func:`numpy.asarray` takes) as a NumPy array on the host."""
     if isinstance(value, np.ndarray):
@@ -119,7 +142,8 @@ def scalar_input_as_placeholder_dtype(value: np.ndarray, ph: Placeholder
     return value
 
 
-def check_input_value(value: Any, ph: Placeholder, shape: tuple[int, ...]) -> None:
+def check_input_value(value: ShapedValue, ph: Placeholder,
+                      shape: tuple[int, ...]) -> None:
     """Raise if *value* does not have the placeholder's shape and dtype."""
     if tuple(value.shape) != tuple(shape):
         raise InputShapeMismatchError(
@@ -143,7 +167,8 @@ def gather_program_inputs(order: list[Array]) -> ProgramInputs:
         if isinstance(node, DataWrapper):
             data_wrappers.append(node)
         # (every input kind has a name; a data wrapper's may be None)
-        name: str | None = cast(Any, node).name
+        name: str | None = cast("Placeholder | SizeParam | DataWrapper",
+                                node).name
         if name is None:
             continue
         other = by_name.get(name)

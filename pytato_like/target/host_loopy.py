@@ -33,23 +33,34 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from pytato_like.diagnostic import UnsupportedArrayError
 from pytato_like.loopy import SOURCE_UNITS
 
+if TYPE_CHECKING:
+    import cgen
+
+    import loopy as lp
+    from loopy.kernel.data import KernelArgument
+    from loopy.target import TargetBase
+    from loopy.target.c.c_execution import CCompiler
+    from loopy.types import LoopyType
+
+    from pytato_like.loopy import LoopyCall
+
 __all__ = ["run_loopy_call_on_host"]
 
 #: (id of a typed unit, entrypoint) -> (that unit, its HostKernel)
-_EXECUTORS: dict[tuple[int, str], tuple[Any, Any]] = {}
+_EXECUTORS: dict[tuple[int, str], tuple[lp.TranslationUnit, HostKernel]] = {}
 _MAX_EXECUTORS = 64
 _LOCK = threading.Lock()
 
 
-def _for_plain_c(kernel: Any) -> Any:
+def _for_plain_c(kernel: lp.LoopKernel) -> lp.LoopKernel:
     """*kernel* without iname implementation tags, and with arrays at
     offset 0 (host arrays are passed contiguous; loopy's C executor
     passes automatic offsets in the wrong order)."""
@@ -72,7 +83,8 @@ def _for_plain_c(kernel: Any) -> Any:
     return kernel.copy(inames=inames) if changed else kernel
 
 
-def _retargeted(unit: Any, target: Any) -> Any:
+def _retargeted(unit: lp.TranslationUnit, target: TargetBase
+                ) -> lp.TranslationUnit:
     """*unit* with every kernel on *target* (for a unit loopy's ``copy``
     refuses to retarget: its kernels' calls are resolved already)."""
     import dataclasses
@@ -89,7 +101,8 @@ def _retargeted(unit: Any, target: Any) -> Any:
                                target=target)
 
 
-def c_translation_unit(typed_unit: Any, entrypoint: str) -> Any:
+def c_translation_unit(typed_unit: lp.TranslationUnit, entrypoint: str
+                       ) -> lp.TranslationUnit:
     """The unit of a :class:`~pytato_like.loopy.LoopyCall` (*typed_unit*)
     as a loopy unit on :class:`loopy.ExecutableCTarget`, callees inlined,
     without iname implementation tags and automatic offsets."""
@@ -122,7 +135,7 @@ class HostKernel:
     (loopy's own C executor passes all kernel arguments in kernel order,
     which does not match a function taking only those it uses)."""
 
-    def __init__(self, call: Any) -> None:
+    def __init__(self, call: LoopyCall) -> None:
         import ctypes
 
         import cgen
@@ -144,12 +157,13 @@ class HostKernel:
         # functions, which loopy's C target does not include a header for)
         self.source = "#include <math.h>\n" + code.device_code()
 
-        def declaration(node: Any) -> Any:
+        def declaration(node: object) -> cgen.FunctionDeclaration | None:
             if isinstance(node, cgen.FunctionBody):
-                node = node.fdecl
-                while not isinstance(node, cgen.FunctionDeclaration):
-                    node = node.subdecl
-                return node if node.name == self.name else None
+                decl: cgen.Declarator = node.fdecl
+                while not isinstance(decl, cgen.FunctionDeclaration):
+                    # (declarators around the function's: const, pointer)
+                    decl = cast("cgen.NestedDeclarator", decl).subdecl
+                return decl if decl.name == self.name else None
             for child in getattr(node, "contents", ()):
                 found = declaration(child)
                 if found is not None:
@@ -162,7 +176,9 @@ class HostKernel:
                 f"the NumPy target cannot run the loopy kernel "
                 f"'{call.entrypoint}': no function '{self.name}' in the C "
                 "code loopy made")
-        self.arg_names = [d.name for d in decl.arg_decls]
+        # (each argument's declarator names it)
+        self.arg_names = [cast("cgen.NestedDeclarator", d).name
+                          for d in decl.arg_decls]
         unknown = [n for n in self.arg_names if n not in self.kernel.arg_dict]
         if unknown:
             raise UnsupportedArrayError(
@@ -170,7 +186,7 @@ class HostKernel:
                 f"'{call.entrypoint}': its C function takes {unknown}, which "
                 "are not kernel arguments (global temporaries or automatic "
                 "strides)")
-        argtypes: list[Any] = []
+        argtypes: list[type] = []
         for name in self.arg_names:
             arg = self.kernel.arg_dict[name]
             if isinstance(arg, lp.ValueArg):
@@ -185,13 +201,13 @@ class HostKernel:
         self.function.restype = None
         self.function.argtypes = argtypes
 
-    def __call__(self, call: Any, values: dict[str, Any]
+    def __call__(self, call: LoopyCall, values: Mapping[str, object]
                  ) -> dict[str, np.ndarray]:
         from pymbolic import evaluate
 
         import loopy as lp
         arg_dict = self.kernel.arg_dict
-        sizes: dict[str, Any] = {}
+        sizes: dict[str, np.generic] = {}
         arrays: dict[str, np.ndarray] = {}
         for name, value in {**call.scalar_bindings, **values}.items():
             arg = arg_dict[name]
@@ -215,12 +231,13 @@ class HostKernel:
         return outputs
 
 
-def _numpy_dtype(lp_dtype: Any) -> np.dtype:
-    return np.dtype(getattr(lp_dtype, "numpy_dtype", lp_dtype))
+def _numpy_dtype(lp_dtype: LoopyType | None) -> np.dtype:
+    # (None, an argument's unset dtype, reads as NumPy's default, float64)
+    return np.dtype(None) if lp_dtype is None else lp_dtype.numpy_dtype
 
 
-def _strides(arg: Any, shape: tuple[int, ...], itemsize: int,
-             sizes: dict[str, Any]) -> tuple[int, ...] | None:
+def _strides(arg: KernelArgument, shape: tuple[int, ...], itemsize: int,
+             sizes: Mapping[str, np.generic]) -> tuple[int, ...] | None:
     """The byte strides *arg*'s dim tags give (``None`` if they are not
     fixed strides)."""
     from pymbolic import evaluate
@@ -243,7 +260,8 @@ def _fits(value: np.ndarray, strides: tuple[int, ...] | None) -> bool:
                                            strict=True))
 
 
-def _laid_out(value: np.ndarray, arg: Any, sizes: dict[str, Any],
+def _laid_out(value: np.ndarray, arg: KernelArgument,
+              sizes: Mapping[str, np.generic],
               entrypoint: str) -> np.ndarray:
     """*value* with the strides the kernel declares for *arg* (a C- or
     Fortran-ordered copy when needed)."""
@@ -259,8 +277,8 @@ def _laid_out(value: np.ndarray, arg: Any, sizes: dict[str, Any],
         "declares")
 
 
-def _allocate(shape: tuple[int, ...], dtype: np.dtype, arg: Any,
-              sizes: dict[str, Any], entrypoint: str) -> np.ndarray:
+def _allocate(shape: tuple[int, ...], dtype: np.dtype, arg: KernelArgument,
+              sizes: Mapping[str, np.generic], entrypoint: str) -> np.ndarray:
     strides = _strides(arg, shape, dtype.itemsize, sizes)
     for order in ("C", "F"):
         out = np.empty(shape, dtype, order=order)
@@ -272,7 +290,7 @@ def _allocate(shape: tuple[int, ...], dtype: np.dtype, arg: Any,
         "declares")
 
 
-_COMPILER: Any = None
+_COMPILER: CCompiler | None = None
 
 
 @contextlib.contextmanager
@@ -285,7 +303,7 @@ def _quiet_toolchain() -> Iterator[None]:
         yield
 
 
-def _compiler() -> Any:
+def _compiler() -> CCompiler:
     """One loopy C compiler per process (each makes a build directory,
     removed at exit)."""
     global _COMPILER
@@ -300,12 +318,12 @@ def _compiler() -> Any:
     return _COMPILER
 
 
-def _host_kernel(call: Any) -> HostKernel:
+def _host_kernel(call: LoopyCall) -> HostKernel:
     key = (id(call.translation_unit), call.entrypoint)
     with _LOCK:
         hit = _EXECUTORS.get(key)
         if hit is not None and hit[0] is call.translation_unit:
-            return cast("HostKernel", hit[1])
+            return hit[1]
     try:
         kernel = HostKernel(call)
     except UnsupportedArrayError:
@@ -322,7 +340,7 @@ def _host_kernel(call: Any) -> HostKernel:
     return kernel
 
 
-def run_loopy_call_on_host(call: Any, values: dict[str, Any]
+def run_loopy_call_on_host(call: LoopyCall, values: Mapping[str, object]
                            ) -> dict[str, np.ndarray]:
     """Run the kernel of the :class:`~pytato_like.loopy.LoopyCall` *call*
     on the host with *values* (binding name -> NumPy value); its outputs by

@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import operator
 import weakref
-from typing import Any, Literal, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal, SupportsInt, TypeAlias, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -58,6 +59,16 @@ from pytato_like.target import (
 )
 from pytato_like.target.program import HostBoundProgram
 
+if TYPE_CHECKING:
+    from pymbolic.typing import Expression
+
+#: what an index lambda's expression evaluates to: an array with one
+#: (possibly unit) axis per axis of the index space, or a scalar
+ScalarOrArray: TypeAlias = "np.ndarray | np.generic | int | float | complex"
+#: what a node evaluates to: an array or NumPy scalar; a dict of arrays by
+#: name for a call (its results are named arrays)
+NodeValue: TypeAlias = "np.ndarray | np.generic | Mapping[str, np.ndarray]"
+
 
 class NumpyTarget(Target):
     """Evaluation with NumPy on the host."""
@@ -81,10 +92,10 @@ class IndexLambdaEvaluator:
         self.var_axis: dict[str, int] = {f"_{i}": i for i in range(len(shape))}
         self.var_offset: dict[str, int] = {}
 
-    def __call__(self, expr) -> Any:
+    def __call__(self, expr: Expression) -> ScalarOrArray:
         return self.rec(expr)
 
-    def rec(self, expr) -> Any:
+    def rec(self, expr: Expression) -> ScalarOrArray:
         if isinstance(expr, prim.ExpressionNode):
             return getattr(self, expr.mapper_method)(expr)
         if isinstance(expr, (np.generic, int, float, complex, bool)):
@@ -102,7 +113,7 @@ class IndexLambdaEvaluator:
         offset = self.var_offset.get(name, 0)
         return grid + offset if offset else grid
 
-    def map_variable(self, expr: prim.Variable) -> Any:
+    def map_variable(self, expr: prim.Variable) -> ScalarOrArray:
         name = expr.name
         if name in self.var_axis:
             return self._index_grid(name)
@@ -116,7 +127,7 @@ class IndexLambdaEvaluator:
                 f"binding '{name}' of shape {value.shape} used without subscript")
         return value[()]
 
-    def map_subscript(self, expr: prim.Subscript) -> Any:
+    def map_subscript(self, expr: prim.Subscript) -> ScalarOrArray:
         # index lambdas subscript only named bindings (Variables)
         name = cast("prim.Variable", expr.aggregate).name
         value = self.bindings[name]
@@ -140,7 +151,7 @@ class IndexLambdaEvaluator:
         return value[tuple(idx_arrays)]
 
     def _subscript_as_view(self, value: np.ndarray, index) -> np.ndarray | None:
-        basic: list[Any] = []
+        basic: list[int | slice] = []
         axes: list[int] = []
         for idx, dim in zip(index, value.shape):
             if isinstance(idx, (int, np.integer)):
@@ -297,8 +308,8 @@ def _einsum_spec(expr: Einsum) -> str:
     return f"{inputs}->{letters[:n_out]}"
 
 
-def _index_key(indices, values: dict[int, Any]):
-    key: list[Any] = []
+def _index_key(indices, values: Mapping[int, NodeValue]):
+    key: list[object] = []
     for idx in indices:
         if isinstance(idx, NormalizedSlice):
             if idx.stop is not None and idx.length == 0:
@@ -330,17 +341,20 @@ def _function_program(function) -> NumpyBoundProgram:
 
 
 class _NodeEvaluator:
-    def __init__(self, values: dict[int, Any]) -> None:
+    def __init__(self, values: dict[int, NodeValue]) -> None:
         self.values = values
 
-    def value(self, ary: Array) -> Any:
-        return self.values[id(ary)]
+    def value(self, ary: Array) -> np.ndarray | np.generic:
+        # (an array's value; only a call, not an array, has a dict)
+        return cast("np.ndarray | np.generic", self.values[id(ary)])
 
     def shape(self, ary: Array) -> tuple[int, ...]:
-        return tuple(d if isinstance(d, int) else int(self.values[id(d)])
+        # (a size's value: a NumPy integer or a 0-d integer array)
+        return tuple(d if isinstance(d, int)
+                     else int(cast("SupportsInt", self.values[id(d)]))
                      for d in ary.shape)
 
-    def __call__(self, node: Array) -> Any:
+    def __call__(self, node: Array) -> NodeValue:
         return getattr(self, node._mapper_method)(node)
 
     def map_index_lambda(self, node: IndexLambda):
@@ -474,16 +488,18 @@ class NumpyBoundProgram(HostBoundProgram):
             if i < len(self._order):
                 self._release_after[i].append(j)
 
-    def _input_to_numpy(self, value: Any, ph: Placeholder) -> np.ndarray:
+    def _input_to_numpy(self, value: object, ph: Placeholder) -> np.ndarray:
         return scalar_input_as_placeholder_dtype(as_host_array(value), ph)
 
     def input_names(self) -> set[str]:
         return self.inputs.placeholders.keys() | self.inputs.size_params.keys()
 
-    def evaluate(self, /, **kwargs: Any) -> Any:  # an input may be "self"
+    def evaluate(self, /, **kwargs: object  # an input may be "self"
+                 ) -> np.ndarray | dict[str, np.ndarray]:
         inputs = self.inputs.check_and_convert(kwargs, self._input_to_numpy)
-        values: dict[int, Any] = {}
+        values: dict[int, NodeValue] = {}
         evaluator = _NodeEvaluator(values)
+        value: NodeValue
         for i, node in enumerate(self._order):
             if isinstance(node, (Placeholder, SizeParam)):
                 value = inputs[node.name]
@@ -494,14 +510,14 @@ class NumpyBoundProgram(HostBoundProgram):
             values[id(node)] = value
             for j in self._release_after[i]:
                 values.pop(id(self._order[j]), None)
-        results = {}
+        results: dict[str, np.ndarray] = {}
         input_ids = {id(v) for v in inputs.values()}
         for name, out in self.outputs.items():
-            value = np.asarray(values[id(out)])
-            if id(value) in input_ids or value.base is not None \
+            result = np.asarray(values[id(out)])
+            if id(result) in input_ids or result.base is not None \
                     or isinstance(out, DataWrapper):
-                value = value.copy()  # never hand out the caller's memory
-            results[name] = value
+                result = result.copy()  # never hand out the caller's memory
+            results[name] = result
         if self.single_output:
             return results["_pt_out"]
         return results

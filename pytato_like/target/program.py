@@ -42,8 +42,13 @@ a queue, a host program answers in that form.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
 from pytato_like.diagnostic import UnexpectedInputError
+
+if TYPE_CHECKING:
+    import pyopencl as cl
+    from pyopencl.typing import Allocator, WaitList
 
 __all__ = [
     "CALL_OPTIONS",
@@ -70,10 +75,14 @@ class BoundProgram(Protocol):
     more than that).
     """
 
-    def __call__(self, queue: Any, /, *, allocator: Any = None,
-                 wait_for: Any = None, out_host: bool | None = None,
+    def __call__(self, queue: cl.CommandQueue | None, /, *,
+                 allocator: Allocator | None = None,
+                 wait_for: WaitList = None, out_host: bool | None = None,
                  **inputs: Any) -> tuple[Any, Any]:
         """Run the program on *queue*; ``(event, outputs)``."""
+        # (Any: the inputs are the caller's values, and what comes back
+        # depends on the target: a pyopencl event or HOST_EVENT, a 1-tuple
+        # or a dict of the target's arrays)
         ...
 
 
@@ -94,11 +103,13 @@ class HostEvent:
 HOST_EVENT = HostEvent()
 
 # a host program called without a queue answers in the short form
-_NO_QUEUE: Any = object()
+_NO_QUEUE = object()
+
+_ValueT = TypeVar("_ValueT")
 
 
-def split_call_options(input_names: Collection[str], kwargs: dict[str, Any]
-                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_call_options(input_names: Collection[str], kwargs: dict[str, _ValueT]
+                       ) -> tuple[dict[str, _ValueT], dict[str, _ValueT]]:
     """``(inputs, options)``: the keyword arguments of a call split into
     program inputs and the contract's :data:`CALL_OPTIONS`. A keyword
     naming an input of the program (*input_names*) is that input even if
@@ -125,7 +136,7 @@ class HostBoundProgram(BoundProgram):
     dict of arrays).
     """
 
-    def evaluate(self, /, **inputs: Any) -> Any:
+    def evaluate(self, /, **inputs: object) -> object:
         """The outputs for *inputs*: one array, or a dict name -> array."""
         raise NotImplementedError
 
@@ -133,7 +144,8 @@ class HostBoundProgram(BoundProgram):
         """Names of the program's inputs (placeholders, size parameters)."""
         raise NotImplementedError
 
-    def __call__(self, queue: Any = _NO_QUEUE, /, **kwargs: Any) -> Any:
+    def __call__(self, queue: object = _NO_QUEUE, /, **kwargs: object) -> Any:
+        # (Any: the short form's outputs, or the contract's pair)
         if queue is _NO_QUEUE:
             return self.evaluate(**kwargs)
         if isinstance(queue, (int, float, complex)) or hasattr(queue, "__array__"):

@@ -37,19 +37,25 @@ import dataclasses
 import linecache
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from pytato_like.diagnostic import ConfigurationError, UnexpectedInputError
 from pytato_like.target import (
     ProgramInputs,
+    ShapedValue,
     Target,
     as_host_array,
     check_input_value,
     scalar_input_as_placeholder_dtype,
 )
 from pytato_like.target.program import HostBoundProgram
+
+if TYPE_CHECKING:
+    import jax
+
+    from pytato_like.array import Placeholder
 
 __all__ = [
     "BoundJAXPythonProgram",
@@ -65,7 +71,7 @@ class PythonTarget(Target):
 
     def bind_program(self, program: str, entrypoint: str,
                      expected_arguments: frozenset[str],
-                     bound_arguments: Mapping[str, Any],
+                     bound_arguments: Mapping[str, object],
                      inputs: ProgramInputs | None = None) -> BoundPythonProgram:
         """A bound program running the function *entrypoint* defined in the
         source *program*, with *bound_arguments* (the data of the data
@@ -116,31 +122,33 @@ class BoundPythonProgram(HostBoundProgram):
     program: str
     entrypoint: str
     expected_arguments: frozenset[str]
-    bound_arguments: Mapping[str, Any]
+    bound_arguments: Mapping[str, object]
     inputs: ProgramInputs | None = None
 
     @cached_property
-    def _compiled_function(self) -> Callable[..., Any]:
+    def _compiled_function(self) -> Callable[..., object]:
         # a distinct pseudo-file per program, registered with linecache, so
         # tracebacks and debuggers show the generated lines
         filename = f"<pytato_like generated {self.entrypoint} {id(self):x}>"
         linecache.cache[filename] = (len(self.program), None,
                                      self.program.splitlines(keepends=True),
                                      filename)
-        namespace: dict[str, Any] = {"_MODULE_SOURCE_CODE": self.program}
+        namespace: dict[str, object] = {"_MODULE_SOURCE_CODE": self.program}
         exec(compile(self.program, filename, "exec"), namespace)
-        return namespace[self.entrypoint]
+        return cast("Callable[..., object]", namespace[self.entrypoint])
 
-    def _convert_input(self, value: Any, ph) -> Any:
+    def _convert_input(self, value: object, ph: Placeholder) -> ShapedValue:
         """A caller's value for placeholder *ph*, as the generated code
         wants it (overridden per target)."""
         return scalar_input_as_placeholder_dtype(np.asarray(value), ph)
 
-    def _check_inputs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _check_inputs(self, kwargs: Mapping[str, object]) -> dict[str, object]:
         if self.inputs is None:
             return {k: v for k, v in kwargs.items() if k in self.expected_arguments}
         values = self.inputs.check_and_convert(kwargs, self._convert_input)
-        sizes = {name: int(values[name]) for name in self.inputs.size_params}
+        # (size parameters come back as np.int64)
+        sizes = {name: int(cast("np.int64", values[name]))
+                 for name in self.inputs.size_params}
         for name, ph in self.inputs.placeholders.items():
             shape = tuple(
                 d if isinstance(d, int) else sizes.get(getattr(d, "name", ""))
@@ -151,13 +159,13 @@ class BoundPythonProgram(HostBoundProgram):
             elif values[name].dtype != ph.dtype:
                 check_input_value(values[name], ph, values[name].shape)
         # size parameters travel as Python ints (static under jax.jit)
-        values.update(sizes)
-        return {k: v for k, v in values.items() if k in self.expected_arguments}
+        merged: dict[str, object] = {**values, **sizes}
+        return {k: v for k, v in merged.items() if k in self.expected_arguments}
 
     def input_names(self) -> frozenset[str]:
         return self.expected_arguments
 
-    def evaluate(self, /, **kwargs: Any) -> Any:
+    def evaluate(self, /, **kwargs: object) -> object:
         """Run the program on the inputs given by name; returns one array
         for an array result, a dict of arrays for named results (the
         program contract's form, ``prg(queue, **inputs)``, is inherited
@@ -171,11 +179,11 @@ class BoundPythonProgram(HostBoundProgram):
         arguments.update(self._check_inputs(kwargs))
         return self._compiled_function(**arguments)
 
-    def copy(self, **kwargs: Any) -> BoundPythonProgram:
+    def copy(self, **kwargs: Any) -> BoundPythonProgram:  # (dataclasses.replace's)
         """A copy with the given attributes replaced."""
         return dataclasses.replace(self, **kwargs)
 
-    def with_transformed_program(self, *args: Any, **kwargs: Any
+    def with_transformed_program(self, *args: object, **kwargs: object
                                  ) -> BoundPythonProgram:
         """Not available: generated Python is not transformed further."""
         raise NotImplementedError(
@@ -185,7 +193,7 @@ class BoundPythonProgram(HostBoundProgram):
 
 # {{{ JAX
 
-def _numpy_dtypes_in_jax() -> contextlib.AbstractContextManager[Any]:
+def _numpy_dtypes_in_jax() -> contextlib.AbstractContextManager[object]:
     """A scope in which JAX keeps NumPy's 64-bit dtypes: JAX's 64-bit mode
     (``jax_enable_x64``) turned on for the current thread only, when it is
     off; the user's global setting is left as it is."""
@@ -216,19 +224,19 @@ class BoundJAXPythonProgram(BoundPythonProgram):
     computes in, and float64 inputs stay float64. The results are JAX
     arrays of those dtypes."""
 
-    def _convert_input(self, value: Any, ph) -> Any:
+    def _convert_input(self, value: object, ph: Placeholder) -> jax.Array:
         import jax
         if isinstance(value, jax.Array):
             return value
         return jax.device_put(
             scalar_input_as_placeholder_dtype(as_host_array(value), ph))
 
-    def evaluate(self, /, **kwargs: Any) -> Any:
+    def evaluate(self, /, **kwargs: object) -> object:
         with _numpy_dtypes_in_jax():
             return super().evaluate(**kwargs)
 
 
-def _jax_bound_argument(value: Any) -> Any:
+def _jax_bound_argument(value: object) -> jax.Array:
     import jax
     if isinstance(value, jax.Array):
         return value
@@ -250,7 +258,7 @@ class JAXPythonTarget(NumpyLikePythonTarget):
 
     def bind_program(self, program: str, entrypoint: str,
                      expected_arguments: frozenset[str],
-                     bound_arguments: Mapping[str, Any],
+                     bound_arguments: Mapping[str, object],
                      inputs: ProgramInputs | None = None
                      ) -> BoundJAXPythonProgram:
         return BoundJAXPythonProgram(

@@ -36,7 +36,7 @@ import keyword
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -65,6 +65,12 @@ from pytato_like.scalar_expr import C99_FUNCTION_PREFIX
 from pytato_like.target import gather_program_inputs, normalize_outputs
 from pytato_like.utils import are_shape_components_equal
 
+if TYPE_CHECKING:
+    from pymbolic.typing import Expression
+
+#: a literal of an index lambda's expression: a Python or NumPy scalar
+ScalarConstant: TypeAlias = "np.generic | int | float | complex | bool"
+
 logger = logging.getLogger("pytato_like")
 
 #: Name under which the generated code imports :mod:`numpy` (host-side size
@@ -88,7 +94,7 @@ def _float_literal(value: float) -> str:
     return f'float("{value}")'
 
 
-def _scalar_literal(value: Any, module: str) -> str:
+def _scalar_literal(value: ScalarConstant, module: str) -> str:
     """Source for the constant *value*: Python scalars as they are (weakly
     typed, as in the IR), NumPy scalars with their dtype."""
     if isinstance(value, (bool, np.bool_)):
@@ -142,7 +148,7 @@ def _astype(module: str, src: str, from_dtype: np.dtype | None,
     return f"{src}.astype('{to_dtype.name}')"
 
 
-def _constant_dtype(value: Any) -> np.dtype | None:
+def _constant_dtype(value: ScalarConstant) -> np.dtype | None:
     if isinstance(value, np.generic):
         return value.dtype
     return None
@@ -162,7 +168,7 @@ class _Piece:
     dtype: np.dtype | None
     axes: frozenset[int]
     scalar: bool
-    constant: Any = None  # the value, for literal ints/NumPy scalars
+    constant: ScalarConstant | None = None  # the value, for literals
 
     @property
     def is_constant(self) -> bool:
@@ -201,7 +207,7 @@ class _ScalarExpressionWriter:
     their body is written."""
 
     def __init__(self, module: str, bindings: dict[str, tuple[str, Array]],
-                 space: list[tuple[Any, str]], new_temporary, statements: list[str],
+                 space: list[tuple[int | None, str]], new_temporary, statements: list[str],
                  dim_source):
         self.m = module
         self.dim_source = dim_source
@@ -213,7 +219,7 @@ class _ScalarExpressionWriter:
         self.statements = statements
         self._grids: dict[tuple, str] = {}
 
-    def rec(self, expr: Any) -> _Piece:
+    def rec(self, expr: Expression) -> _Piece:
         if isinstance(expr, prim.ExpressionNode):
             method = getattr(self, expr.mapper_method, None)
             if method is None:
@@ -459,8 +465,10 @@ class _ScalarExpressionWriter:
             value = np.asarray(inner.constant)
             if dtype.kind != "c":
                 value = value.real
-            value = value.astype(dtype)[()]
-            return _Piece(_scalar_literal(value, self.m), dtype, _NO_AXES, True, value)
+            # (indexing a 0-d array with () gives a NumPy scalar)
+            scalar = cast("np.generic", value.astype(dtype)[()])
+            return _Piece(_scalar_literal(scalar, self.m), dtype, _NO_AXES, True,
+                          scalar)
         src = _astype(self.m, inner.src, inner.dtype, dtype, inner.scalar)
         return _Piece(src, dtype, inner.axes, inner.scalar)
 
@@ -486,7 +494,7 @@ class _ScalarExpressionWriter:
             (lo, lo_src), (hi, hi_src) = (self._integer_source(b)
                                           for b in expr.bounds[name])
             if lo is not None and hi is not None:
-                extent: Any = max(hi - lo, 0)
+                extent: int | None = max(hi - lo, 0)
                 extent_src = repr(extent)
             else:
                 extent = None
@@ -530,12 +538,12 @@ class _CodeGenerator:
         self.var: dict[int, str] = {}
         self.lines: list[str] = []
         self.arg_names: set[str] = set()
-        self.bound_arguments: dict[str, Any] = {}
+        self.bound_arguments: dict[str, object] = {}
 
     def module_for(self, node: Array) -> str:
         return HOST_NUMPY if id(node) in self.host_nodes else self.device_module
 
-    def dim_source(self, dim: Any) -> str:
+    def dim_source(self, dim: int | Array) -> str:
         if isinstance(dim, Array):
             return f"int({self.var[id(dim)]})"
         return repr(int(dim))
