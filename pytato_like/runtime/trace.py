@@ -462,12 +462,11 @@ def gather_traces(comm: MPI.Comm, recorder_or_trace: TraceRecorder | Trace,
 
 # {{{ profiles of partitioned DAGs
 
-def load_trace(source: Any) -> Trace:
+def load_trace(source: TraceSource) -> Trace:
     """*source* as a :class:`Trace`: a :class:`Trace`, a
     :class:`TraceRecorder`, an iterable of :class:`TraceRecord`, a Chrome
     trace object (``{"traceEvents": ...}``) or the path of a Chrome/Perfetto
-    JSON file. (Any: whatever the caller has, parsed JSON too; anything
-    else raises.)"""
+    JSON file; anything else raises."""
     import os
     if isinstance(source, Trace):
         return source
@@ -478,7 +477,8 @@ def load_trace(source: Any) -> Trace:
             source = json.load(f)
     if isinstance(source, dict):
         return Trace.from_chrome(source)
-    records = list(source)
+    # (what is left must be records: checked next)
+    records = list(cast("Iterable[TraceRecord]", source))
     bad = [r for r in records if not isinstance(r, TraceRecord)]
     if bad:
         raise VisualizationError(
