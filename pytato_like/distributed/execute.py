@@ -255,7 +255,7 @@ class DistributedExecution:
         self.comm = plan.comm
         self.exchange: Exchange | None = None     # the running one (for cancel)
         self._forget: Callable[[], None] | None = None
-        self._handle: Handle | None = None
+        self._handle: Handle[dict[str, PartValue]] | None = None
         self._result: dict[str, PartValue] | None = None
         self._error: BaseException | None = None
 

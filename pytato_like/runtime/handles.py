@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from pytato_like.runtime import workers
 from pytato_like.runtime.trace import TraceRecord, TraceRecorder, now_ns
@@ -37,7 +37,13 @@ if TYPE_CHECKING:
     from mpi4py import MPI
 
 
-class Handle:
+#: what a handle's :meth:`~Handle.wait` returns: the task's result
+#: (``None`` for MPI requests)
+ResultT = TypeVar("ResultT")
+_T = TypeVar("_T")
+
+
+class Handle(Generic[ResultT]):
     """A waitable piece of asynchronous work. Make one with
     :meth:`run_in_thread` or :meth:`from_requests`."""
 
@@ -47,7 +53,7 @@ class Handle:
         self._recorder = recorder
         self._extra: list[TraceRecord] = []
         self._lock = threading.Lock()
-        self._future: Future | None = None
+        self._future: Future[ResultT] | None = None
         self._requests: list[MPI.Request] | None = None
         # the task of run_in_thread, for wait() to run if no thread has
         # started it yet (None once taken)
@@ -56,11 +62,11 @@ class Handle:
     # {{{ constructors
 
     @classmethod
-    def run_in_thread(cls, fn: Callable[..., Any], *args: Any,
+    def run_in_thread(cls: type[Handle[_T]], fn: Callable[..., _T], *args: Any,
                       name: str | None = None,
                       recorder: TraceRecorder | None = None,
                       executor: Executor | None = None,
-                      **kwargs: Any) -> Handle:
+                      **kwargs: Any) -> Handle[_T]:
         """Run ``fn(*args, **kwargs)`` in a background thread (an idle
         daemon thread kept for such work, or a new one, see
         :mod:`~pytato_like.runtime.workers`; or *executor*'s).
@@ -71,7 +77,7 @@ class Handle:
             fn, "__name__", "task")))
         handle = cls(record, recorder)
 
-        def run() -> Any:
+        def run() -> _T:
             record.start()
             try:
                 return fn(*args, **kwargs)
@@ -81,7 +87,7 @@ class Handle:
         if executor is not None:
             handle._future = executor.submit(run)
         else:
-            future: Future = Future()
+            future: Future[_T] = Future()
             future.set_running_or_notify_cancel()
             taken = threading.Lock()
 
@@ -105,7 +111,7 @@ class Handle:
                       | tuple[MPI.Request, ...] | MPI.Request, *,
                       kind: str = "task", name: str | None = None,
                       recorder: TraceRecorder | None = None,
-                      **record_fields: Any) -> Handle:
+                      **record_fields: Any) -> Handle[None]:
         """Wrap mpi4py request(s) posted just before. *kind* is the record
         kind (``"send"``, ``"recv"``, ...); *record_fields* may give
         ``peer``, ``tag``, ``nbytes``, ``part_id``."""
@@ -113,7 +119,8 @@ class Handle:
             requests = [requests]
         record = _new_record(recorder, kind, name or kind, **record_fields)
         record.start(record.posted_ns)
-        handle = cls(record, recorder)
+        # (a handle of requests waits for no result)
+        handle = cast("Handle[None]", cls(record, recorder))
         handle._requests = list(requests)
         return handle
 
@@ -132,7 +139,7 @@ class Handle:
                 self.record.complete()
         return self.record.done
 
-    def wait(self, timeout: float | None = None) -> Any:
+    def wait(self, timeout: float | None = None) -> ResultT:
         """Block until the work is done; return its result (threads) or
         ``None`` (requests). Re-raises the thread's exception. Raises
         :class:`TimeoutError` after *timeout* seconds. MPI requests are
@@ -159,7 +166,8 @@ class Handle:
                                self._lock)
                 with self._lock:
                     self.record.complete()
-            return None
+            # (a handle of requests: ResultT is None)
+            return cast("ResultT", None)
         finally:
             wait_rec.complete()
             self._add(wait_rec)
@@ -217,14 +225,14 @@ def _new_record(recorder: TraceRecorder | None, kind: str, name: str,
                        **fields)
 
 
-def wait_all(handles: Iterable[Handle], timeout: float | None = None
-             ) -> list[Any]:
+def wait_all(handles: Iterable[Handle[_T]], timeout: float | None = None
+             ) -> list[_T]:
     """Wait for every handle; their results in order."""
     return [h.wait(timeout) for h in handles]
 
 
 def barrier(comm: MPI.Comm, *, blocking: bool = True,
-            recorder: TraceRecorder | None = None) -> Handle | None:
+            recorder: TraceRecorder | None = None) -> Handle[None] | None:
     """Synchronize all ranks of *comm*. Blocking: ``comm.Barrier()``
     (recorded as a wait if *recorder* is given). Nonblocking: a
     :class:`Handle` around ``comm.Ibarrier()``."""
