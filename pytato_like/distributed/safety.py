@@ -89,7 +89,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, cast
 
 if TYPE_CHECKING:
@@ -535,8 +535,13 @@ def is_communicator(obj: object) -> bool:
     return obj is None or (hasattr(obj, "allgather") and hasattr(obj, "bcast"))
 
 
-def _attempt(work: Callable[[], object]
-             ) -> tuple[BaseException | None, tuple[bool, Any]]:
+#: what a rank shares in a collective: ``(True, result)`` or ``(False,
+#: (class name, message))``
+Outcome: TypeAlias = "tuple[bool, _T | tuple[str, str]]"
+
+
+def _attempt(work: Callable[[], _T]
+             ) -> tuple[BaseException | None, Outcome[_T]]:
     """Run *work*: ``(None, (True, result))``, or on failure ``(error,
     (False, (class name, message)))`` -- the outcome is what a collective
     shares with the other ranks."""
@@ -562,7 +567,8 @@ def allgather_or_raise(comm: Communicator, step: str,
     if error is not None:
         raise error
     _raise_first_remote_failure(outcomes, step)
-    return [payload for _, payload in outcomes]
+    # (no rank failed: every payload is a result of work)
+    return cast("list[_T]", [payload for _, payload in outcomes])
 
 
 def gather_to_root_or_raise(comm: Communicator, step: str,
@@ -578,17 +584,20 @@ def gather_to_root_or_raise(comm: Communicator, step: str,
     """
     error, outcome = _attempt(work)
     # (a list on rank 0, the only one reading it)
-    outcomes = cast("list[tuple[bool, Any]]", comm.gather(outcome, root=0))
+    outcomes = cast("list[Outcome[_T]]", comm.gather(outcome, root=0))
     verdict = None
     if comm.Get_rank() == 0:
         failed = [(rank, payload) for rank, (ok, payload) in enumerate(outcomes)
                   if not ok]
         if failed:
             rank, payload = failed[0]
-            verdict = ("RemoteRankError", _failure_message(rank, step, payload))
+            verdict = ("RemoteRankError", _failure_message(
+                rank, step, cast("tuple[str, str]", payload)))  # (failed)
         else:
             try:
-                verdict = decide([payload for _, payload in outcomes])
+                # (no rank failed: every payload is a result of work)
+                verdict = decide(cast("list[_T]",
+                                      [payload for _, payload in outcomes]))
             except Exception as exc:
                 verdict = ("RemoteRankError",
                            f"rank 0 failed while checking {step}: "
@@ -601,11 +610,12 @@ def gather_to_root_or_raise(comm: Communicator, step: str,
         raise getattr(diagnostic, cls_name)(msg)
 
 
-def _raise_first_remote_failure(outcomes: list[tuple[bool, Any]],
+def _raise_first_remote_failure(outcomes: Sequence[Outcome[_T]],
                                 step: str) -> None:
     for rank, (ok, payload) in enumerate(outcomes):
         if not ok:
-            raise RemoteRankError(_failure_message(rank, step, payload))
+            raise RemoteRankError(_failure_message(
+                rank, step, cast("tuple[str, str]", payload)))  # (failed)
 
 
 @contextlib.contextmanager
