@@ -196,6 +196,7 @@ class Bufferizer:
     def append_multiple(self, elements: Any) -> None:
         """Copy a batch (array of shape ``(n, *element_shape)``) or a list of
         elements to the end of the buffer."""
+        items: list[np.ndarray | cla.Array] | np.ndarray | cla.Array
         if isinstance(elements, (list, tuple)):
             items = [self._check(e, self._element_shape, f"element {i}")
                      for i, e in enumerate(elements)]
@@ -242,7 +243,8 @@ class Bufferizer:
         if free == 0:
             self._length = 0
 
-    def _check(self, array: Any, shape: tuple[int, ...], what: str) -> Any:
+    def _check(self, array: object, shape: tuple[int, ...], what: str
+               ) -> np.ndarray | cla.Array:
         if self.queue is not None:
             import pyopencl.array as cla
             if isinstance(array, cla.Array):

@@ -20,11 +20,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from pytato_like.diagnostic import HaloSpecError
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 #: Byte alignment of each segment in a mixed-dtype buffer (enough for any
 #: NumPy scalar, including complex128, so device pointers cast cleanly).
@@ -143,12 +146,14 @@ class HaloExchangeSpec:
                 f"'y' axis; quantity of shape {spec.shape} has dims {spec.dims}")
 
     @classmethod
-    def whole_array(cls, shape: tuple[int, ...], dtype: Any,
+    def whole_array(cls, shape: tuple[int, ...], dtype: DTypeLike,
                     dims: tuple[str, ...] | None = None) -> HaloExchangeSpec:
         """Pack and unpack the whole array, unrotated: the spec for sending
         an entire array inside a packed message."""
         full = tuple(slice(None) for _ in shape)
-        return cls(QuantityHaloSpec(shape, dtype, dims), full, 0, full)
+        # (QuantityHaloSpec makes the dtype a numpy.dtype)
+        return cls(QuantityHaloSpec(shape, cast("np.dtype", dtype), dims),
+                   full, 0, full)
 
     @property
     def pack_shape(self) -> tuple[int, ...]:
