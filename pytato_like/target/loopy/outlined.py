@@ -6,9 +6,11 @@ program of their own: a :class:`~pytato_like.function.Call` by its
 definition's compiled body (compiled once however often it is called), a
 :class:`~pytato_like.sparse.CSRMatmul` by a row-parallel kernel with
 data-dependent loop bounds, a :class:`~pytato_like.loopy.LoopyCall` by the
-user's translation unit. Each such *owner* node kind registers here (with
-:func:`register_outlined`) how to find its arguments, its results and its
-runner; :func:`generate_outlined_program` then cuts the DAG at those nodes
+user's translation unit. Each such *owner* node kind registers (with
+:func:`~pytato_like.target.loopy.outlined_kinds.register_outlined`, in
+:mod:`~pytato_like.target.loopy.outlined_kinds`) how to find its arguments,
+its results and its runner; :func:`generate_outlined_program` then cuts the
+DAG at those nodes
 into *stages*:
 
 * every result of an owner is replaced by a placeholder, so the rest of the
@@ -22,7 +24,6 @@ into *stages*:
 So the caller's DAG is compiled in (nesting depth + 1) programs however many
 owners it holds. Values stay on the device between stages.
 
-.. autofunction:: register_outlined
 .. autofunction:: generate_outlined_program
 .. autoclass:: OutlinedProgram
     :members: __call__, program, with_transformed_program, bind_to_context
@@ -31,26 +32,30 @@ owners it holds. Values stay on the device between stages.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Hashable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytato_like.array import (
-    AbstractResultWithNamedArrays,
-    Array,
-    Placeholder,
-    SizeParam,
-    children_of,
-)
+# the kinds of external.py and sparse.py register on their import
+import pytato_like.target.loopy.external
+import pytato_like.target.loopy.sparse  # noqa: F401
+from pytato_like.array import Array, Placeholder, SizeParam, children_of
 from pytato_like.diagnostic import NameClashError, PytatoLikeError
-from pytato_like.function import Call, FunctionDefinition, NamedCallResult
+from pytato_like.function import FunctionDefinition
 from pytato_like.target import BoundProgram
 from pytato_like.target.loopy.bound import inputs_named_like_options, queue_argument
+from pytato_like.target.loopy.outlined_kinds import (
+    OWNERS,
+    RESULTS,
+    CompileDag,
+    OutlinedKind,
+    OutlinedRunner,
+    ResultsAsPlaceholders,
+    StageRunner,
+    register_outlined,
+)
 from pytato_like.target.loopy.unit import same_code
-from pytato_like.transform.copy import CopyMapper
-from pytato_like.transform.mapper import ArrayOrNames
 
 if TYPE_CHECKING:
     import loopy as lp
@@ -61,123 +66,16 @@ if TYPE_CHECKING:
     from pytato_like.target import ProgramInputs
     from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 
-__all__ = ["ContextBoundProgram", "OutlinedProgram", "generate_outlined_program", "has_outlined_nodes",
+__all__ = ["ContextBoundProgram", "OutlinedKind", "OutlinedProgram",
+           "generate_outlined_program", "has_outlined_nodes",
            "register_outlined"]
-
-
-OwnerT = TypeVar("OwnerT", bound=Array)
-OwnerT_contra = TypeVar("OwnerT_contra", bound=Array, contravariant=True)
-
-#: compiles an ordinary DAG (outputs by name) with the caller's options
-CompileDag = Callable[[dict[str, Array]], "BoundPyOpenCLProgram"]
-
-
-class StageRunner(Protocol):
-    """Called like a bound program; the keywords are the runner's
-    arguments and options."""
-
-    def __call__(self, queue: cl.CommandQueue, /, *args: Any, **kwargs: Any
-                 ) -> tuple[cl.Event | None, Mapping[str, object]]: ...
-
-
-class OutlinedRunner(StageRunner, Protocol[OwnerT_contra]):
-    """What runs owners of one kind (see :class:`OutlinedKind`)."""
-
-    def result_names(self, owner: OwnerT_contra, /) -> list[str]: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class OutlinedKind(Generic[OwnerT]):
-    """How the loopy target runs one owner node class.
-
-    * ``arguments(owner) -> {argument name: array}``: what the runner reads;
-    * ``runner(owner, compile_dag) -> program``: an object called like a
-      bound program, ``program(queue, *, allocator, wait_for, out_host=False,
-      **arguments) -> (event, {result name: array})``; *compile_dag(dict of
-      arrays)* compiles an ordinary DAG with the caller's options;
-    * ``runner_key(owner)``: owners with equal keys share one runner;
-    * ``result_of(node) -> (owner, result name) | None``: for the result
-      node classes (an owner may be its own result).
-    """
-
-    arguments: Callable[[OwnerT], Mapping[str, Array]]
-    runner: Callable[[OwnerT, CompileDag], OutlinedRunner[OwnerT]]
-    runner_key: Callable[[OwnerT], Hashable]
-
-
-#: owner class -> its kind (each kind is of its own owner class)
-OWNERS: dict[type[Array], OutlinedKind[Any]] = {}
-#: result node class -> function giving ``(owner, result name)``
-_RESULTS: dict[type[Array], Callable[[Any], tuple[Array, str]]] = {}
-
-
-def register_outlined(owner_cls: type[OwnerT], kind: OutlinedKind[OwnerT],
-                      results: Mapping[type[Array],
-                                       Callable[[Any], tuple[Array, str]]]
-                      ) -> None:
-    """Register *owner_cls* as run by a program of its own (see
-    :class:`OutlinedKind`), and the classes of its results."""
-    OWNERS[owner_cls] = kind
-    _RESULTS.update(results)
-
-
-_REGISTERED = False
-
-
-def ensure_registered() -> None:
-    global _REGISTERED
-    if not _REGISTERED:
-        _REGISTERED = True
-        # the modules of the other kinds import this one, so they register
-        # on first use rather than at import
-        import pytato_like.target.loopy.external
-        import pytato_like.target.loopy.sparse  # noqa: F401
 
 
 def has_outlined_nodes(order: list[Array]) -> bool:
     """Whether a topologically ordered DAG holds a node the loopy target
     runs as a program of its own."""
-    ensure_registered()
     owners = OWNERS
     return any(type(node) in owners for node in order)
-
-
-class ResultsAsPlaceholders(CopyMapper):
-    """Copies the DAG with each owner result replaced by the placeholder
-    named in *names* (by result identity)."""
-
-    def __init__(self, names: dict[int, str]) -> None:
-        super().__init__()
-        self.names = names
-        self.placeholders: dict[int, Placeholder] = {}
-
-    @overload
-    def rec(self, expr: Array) -> Array: ...
-    @overload
-    def rec(self, expr: AbstractResultWithNamedArrays
-            ) -> AbstractResultWithNamedArrays: ...
-    @overload
-    def rec(self, expr: ArrayOrNames) -> ArrayOrNames: ...
-
-    def rec(self, expr: ArrayOrNames) -> ArrayOrNames:
-        name = self.names.get(id(expr))
-        if name is not None:
-            expr = cast(Array, expr)    # owner results are arrays
-            # one placeholder object per result: code generation names
-            # arrays by identity
-            ph = self.placeholders.get(id(expr))
-            if ph is None:
-                ph = self.placeholders[id(expr)] = Placeholder(
-                    name, expr.shape, expr.dtype, axes=expr.axes,
-                    tags=expr.tags)
-            return ph
-        return super().rec(expr)
-
-    def _descendants_to_premap(self, expr: ArrayOrNames) -> tuple:
-        # below a result is the owner, which is cut out
-        if id(expr) in self.names:
-            return ()
-        return super()._descendants_to_premap(expr)
 
 
 class _Site:
@@ -399,7 +297,6 @@ def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
     """The :class:`OutlinedProgram` of *outputs* (name -> array, in
     topological *order*); *compile_dag(dict of arrays)* compiles an ordinary
     DAG (or a function body) with the caller's options."""
-    ensure_registered()
     taken = {n.name for n in order if isinstance(n, (Placeholder, SizeParam))}
 
     # {{{ owners, their levels, and value names of their results
@@ -415,7 +312,7 @@ def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
             owner_index[id(node)] = len(owners)
             owners.append(node)
             owner_level[id(node)] = below
-        result_of = _RESULTS.get(type(node))
+        result_of = RESULTS.get(type(node))
         if result_of is not None:
             owner, name = result_of(node)
             below = owner_level[id(owner)] + 1
@@ -473,41 +370,5 @@ def generate_outlined_program(outputs: dict[str, Array], order: list[Array],
         [s for s in stages if s.program is not None or s.sites],
         output_names, single_output, inputs, runners, target)
 
-
-# {{{ function calls
-
-class _DefinitionRunner:
-    """Runs the compiled body of one function definition."""
-
-    def __init__(self, program: BoundPyOpenCLProgram) -> None:
-        self.program = program
-
-    def result_names(self, call: Call) -> list[str]:
-        return list(call.function.returns)
-
-    def __call__(self, queue: cl.CommandQueue, **kwargs: Any
-                 ) -> tuple[cl.Event | None, Mapping[str, object]]:
-        return self.program(queue, **kwargs)
-
-    def __getattr__(self, name: str) -> object:
-        # source, inputs, _outputs_on_host, ... of the compiled body
-        if name == "program":
-            raise AttributeError(name)
-        return getattr(self.program, name)
-
-
-def _register_function_calls() -> None:
-    register_outlined(Call, OutlinedKind(
-        arguments=lambda call: {param: call.bindings[param]
-                                for param in call.function._placeholders},
-        runner=lambda call, compile_dag: _DefinitionRunner(
-            compile_dag(dict(call.function.returns))),
-        runner_key=lambda call: call.function),
-        {NamedCallResult: lambda node: (node._container, node.name)})
-
-
-_register_function_calls()
-
-# }}}
 
 # vim: foldmethod=marker

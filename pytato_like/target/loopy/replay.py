@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import numpy as np
 from pytato_like.target.loopy.codegen import storage_dtype
+from pytato_like.target.loopy.device import PackedUpload, build_kernel, to_device_all
 
 if TYPE_CHECKING:
     import types
@@ -60,10 +61,7 @@ if TYPE_CHECKING:
     import pyopencl.array as cla
     from pyopencl.tools import MemoryPool
 
-    from pytato_like.target.loopy.bound import (
-        BoundPyOpenCLProgram,
-        PackedUpload,
-    )
+    from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
     from pytato_like.target.loopy.codegen import ProgramPlan
 
     #: a device buffer: one of bound data or from a pool
@@ -163,7 +161,7 @@ class LaunchReplay:
         #: how many calls replayed it
         self.n_runs = 0
         #: the upload of host inputs (see
-        #: :class:`~pytato_like.target.loopy.bound.PackedUpload`)
+        #: :class:`~pytato_like.target.loopy.device.PackedUpload`)
         self.upload: PackedUpload | None = None
         #: the frozen form of this replay (see :class:`FrozenLaunches`):
         #: ``None`` not made yet, ``False`` it cannot be made
@@ -178,7 +176,6 @@ class LaunchReplay:
         :func:`layout_key`); ``None`` if it cannot be replayed."""
         import pyopencl.array as cla
 
-        from pytato_like.target.loopy.bound import build_kernel
         plan = program.plan
         self = cls()
         self.plan = plan
@@ -287,7 +284,6 @@ class LaunchReplay:
         array_slots = [s for s in self.input_slots if s is not None]
         self.passed_through = [(i, s) for i, s in enumerate(array_slots)
                                if s in output_slots]
-        from pytato_like.target.loopy.bound import PackedUpload
         # (the uploaded inputs stay inside the call unless passed through)
         self.upload = PackedUpload(reuse=not self.passed_through)
         self.constants = [None] * len(slots)
@@ -311,7 +307,6 @@ class LaunchReplay:
         bufs = self.constants[:]
         values = []
         if self.any_host:
-            from pytato_like.target.loopy.bound import to_device_all
             passed = [(value, s) for value, s in zip(
                 kwargs.values(), self.input_slots, strict=True)
                 if s is not None]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pytato_like.sparse import CSRMatmul
-from pytato_like.target.loopy.outlined import OutlinedKind, register_outlined
+from pytato_like.target.loopy.outlined_kinds import OutlinedKind, register_outlined
 
 if TYPE_CHECKING:
     import loopy as lp

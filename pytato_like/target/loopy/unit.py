@@ -43,6 +43,10 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import pymbolic.primitives as prim
 
+# the kinds of external.py and sparse.py register on their import (the
+# check for owners other than sparse products reads the registry)
+import pytato_like.target.loopy.external
+import pytato_like.target.loopy.sparse  # noqa: F401
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
     Array,
@@ -61,9 +65,11 @@ from pytato_like.target.loopy.codegen import (
     storage_dtype,
     unwrap_named,
 )
+from pytato_like.target.loopy.device import to_device, to_host
 from pytato_like.target.loopy.instructions import lower_stored_arrays
 from pytato_like.target.loopy.naming import CL_FUNCTIONS, C_KEYWORDS, ProgramNames
 from pytato_like.target.loopy.options import CodegenOptions
+from pytato_like.target.loopy.outlined_kinds import OWNERS, ResultsAsPlaceholders
 
 if TYPE_CHECKING:
     import loopy as lp
@@ -399,14 +405,7 @@ def _cut_sparse_products(outputs: dict[str, Array]
                          ) -> tuple[dict[str, Array], list[_SparseProduct]]:
     """*outputs* with every sparse product replaced by a placeholder and
     the products' computed arguments added as outputs; the products."""
-    from pytato_like.target.loopy.outlined import (
-        OWNERS,
-        ensure_registered,
-        ResultsAsPlaceholders,
-    )
-
     order = topological_order(list(outputs.values()))
-    ensure_registered()
     others = sorted({type(n).__name__ for n in order
                      if type(n) in OWNERS and not isinstance(n, CSRMatmul)})
     if others:
@@ -579,7 +578,6 @@ class UnitRunner:
                  ) -> tuple[cl.Event | None, dict[str, object]]:
         from pymbolic import evaluate
 
-        from pytato_like.target.loopy.bound import to_device, to_host
         iface = self.interface
         kwargs: dict[str, object] = {}
         for pname, arg in iface.placeholder_args.items():
