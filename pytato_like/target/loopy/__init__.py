@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import loopy as lp
     import pyopencl as cl
 
     from pytato_like.array import Array, DictOfNamedArrays
@@ -114,7 +115,7 @@ def _as_dict_result_options(options):
     return options
 
 
-def _loopy_options(given: Any, options: CodegenOptions, result_is_dict: bool):
+def _loopy_options(given: object, options: CodegenOptions, result_is_dict: bool):
     """The :class:`loopy.Options` of a :func:`generate_loopy` call whose
     *options* argument was *given*: *given* itself when it is one, else
     made of the loopy option names *options* holds. Raises
@@ -142,7 +143,7 @@ def _loopy_options(given: Any, options: CodegenOptions, result_is_dict: bool):
     return lp_options
 
 
-def _codegen_options(given: Any, function_name: str,
+def _codegen_options(given: object, function_name: str,
                      array_tags: frozenset, axis_tags: frozenset
                      ) -> CodegenOptions:
     """The :class:`~pytato_like.target.loopy.options.CodegenOptions` of a
@@ -174,7 +175,7 @@ def _check_tag_types(keyword: str, value) -> None:
 
 def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
                    target: LoopyTarget | None = None,
-                   options: Any = None, *,
+                   options: CodegenOptions | dict | lp.Options | None = None, *,
                    function_name: str = "_pt_kernel",
                    cl_device: cl.Device | None = None,
                    array_tag_t_to_not_propagate: frozenset[type] | None = None,

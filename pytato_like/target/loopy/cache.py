@@ -60,7 +60,6 @@ import logging
 import os
 import pickle
 import sys
-from typing import Any
 
 from pytato_like import _pocl_cache, opencl_build
 from pytato_like._env import env_flag
@@ -73,7 +72,7 @@ from pytato_like.target.loopy.cache_files import cache_base_dir
 from pytato_like.target.loopy.plan import ProgramPlan
 
 
-_MEMORY: dict[str, Any] = {}
+_MEMORY: dict[str, ProgramPlan] = {}
 
 logger = logging.getLogger("pytato_like.cache")
 
@@ -188,7 +187,7 @@ def dag_key(outputs: dict[str, Array], order: list[Array], extra: str = "") -> s
     # id -> text of value fields, dtypes and axes tuples (shared between
     # nodes: written once); the objects are kept alive so ids stay unique
     reprs: dict[int, str] = {}
-    alive: list[Any] = []
+    alive: list[object] = []
     plans = _FIELD_PLANS
     lines: list[str] = []
     for i, node in enumerate(order):
@@ -351,7 +350,7 @@ opencl_build.set_kernel_persistence(_load_kernel, _store_kernel)
 
 
 #: unit key -> the picklable record of a translation unit handed out
-_MEMORY_UNITS: dict[str, Any] = {}
+_MEMORY_UNITS: dict[str, dict] = {}
 
 
 def get_unit(key: str):

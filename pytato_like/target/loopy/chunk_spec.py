@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import loopy as lp
 import numpy as np
@@ -44,6 +44,8 @@ from pytato_like.target.loopy.plan import storage_dtype
 from pytato_like.target.loopy.time_tiles import shift
 
 if TYPE_CHECKING:
+    from pymbolic.typing import ArithmeticExpression, Expression
+
     from pytato_like.target.loopy.plan import BufferSpec, Instruction
     from pytato_like.target.loopy.naming import ProgramNames
     from pytato_like.target.loopy.options import CodegenOptions
@@ -107,7 +109,7 @@ class ChunkScope:
         self.local(name, "s")  # numbered in order of first use: deterministic
         return name
 
-    def dim(self, d: int | str) -> Any:
+    def dim(self, d: int | str) -> int | prim.Variable:
         """A buffer shape component (int or size name) in the kernel."""
         if isinstance(d, str):
             self.sizes_used.add(d)
@@ -116,7 +118,7 @@ class ChunkScope:
             return prim.Variable(self.local(self.const_size(d), "s"))
         return d
 
-    def isl(self, e: Any) -> str:
+    def isl(self, e: Expression | None) -> str:
         """The extent or bound *e* in ISL syntax, with local size names."""
         if isinstance(e, prim.Variable):
             n = e.name
@@ -193,13 +195,16 @@ class ChunkRewriter(UncachedIdentityMapper):
         return prim.Subscript(prim.Variable(scope.local(name, "a")),
                               tuple(self.rec(i, *args) for i in expr.index))
 
-    def _scratch_read(self, dep: Instruction, nid: int, index: tuple) -> Any:
+    def _scratch_read(self, dep: Instruction, nid: int, index: tuple
+                      ) -> prim.Subscript:
         """A read of an earlier stage's array in a fused run: its scratch
         array at the reader's window position, shifted."""
         run = self.insn.tiled
+        assert run is not None      # (only reads of fused runs come here)
         name, stage = run.scratch[nid]
-        delta = (run.offsets[self.insn.stage] + shift(index, self.insn.canon)
-                 - run.offsets[stage])
+        read_shift = shift(index, self.insn.canon)
+        assert read_shift is not None   # (the pass fuses shifted reads only)
+        delta = run.offsets[self.insn.stage] + read_shift - run.offsets[stage]
         w = prim.Variable(self.inames[0])
         return prim.Subscript(prim.Variable(name),
                               (w + delta if delta else w,))
@@ -260,12 +265,12 @@ class _OffsetsAsSizes(UncachedIdentityMapper):
         super().__init__()
         self.scope = scope
 
-    def _size(self, value: int) -> Any:
+    def _size(self, value: int) -> ArithmeticExpression:
         name = prim.Variable(self.scope.local(self.scope.const_size(abs(value)),
                                               "s"))
         return name if value > 0 else -name
 
-    def _offsets(self, expr: Any) -> Any:
+    def _offsets(self, expr: Expression) -> Expression:
         """*expr* (an index or a condition) with its constants replaced."""
         if isinstance(expr, int) and not isinstance(expr, bool) \
                 and 2 <= abs(expr) <= INT32_MAX:
@@ -275,7 +280,9 @@ class _OffsetsAsSizes(UncachedIdentityMapper):
         if isinstance(expr, prim.Sum):
             # (terms only: a coefficient is a stride, which the compiler
             # should see)
-            return prim.Sum(tuple(self._offsets(c) for c in expr.children))
+            # (the terms of a sum stay arithmetic)
+            return prim.Sum(tuple(cast("ArithmeticExpression", self._offsets(c))
+                                  for c in expr.children))
         if isinstance(expr, prim.Comparison):
             return prim.Comparison(self._offsets(expr.left), expr.operator,
                                    self._offsets(expr.right))
@@ -294,7 +301,8 @@ class _OffsetsAsSizes(UncachedIdentityMapper):
                        self.rec(expr.else_))
 
 
-def _offsets_as_sizes(scope: ChunkScope, insn: Any) -> Any:
+def _offsets_as_sizes(scope: ChunkScope, insn: lp.InstructionBase
+                      ) -> lp.InstructionBase:
     """*insn* (a loopy instruction of a chunk that takes its sizes as
     arguments) with :class:`_OffsetsAsSizes` applied."""
     if not isinstance(insn, lp.Assignment):

@@ -55,7 +55,8 @@ The loopy ingredients of each chunk are made by
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 import pymbolic.primitives as prim
 
@@ -65,11 +66,11 @@ from pytato_like.target.loopy.options import CodegenOptions
 from pytato_like.utils import are_shape_components_equal
 
 if TYPE_CHECKING:
-    from pytato_like.array import Array
+    from pytato_like.array import Array, ShapeComponent
     from pytato_like.target.loopy.plan import BufferSpec, Instruction
 
 
-def dim_key(d: Any) -> Any:
+def dim_key(d: ShapeComponent) -> Hashable:
     """A hashable key of the shape component *d* (ints by value, symbolic
     components by equality)."""
     return d if isinstance(d, int) else ("sym", d)

@@ -58,7 +58,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from typing import Any
 
 from pytato_like._traversal import topological_order
 from pytato_like.array import Array, NamedArray
@@ -73,7 +72,12 @@ from pytato_like.target.loopy.chunks import (
 from pytato_like.target.loopy.instructions import lower_stored_arrays
 from pytato_like.target.loopy.naming import ProgramNames
 from pytato_like.target.loopy.options import CodegenOptions
-from pytato_like.target.loopy.passes import given_options, option, run_passes
+from pytato_like.target.loopy.passes import (
+    OptionsArg,
+    given_options,
+    option,
+    run_passes,
+)
 from pytato_like.target.loopy.plan import (
     BufferSpec,
     ChunkedPlan,
@@ -288,7 +292,7 @@ class PlanBuilder:
             n_instructions=len(plan.instructions), pass_report=plan.report)
 
 
-def chunk_plan(plan: ChunkedPlan, options: Any = None) -> ChunkedPlan:
+def chunk_plan(plan: ChunkedPlan, options: OptionsArg = None) -> ChunkedPlan:
     """The chunked plan of the lowered *plan*: levels, chunks and storage
     classes (:mod:`~pytato_like.target.loopy.chunks`) assigned, on
     copies of its instructions, kernels bounded as *options* say."""
@@ -303,7 +307,7 @@ def chunk_plan(plan: ChunkedPlan, options: Any = None) -> ChunkedPlan:
                                writer_of=writer_of, buffers=buffers)
 
 
-def build_plan(outputs: dict[str, Array], options: Any = None,
+def build_plan(outputs: dict[str, Array], options: OptionsArg = None,
                known_order: list[Array] | None = None
                ) -> tuple[ProgramPlan, list | None]:
     """The :class:`ProgramPlan` computing *outputs* (name -> array) and the

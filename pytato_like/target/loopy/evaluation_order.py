@@ -18,8 +18,6 @@ of the program rounds as NumPy's does.
 
 from __future__ import annotations
 
-from typing import Any
-
 import loopy as lp
 import pymbolic.primitives as prim
 from loopy.target.c.codegen.expression import CExpressionToCodeMapper
@@ -60,7 +58,7 @@ class _OrderedCodeMapper(CExpressionToCodeMapper):
 
 
 class _OrderedCASTBuilder(PyOpenCLCASTBuilder):
-    def get_c_expression_to_code_mapper(self) -> Any:
+    def get_c_expression_to_code_mapper(self) -> _OrderedCodeMapper:
         return _OrderedCodeMapper()
 
 
@@ -68,5 +66,5 @@ class OrderedPyOpenCLTarget(lp.PyOpenCLTarget):
     """:class:`loopy.PyOpenCLTarget` printing nested sums and products
     with the grouping they have (see the module)."""
 
-    def get_device_ast_builder(self) -> Any:
+    def get_device_ast_builder(self) -> _OrderedCASTBuilder:
         return _OrderedCASTBuilder(self)

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pymbolic.primitives as prim
 
@@ -44,7 +45,9 @@ from pytato_like.target.loopy.plan import BufferSpec, Instruction, Placement
 from pytato_like.target.loopy.read_pieces import split_reads
 
 if TYPE_CHECKING:
+    from pytato_like.array import ShapeComponent
     from pytato_like.target.loopy.naming import ProgramNames
+    from pytato_like.transform.materialize_cost import NodeCost
 
 # A concatenation smaller than CodegenOptions.pieces_min_size stays one
 # instruction with selects: one kernel launch instead of one per piece
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
 # than CodegenOptions.pieces_max pieces too.
 
 
-def stored_pieces(node: Array, inlined: Any,
+def stored_pieces(node: Array, inlined: Callable[[Array], bool],
                   min_size: int = CodegenOptions.pieces_min_size,
                   max_pieces: int = CodegenOptions.pieces_max,
                   ) -> list[tuple[Array, Placement]] | None:
@@ -78,7 +81,7 @@ def stored_pieces(node: Array, inlined: Any,
         pieces = [(a, Placement(axis, position=k))
                   for k, a in enumerate(node.arrays)]
     else:
-        offset: Any = 0
+        offset: ShapeComponent = 0
         todo = list(reversed(node.arrays))  # a stack: no recursion
         while todo:
             ary = todo.pop()
@@ -110,7 +113,8 @@ class _StoredArrayLowerer:
         self._refs: list[tuple[int, tuple]] = []
         self.lowerer = NodeLowerer(self._stored_ref, names.dim_expr)
 
-    def _stored_ref(self, node: Array, idx: tuple) -> Any:
+    def _stored_ref(self, node: Array, idx: tuple
+                    ) -> prim.Variable | prim.Subscript | None:
         if isinstance(node, SizeParam):
             return prim.Variable(node.name)
         if id(node) not in self.stored:
@@ -147,7 +151,8 @@ class _StoredArrayLowerer:
 
 
 def lower_stored_arrays(
-        order: list[Array], out_nodes: dict[str, Array], costs: dict[int, Any],
+        order: list[Array], out_nodes: dict[str, Array],
+        costs: dict[int, NodeCost],
         names: ProgramNames, buffers: dict[str, BufferSpec],
         outputs_of: dict[int, list[str]], out_buffer: dict[str, str],
         options: CodegenOptions | None = None,

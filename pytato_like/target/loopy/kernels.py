@@ -21,7 +21,7 @@ import hashlib
 import logging
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +42,8 @@ from pytato_like.target.loopy.report import logger, progress
 from pytato_like.target.loopy.schedule import parallelize
 
 if TYPE_CHECKING:
+    import loopy as lp
+
     from pytato_like.target.loopy.options import CodegenOptions
 
 _INT_LITERAL = re.compile(r"\d+")
@@ -167,6 +169,7 @@ class KernelGenerator:
                 if source is None or self.need_translation_units:
                     knl = self._translation_unit(spec)
                 if source is None:
+                    assert knl is not None      # (made just above)
                     t0 = time.perf_counter()
                     source = self._generate(knl, spec, key)
                     put_kernel(key, source)
@@ -180,7 +183,7 @@ class KernelGenerator:
         kernels = [dataclasses.replace(k, program_code=code) for k in kernels]
         return kernels, launches
 
-    def _translation_unit(self, spec: dict) -> Any:
+    def _translation_unit(self, spec: dict) -> lp.TranslationUnit:
         """The scheduled loopy kernel of *spec*."""
         import loopy as lp
 
@@ -209,7 +212,8 @@ class KernelGenerator:
         self.loopy_time += time.perf_counter() - t0
         return knl
 
-    def _generate(self, knl: Any, spec: dict, key: str) -> KernelSource:
+    def _generate(self, knl: lp.TranslationUnit, spec: dict, key: str
+                  ) -> KernelSource:
         """Device and host code of the kernel *knl*."""
         import loopy as lp
 

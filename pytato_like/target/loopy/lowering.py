@@ -21,7 +21,7 @@ are cast back to their dtype here so intermediate results wrap as in NumPy.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import loopy as lp
 import numpy as np
@@ -52,6 +52,11 @@ from pytato_like.target.loopy.scalar_lowering import (
 )
 from pytato_like.transform.lower_to_index_lambda import to_index_lambda
 
+if TYPE_CHECKING:
+    from pymbolic.typing import Expression
+
+    from pytato_like.array import ShapeComponent
+
 __all__ = ["NodeLowerer", "ScalarLowerer", "cast_expr",
            "uniquify_reduction_inames"]
 
@@ -70,17 +75,17 @@ class NodeLowerer:
     are appended to :attr:`reduction_inames`.
     """
 
-    def __init__(self, stored_ref: Callable[[Array, tuple], Any],
-                 dim_expr: Callable[[Any], Any],
+    def __init__(self, stored_ref: Callable[[Array, tuple], Expression | None],
+                 dim_expr: Callable[[ShapeComponent], Expression],
                  iname_prefix: str = "_pt_r") -> None:
         self.stored_ref = stored_ref
         self.dim_expr = dim_expr
         self.iname_prefix = iname_prefix
         #: (iname, lower bound, upper bound) of every reduction iname made
-        self.reduction_inames: list[tuple[str, Any, Any]] = []
+        self.reduction_inames: list[tuple[str, Expression, Expression]] = []
         #: names of the helper functions used (see :mod:`.functions`)
         self.helpers_used: set[str] = set()
-        self._memo: dict[tuple[int, tuple], Any] = {}
+        self._memo: dict[tuple[int, tuple], Expression] = {}
         #: id(node) -> its index lambda (each node is lowered once)
         self._lambdas: dict[int, IndexLambda] = {}
 
@@ -102,7 +107,7 @@ class NodeLowerer:
             self._lambdas[id(node)] = lam
         return lam
 
-    def value_at(self, node: Array, idx: tuple) -> Any:
+    def value_at(self, node: Array, idx: tuple) -> Expression:
         ref = self.stored_ref(node, idx)
         if ref is not None:
             return ref

@@ -304,7 +304,7 @@ class CodegenOptions:
         return cls(**values)
 
     @classmethod
-    def from_user(cls, options: Any, **fixed: Any) -> CodegenOptions:
+    def from_user(cls, options: object, **fixed: Any) -> CodegenOptions:
         """The options of a :func:`~pytato_like.target.loopy.generate_loopy`
         call from its *options* argument: None, a :class:`CodegenOptions`
         (used as given), a dict of field names and loopy option names, or

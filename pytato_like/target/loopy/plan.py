@@ -66,7 +66,7 @@ import copy
 import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pymbolic.primitives as prim
@@ -75,7 +75,10 @@ from pytato_like.diagnostic import ConfigurationError
 from pytato_like.opencl_build import KernelSource
 
 if TYPE_CHECKING:
-    from pytato_like.array import Array
+    from pymbolic.typing import ArithmeticExpression, Expression
+
+    from pytato_like.array import Array, ShapeComponent
+    from pytato_like.target.loopy.time_tiles import TiledRun
 
 
 # {{{ what a compiled program runs
@@ -115,7 +118,7 @@ class ProgramPlan:
     launches: list[Launch]
     buffers: dict[str, BufferSpec]
     #: derived size name -> pymbolic expression over size parameter names
-    derived_sizes: dict[str, Any]
+    derived_sizes: dict[str, Expression]
     size_params: tuple[str, ...]
     #: user output name -> buffer name
     outputs: dict[str, str]
@@ -192,10 +195,10 @@ class Placement:
     inserted as axis :attr:`axis` (an array of a stack)."""
 
     axis: int
-    offset: Any = 0
+    offset: ShapeComponent = 0
     position: int | None = None
 
-    def index(self, idx: tuple, offset: Any) -> tuple:
+    def index(self, idx: tuple, offset: ArithmeticExpression) -> tuple:
         """The index in the whole array of the piece's index *idx*, with
         *offset* the offset as an expression."""
         if self.position is not None:
@@ -215,7 +218,7 @@ class Instruction:
     #: global buffer names written (outputs, temporaries)
     targets: list[str]
     #: the value at the canonical inames *canon*
-    expr: Any
+    expr: Expression
     canon: tuple[str, ...]
     shape: tuple
     #: ``(id(stored array), index)`` of every read of a stored array
@@ -238,7 +241,7 @@ class Instruction:
     #: for a step of a fused run of chunks (see
     #: :mod:`~pytato_like.target.loopy.time_tiles`): the run, and the
     #: position of the instruction's chunk in it
-    tiled: Any = None
+    tiled: TiledRun | None = None
     stage: int = 0
     #: set by :func:`~pytato_like.target.loopy.chunks.merge_small_chunks`:
     #: the instruction's chunk is small chunks merged into one kernel of
@@ -276,13 +279,13 @@ class ChunkedPlan:
     #: pieces for an array written piece by piece)
     writer_of: Mapping[int, Instruction]
     #: ``id(array) -> array`` of the arrays stored (inputs included)
-    stored: Mapping[int, Any]
+    stored: Mapping[int, Array]
     #: the program's buffers by name
     buffers: Mapping[str, BufferSpec]
     #: most instructions of one kernel (the code generation option)
     max_instructions: int
     #: pass name -> what the pass left for later stages (its decisions)
-    annotations: Mapping[str, Any] = dataclasses.field(
+    annotations: Mapping[str, object] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))
     report: PlanReport = PlanReport()
 
@@ -337,7 +340,7 @@ class ChunkedPlan:
         writer_of = {nid: copy_of[id(i)] for nid, i in self.writer_of.items()}
         return insns, writer_of, dict(self.buffers)
 
-    def with_annotation(self, pass_name: str, annotation: Any) -> ChunkedPlan:
+    def with_annotation(self, pass_name: str, annotation: object) -> ChunkedPlan:
         """This plan with *annotation* recorded for *pass_name*."""
         return dataclasses.replace(
             self, annotations={**self.annotations, pass_name: annotation})

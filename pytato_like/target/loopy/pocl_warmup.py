@@ -37,7 +37,10 @@ import secrets
 import shutil
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyopencl as cl
 
 logger = logging.getLogger("pytato_like.cache")
 
@@ -53,7 +56,7 @@ _FIXED_SOURCE = ("__kernel void _pytato_like_warmup(__global int *a) "
                  "{ a[0] = 1; }\n")
 
 
-def start_compiler_warmup(device: Any = None) -> bool:
+def start_compiler_warmup(device: cl.Device | None = None) -> bool:
     """Build a one-line program on *device* (a ``pyopencl.Device``), or on
     the first device of the PoCL platform, in a background thread, unless
     that was done before in this process or ``PYTATO_LIKE_COMPILER_WARMUP``
@@ -78,7 +81,7 @@ def wait_for_warmup(timeout: float | None = None) -> None:
         thread.join(timeout)
 
 
-def _pocl_device(device: Any) -> Any:
+def _pocl_device(device: cl.Device | None) -> cl.Device | None:
     """*device* if it is PoCL's, else the first device of the PoCL
     platform; None when there is none."""
     import pyopencl as cl
@@ -91,11 +94,11 @@ def _pocl_device(device: Any) -> Any:
     return None
 
 
-def _is_pocl(platform: Any) -> bool:
+def _is_pocl(platform: cl.Platform) -> bool:
     return "portable computing language" in platform.name.lower()
 
 
-def _warm(device: Any) -> None:
+def _warm(device: cl.Device | None) -> None:
     global warmup_seconds
     try:
         import pyopencl as cl

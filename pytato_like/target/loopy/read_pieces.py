@@ -33,7 +33,8 @@ than :data:`MAX_DEPTH`.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pymbolic.primitives as prim
 from pymbolic.mapper import IdentityMapper
@@ -42,6 +43,9 @@ from pytato_like.scalar_expr import affine_form
 from pytato_like.target.loopy.options import CodegenOptions
 from pytato_like.target.loopy.plan import Instruction, Placement
 
+if TYPE_CHECKING:
+    from pymbolic.typing import Expression
+
 _COMPARE = {
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
     ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
@@ -49,7 +53,7 @@ _COMPARE = {
 }
 
 
-def _condition(cond: Any, names: tuple[str, ...]
+def _condition(cond: Expression, names: tuple[str, ...]
                ) -> tuple[str, int, int, str] | None:
     """``(index, a, b, op)`` when *cond* is ``a * index + b op 0`` with one
     canonical index, else None."""
@@ -78,7 +82,7 @@ def _truth(a: int, b: int, op: str, i: int) -> bool:
 MAX_DEPTH = 200
 
 
-def _walk(expr: Any):
+def _walk(expr: Expression) -> Iterator[tuple[object, int]]:
     """``(subexpression, depth)`` of every subexpression of *expr*
     (iteratively)."""
     todo = [(expr, 0)]
@@ -94,7 +98,7 @@ def _walk(expr: Any):
                     todo.append((value, depth + 1))
 
 
-def _cuts(expr: Any, names: tuple[str, ...], shape: tuple[int, ...]
+def _cuts(expr: Expression, names: tuple[str, ...], shape: tuple[int, ...]
           ) -> dict[str, set[int]] | None:
     """Per canonical index, the positions (within its extent) where a
     select's decidable condition changes value; None if some select is
@@ -158,10 +162,10 @@ class _Resolver(IdentityMapper):
         return lp.TypeCast(expr.type, self.rec(expr.child))
 
 
-def split_reads(insn: Any,
+def split_reads(insn: Instruction,
                 min_size: int = CodegenOptions.pieces_min_size,
                 max_pieces: int = CodegenOptions.pieces_max,
-                ) -> list[Any] | None:
+                ) -> list[Instruction] | None:
     """The pieces of the instruction *insn* (of
     :mod:`~pytato_like.target.loopy.instructions`), one per index range in
     which its selects are decided (see the module docs), or None when it
@@ -190,7 +194,7 @@ def split_reads(insn: Any,
     bounds = [0, *sorted(positions), shape[axis]]
     if len(bounds) - 1 > max_pieces:
         return None
-    group: list[Any] = []
+    group: list[Instruction] = []
     largest = max(range(len(bounds) - 1),
                   key=lambda k: bounds[k + 1] - bounds[k])
     for k in range(len(bounds) - 1):

@@ -10,7 +10,7 @@ side (which value each node has at an index) is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import loopy as lp
 import numpy as np
@@ -22,7 +22,12 @@ from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, Reduce, TypeCast
 from pytato_like.target.loopy.functions import helper_symbol
 
 if TYPE_CHECKING:
+    from pymbolic.typing import Expression
+
     from pytato_like.target.loopy.lowering import NodeLowerer
+
+#: a constant of a scalar expression
+Constant = np.generic | int | float | complex
 
 BOOL = np.dtype(np.bool_)
 
@@ -44,14 +49,14 @@ def _real_dtype(dtype: np.dtype) -> np.dtype:
     return np.empty(0, dtype).real.dtype
 
 
-def _const(value: Any) -> Any:
+def _const(value: Constant) -> Constant:
     """A constant as loopy wants it (booleans as int8)."""
     if isinstance(value, (bool, np.bool_)):
         return np.int8(bool(value))
     return value
 
 
-def _const_dtype(value: Any) -> np.dtype:
+def _const_dtype(value: Constant) -> np.dtype:
     if isinstance(value, np.generic):
         return value.dtype
     if isinstance(value, bool):
@@ -190,9 +195,9 @@ class ScalarLowerer:
     def __init__(self, nodes: NodeLowerer, node: IndexLambda, idx: tuple) -> None:
         self.nodes = nodes
         self.node = node
-        self.env: dict[str, Any] = {f"_{i}": v for i, v in enumerate(idx)}
+        self.env: dict[str, Expression] = {f"_{i}": v for i, v in enumerate(idx)}
 
-    def rec(self, e) -> tuple[Any, np.dtype]:
+    def rec(self, e) -> tuple[Expression, np.dtype]:
         if isinstance(e, prim.ExpressionNode):
             method = getattr(self, e.mapper_method, None)
             if method is None:

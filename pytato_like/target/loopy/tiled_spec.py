@@ -16,7 +16,7 @@ does not load loopy, and the chunk specs do not depend on the pass.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import loopy as lp
 import pymbolic.primitives as prim
@@ -26,6 +26,8 @@ from pytato_like.target.loopy.plan import storage_dtype
 from pytato_like.target.loopy.time_tiles import TiledRun
 
 if TYPE_CHECKING:
+    from pymbolic.typing import ArithmeticExpression, Expression
+
     from pytato_like.target.loopy.chunk_spec import ChunkSpecBuilder
     from pytato_like.target.loopy.plan import Instruction
 
@@ -39,7 +41,8 @@ def _bound_names(w: str) -> tuple[str, str]:
     return f"{w}_lo", f"{w}_hi"
 
 
-def _piece_bounds(w: str, run: TiledRun, tile: Any, offset: Any, length: Any,
+def _piece_bounds(w: str, run: TiledRun, tile: prim.Variable,
+                  offset: ArithmeticExpression, length: ArithmeticExpression,
                   temps: dict, lp_insns: list) -> set[str]:
     """Add to *lp_insns* the instructions computing, per tile, the range
     of the pieces stage's window that the piece at *offset* of *length*
@@ -74,11 +77,12 @@ def tiled_spec(builder: ChunkSpecBuilder, chunk: list[Instruction], k: int,
     """The loopy ingredients of the fused chunk *k* (see
     :meth:`~pytato_like.target.loopy.chunk_spec.ChunkSpecBuilder.spec`,
     whose keys it returns, with ``tags``: iname -> loopy tag)."""
-    run: TiledRun = chunk[0].tiled
+    run = chunk[0].tiled
+    assert run is not None      # (a fused chunk's steps are of a run)
     scope = ChunkScope(builder.names, canonical)
     as_arguments = builder.sizes_as_arguments
 
-    def extent(n: int) -> Any:
+    def extent(n: int) -> int | prim.Variable:
         # as in ChunkSpecBuilder.spec: a program size name, made local by
         # scope.isl
         if as_arguments and n > 1:
@@ -95,7 +99,8 @@ def tiled_spec(builder: ChunkSpecBuilder, chunk: list[Instruction], k: int,
     lp_insns: list = []
     helpers: set = set()
 
-    def add(assignee: Any, expr: Any, deps: set, stage: int, w: str,
+    def add(assignee: prim.Variable | prim.Subscript, expr: Expression,
+            deps: set, stage: int, w: str,
             no_sync: frozenset = frozenset()) -> str:
         iid = f"_pt_insn{len(lp_insns)}"
         lp_insns.append(lp.Assignment(
@@ -104,7 +109,7 @@ def tiled_spec(builder: ChunkSpecBuilder, chunk: list[Instruction], k: int,
         stage_ids[stage].append(iid)
         return iid
 
-    def local_size(n: int) -> Any:
+    def local_size(n: int) -> int | prim.Variable:
         # a size in an instruction: the local name of extent(n)
         e = extent(n)
         return prim.Variable(scope.local(e.name, "s")) \

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytato_like.diagnostic import ConfigurationError
 from pytato_like.target.loopy.options import CodegenOptions
@@ -88,6 +88,11 @@ from pytato_like.target.loopy.chunks import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
+
+    from pytato_like.array import Array
     from pytato_like.target.loopy.plan import BufferSpec, Instruction
 
 #: most bytes of scratch arrays one work-item keeps at once
@@ -110,7 +115,7 @@ class TiledRun:
     #: a later stage
     scratch: dict[int, tuple[str, int]]
     #: scratch array name -> (dtype, length)
-    scratch_arrays: dict[str, tuple[Any, int]]
+    scratch_arrays: dict[str, tuple[np.dtype, int]]
     #: the pieces of the concatenations computed by stage 0 (empty when
     #: stage 0 is a chunk of its own); see :func:`tile_time_steps`
     pieces: list = dataclasses.field(default_factory=list)
@@ -159,7 +164,7 @@ def _fusable(chunk: list[Instruction], last: bool = False) -> bool:
     return extent is not None
 
 
-def _node(insn: Instruction) -> Any:
+def _node(insn: Instruction) -> Array:
     """The array of *insn* (of a fusable chunk or piece: never None)."""
     assert insn.node is not None
     return insn.node
@@ -327,14 +332,14 @@ class _RunFinder:
         return TiledRun(tile, extents, offsets, widths, scratch, arrays,
                         pieces)
 
-    def _scratch(self, tile: int, stages: list, stage_of: Any,
+    def _scratch(self, tile: int, stages: list, stage_of: Callable[[int], int],
                  widths: list[int]) -> tuple[dict | None, dict]:
         """Scratch arrays for the arrays read by later stages, reused once
         their last reader is done; None if they need more than
         :data:`TIME_TILE_SCRATCH_BYTES` at once, or twice that in all
         (arrays of several dtypes are not shared)."""
         scratch: dict[int, tuple[str, int]] = {}
-        arrays: dict[str, tuple[Any, int]] = {}
+        arrays: dict[str, tuple[np.dtype, int]] = {}
         free: list[str] = []
         #: scratch name -> last stage reading it
         busy: dict[str, int] = {}
