@@ -116,6 +116,54 @@ from pytato_like.cmath import (
 from pytato_like.pad import pad
 from pytato_like.reductions import all, amax, amin, any, mean, prod, sum  # noqa: A004
 from pytato_like._argreduce import argmax, argmin
+
+# Array's NumPy-style methods (.T, reshape, sum, indexing, ...), its
+# equality, pickling and printing call these functions. They build on
+# pytato_like.array, which therefore cannot import them: the table they go
+# in is filled here, before any user code runs (FrontEndOperations).
+from pytato_like import _frontend, _indexing, _shapes, _traversal
+from pytato_like.array import FRONT_END as _FRONT_END
+
+
+# (printing and drawing code loads on first use, as the lazy names below do)
+def _dag_repr(result: Array | AbstractResultWithNamedArrays) -> str:
+    from pytato_like.stringifier import dag_repr
+    return dag_repr(result)
+
+
+def _dag_html(result: Array | AbstractResultWithNamedArrays) -> str:
+    from pytato_like.visualization.notebook import dag_html
+    return dag_html(result)
+
+
+_FRONT_END.transpose = transpose
+_FRONT_END.reshape = reshape
+_FRONT_END.squeeze = squeeze
+_FRONT_END.real = real
+_FRONT_END.imag = imag
+_FRONT_END.conj = conj
+_FRONT_END.abs = abs
+_FRONT_END.getitem = _indexing.getitem
+_FRONT_END.astype = _frontend.astype
+_FRONT_END.sum = sum
+_FRONT_END.prod = prod
+_FRONT_END.amax = amax
+_FRONT_END.amin = amin
+_FRONT_END.any = any
+_FRONT_END.all = all
+_FRONT_END.mean = mean
+_FRONT_END.argmax = argmax
+_FRONT_END.argmin = argmin
+_FRONT_END.dot = dot
+_FRONT_END.matmul = matmul
+_FRONT_END.structurally_equal = _traversal.structurally_equal
+_FRONT_END.structurally_equal_many = _traversal.structurally_equal_many
+_FRONT_END.pickle_dag = _traversal.pickle_dag
+_FRONT_END.flatten_dags = _traversal.flatten_dags
+_FRONT_END.unflatten_dags = _traversal.unflatten_dags
+_FRONT_END.dag_repr = _dag_repr
+_FRONT_END.dag_html = _dag_html
+_FRONT_END.get_shape_after_broadcasting = _shapes.get_shape_after_broadcasting
 from pytato_like.version import __version__  # noqa: E402
 
 # PoCL reads POCL_CACHE_DIR when the first OpenCL context is made: before

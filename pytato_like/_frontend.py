@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar, overload
 import numpy as np
 import pymbolic.primitives as prim
 
+from pytato_like._shapes import get_shape_after_broadcasting, is_one
 from pytato_like.array import (
     NO_TAGS,
     SUPPORTED_DTYPES,
@@ -33,7 +34,6 @@ from pytato_like.diagnostic import (
     ScalarOverflowError,
 )
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX, TypeCast, index_var
-from pytato_like.utils import get_shape_after_broadcasting, is_one
 
 if TYPE_CHECKING:
     from pymbolic.typing import Expression

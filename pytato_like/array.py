@@ -13,7 +13,15 @@ Python's operators, NumPy's protocols and the dataclass protocol are
 installed on :class:`Array` by :mod:`pytato_like._frontend`,
 :mod:`pytato_like._numpy_interop` and :mod:`pytato_like._dataclass_nodes`,
 which build on this module (``import pytato_like`` imports them right
-after it), so that no module below them imports them back.
+after it), so that no module below them imports them back. The methods
+(``.T``, :meth:`~Array.reshape`, :meth:`~Array.sum`, indexing, ...),
+equality, pickling and printing call their functions through the table
+:data:`FRONT_END` (a :class:`FrontEndOperations`), which
+:mod:`pytato_like` fills: this module imports none of the modules that
+build on it, not even inside a function.
+
+.. autoclass:: FrontEndOperations
+.. autodata:: FRONT_END
 
 Node classes
 ------------
@@ -447,6 +455,69 @@ def _get_default_tags(existing_tags: frozenset[Tag] | None = None
 # }}}
 
 
+# {{{ the front end's operations
+
+class FrontEndOperations:
+    """The functions behind :class:`Array`'s NumPy-style methods (``.T``,
+    :meth:`~Array.reshape`, :meth:`~Array.sum`, indexing, ...), its
+    structural equality, pickling and printing, and the broadcasting rule
+    the advanced-index nodes compute their shapes with.
+
+    Those functions build on this module, so it cannot import them (not
+    even inside a method: that makes an import cycle). :mod:`pytato_like`
+    fills the one instance, :data:`FRONT_END`, right after importing the
+    modules that define them, before any user code runs; a method reads
+    one attribute of it per call.
+    """
+
+    # pytato_like._shape_ops, cmath, _indexing, _frontend, reductions,
+    # _argreduce, _einsum (their signatures: the functions' own)
+    transpose: Callable[..., Array]
+    reshape: Callable[..., Array]
+    squeeze: Callable[..., Array]
+    real: Callable[[Array], Array]
+    imag: Callable[[Array], Array]
+    conj: Callable[[Array], Array]
+    abs: Callable[[Array], Array]
+    getitem: Callable[[Array, object], Array]
+    astype: Callable[[Array, DTypeLike], Array]
+    sum: Callable[..., Array]
+    prod: Callable[..., Array]
+    amax: Callable[..., Array]
+    amin: Callable[..., Array]
+    any: Callable[..., Array]
+    all: Callable[..., Array]
+    mean: Callable[..., Array]
+    argmax: Callable[..., Array]
+    argmin: Callable[..., Array]
+    dot: Callable[..., Array]
+    matmul: Callable[..., Array]
+    # pytato_like._traversal
+    structurally_equal: Callable[[Array, Array], bool]
+    structurally_equal_many: Callable[[list[Array], list[Array]], bool]
+    pickle_dag: Callable[[Array], tuple]
+    flatten_dags: Callable[[list[Array]], tuple[list[tuple], list[int]]]
+    unflatten_dags: Callable[[list[tuple], list[int]], list[Array]]
+    # pytato_like.stringifier, pytato_like.visualization.notebook
+    dag_repr: Callable[[Array | AbstractResultWithNamedArrays], str]
+    dag_html: Callable[[Array | AbstractResultWithNamedArrays], str]
+    # pytato_like._shapes
+    get_shape_after_broadcasting: Callable[[Iterable[object]],
+                                           tuple[ShapeComponent, ...]]
+
+    if not TYPE_CHECKING:  # (type checkers keep reporting unknown names)
+        def __getattr__(self, name: str):
+            raise AttributeError(
+                f"the front-end operation {name!r} is not registered yet: "
+                "pytato_like registers them all when it is imported")
+
+
+#: the front-end operations (see :class:`FrontEndOperations`)
+FRONT_END = FrontEndOperations()
+
+# }}}
+
+
 # {{{ shape helpers
 
 ShapeComponent = Any  # int | Array (0-d integer expression of SizeParams)
@@ -574,7 +645,8 @@ class Array(_TaggableMixin):
     # with a lazy array) are installed by pytato_like._numpy_interop, the
     # operators by pytato_like._frontend and __post_init__ (for node classes
     # declared as dataclasses) by pytato_like._dataclass_nodes: those modules
-    # build on this one, and pytato_like imports them right after it.
+    # build on this one, and pytato_like imports them right after it. The
+    # methods below call the front end's functions through FRONT_END.
 
     shape: tuple[ShapeComponent, ...]
     dtype: np.dtype
@@ -663,28 +735,24 @@ class Array(_TaggableMixin):
             return True
         if not isinstance(other, Array) or self._hash != other._hash:
             return False
-        from pytato_like._traversal import structurally_equal
-        return structurally_equal(self, other)
+        return FRONT_END.structurally_equal(self, other)
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
 
     def __reduce__(self):
-        from pytato_like._traversal import pickle_dag
-        return pickle_dag(self)
+        return FRONT_END.pickle_dag(self)
 
     def __repr__(self) -> str:
         # the full text of a small DAG, a summary of a large one;
         # pytato_like.stringify(x) gives the full text of any
-        from pytato_like.stringifier import dag_repr
-        return dag_repr(self)
+        return FRONT_END.dag_repr(self)
 
     __str__ = __repr__
 
     def _repr_html_(self) -> str:
         # Jupyter: the summary, and a drawing of a small DAG
-        from pytato_like.visualization.notebook import dag_html
-        return dag_html(self)
+        return FRONT_END.dag_html(self)
 
     def __bool__(self) -> bool:
         raise DTypeError(
@@ -806,26 +874,22 @@ class Array(_TaggableMixin):
 
     @property
     def T(self) -> Array:  # noqa: N802
-        from pytato_like._shape_ops import transpose
-        return transpose(self)
+        return FRONT_END.transpose(self)
 
     @property
     def real(self) -> Array:
-        from pytato_like.cmath import real
-        return real(self)
+        return FRONT_END.real(self)
 
     @property
     def imag(self) -> Array:
-        from pytato_like.cmath import imag
-        return imag(self)
+        return FRONT_END.imag(self)
 
     def conj(self) -> Array:
         # ndarray.conj() keeps non-complex arrays as they are (even bool,
         # which np.conj turns into int8)
         if self.dtype.kind != "c":
             return self
-        from pytato_like.cmath import conj
-        return conj(self)
+        return FRONT_END.conj(self)
 
     conjugate = conj
 
@@ -870,33 +934,27 @@ class Array(_TaggableMixin):
         return other // self, other % self
 
     def __abs__(self) -> Array:
-        from pytato_like.cmath import abs as _abs
-        return _abs(self)
+        return FRONT_END.abs(self)
 
     # Any: every index NumPy takes, and ResultsNode (also a Mapping) narrows
     # the key to a result name
     def __getitem__(self, key: Any) -> Array:
-        from pytato_like._indexing import getitem
-        return getitem(self, key)
+        return FRONT_END.getitem(self, key)
 
     def reshape(self, *shape: ShapeArgComponent | Sequence[ShapeArgComponent],
                 order: str = "C") -> Array:
         """Same data, new shape (``-1`` is inferred), as in NumPy."""
-        from pytato_like._shape_ops import reshape
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer, Array)):
-            return reshape(self, shape[0], order=order)
-        return reshape(self, cast("tuple[ShapeArgComponent, ...]", shape),
-                       order=order)
+            return FRONT_END.reshape(self, shape[0], order=order)
+        return FRONT_END.reshape(self, shape, order=order)
 
     def transpose(self, *axes: int | Sequence[int] | None) -> Array:
-        from pytato_like._shape_ops import transpose
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
-            return transpose(self, axes[0] if axes[0] else None)
-        return transpose(self, cast("tuple[int, ...]", axes) if axes else None)
+            return FRONT_END.transpose(self, axes[0] if axes[0] else None)
+        return FRONT_END.transpose(self, axes if axes else None)
 
     def squeeze(self, axis: AxisArg = None) -> Array:
-        from pytato_like._shape_ops import squeeze
-        return squeeze(self, axis)
+        return FRONT_END.squeeze(self, axis)
 
     def ravel(self, order: str = "C") -> Array:
         return self.reshape(-1, order=order)
@@ -905,62 +963,49 @@ class Array(_TaggableMixin):
 
     def astype(self, dtype: DTypeLike) -> Array:
         """The array converted elementwise to *dtype*."""
-        from pytato_like._frontend import astype
-        return astype(self, dtype)
+        return FRONT_END.astype(self, dtype)
 
     def sum(self, axis: AxisArg = None, keepdims: bool = False,
             **kwargs: Any) -> Array:
-        from pytato_like.reductions import sum as _sum
-        return _sum(self, axis=axis, keepdims=keepdims, **kwargs)
+        return FRONT_END.sum(self, axis=axis, keepdims=keepdims, **kwargs)
 
     def prod(self, axis: AxisArg = None, keepdims: bool = False,
              **kwargs: Any) -> Array:
-        from pytato_like.reductions import prod
-        return prod(self, axis=axis, keepdims=keepdims, **kwargs)
+        return FRONT_END.prod(self, axis=axis, keepdims=keepdims, **kwargs)
 
     def max(self, axis: AxisArg = None, keepdims: bool = False,
             **kwargs: Any) -> Array:
-        from pytato_like.reductions import amax
-        return amax(self, axis=axis, keepdims=keepdims, **kwargs)
+        return FRONT_END.amax(self, axis=axis, keepdims=keepdims, **kwargs)
 
     def min(self, axis: AxisArg = None, keepdims: bool = False,
             **kwargs: Any) -> Array:
-        from pytato_like.reductions import amin
-        return amin(self, axis=axis, keepdims=keepdims, **kwargs)
+        return FRONT_END.amin(self, axis=axis, keepdims=keepdims, **kwargs)
 
     def argmax(self, axis: int | None = None, keepdims: bool = False
                ) -> Array:
-        from pytato_like._argreduce import argmax
-        return argmax(self, axis=axis, keepdims=keepdims)
+        return FRONT_END.argmax(self, axis=axis, keepdims=keepdims)
 
     def argmin(self, axis: int | None = None, keepdims: bool = False
                ) -> Array:
-        from pytato_like._argreduce import argmin
-        return argmin(self, axis=axis, keepdims=keepdims)
+        return FRONT_END.argmin(self, axis=axis, keepdims=keepdims)
 
     def any(self, axis: AxisArg = None, keepdims: bool = False) -> Array:
-        from pytato_like.reductions import any as _any
-        return _any(self, axis=axis, keepdims=keepdims)
+        return FRONT_END.any(self, axis=axis, keepdims=keepdims)
 
     def all(self, axis: AxisArg = None, keepdims: bool = False) -> Array:
-        from pytato_like.reductions import all as _all
-        return _all(self, axis=axis, keepdims=keepdims)
+        return FRONT_END.all(self, axis=axis, keepdims=keepdims)
 
     def mean(self, axis: AxisArg = None, keepdims: bool = False) -> Array:
-        from pytato_like.reductions import mean
-        return mean(self, axis=axis, keepdims=keepdims)
+        return FRONT_END.mean(self, axis=axis, keepdims=keepdims)
 
     def dot(self, other: Operand) -> Array:
-        from pytato_like._einsum import dot
-        return dot(self, other)
+        return FRONT_END.dot(self, other)
 
     def __matmul__(self, other: Operand) -> Array:
-        from pytato_like._einsum import matmul
-        return matmul(self, other)
+        return FRONT_END.matmul(self, other)
 
     def __rmatmul__(self, other: Operand) -> Array:
-        from pytato_like._einsum import matmul
-        return matmul(other, self)
+        return FRONT_END.matmul(other, self)
 
     # }}}
 
@@ -1497,8 +1542,7 @@ class BasicIndex(IndexBase):
 
 
 def _advanced_index_shape(indices) -> tuple[ShapeComponent, ...]:
-    from pytato_like.utils import get_shape_after_broadcasting
-    return get_shape_after_broadcasting(
+    return FRONT_END.get_shape_after_broadcasting(
         [i for i in indices if isinstance(i, Array)])
 
 
@@ -1661,9 +1705,8 @@ class DictOfNamedArrays(AbstractResultWithNamedArrays):
             return False
         if set(self._data) != set(other._data) or self.tags != other.tags:
             return False
-        from pytato_like._traversal import structurally_equal_many
         names = list(self._data)
-        return structurally_equal_many([self._data[n] for n in names],
+        return FRONT_END.structurally_equal_many([self._data[n] for n in names],
                                        [other._data[n] for n in names])
 
     def __ne__(self, other: object) -> bool:
@@ -1685,19 +1728,16 @@ class DictOfNamedArrays(AbstractResultWithNamedArrays):
         return self._data.keys()
 
     def __reduce__(self):
-        from pytato_like._traversal import flatten_dags
         names = list(self._data)
-        records, positions = flatten_dags([self._data[n] for n in names])
+        records, positions = FRONT_END.flatten_dags([self._data[n] for n in names])
         return (_unpickle_dict_of_named_arrays,
                 (records, dict(zip(names, positions, strict=True)), self.tags))
 
     def __repr__(self) -> str:
-        from pytato_like.stringifier import dag_repr
-        return dag_repr(self)
+        return FRONT_END.dag_repr(self)
 
     def _repr_html_(self) -> str:
-        from pytato_like.visualization.notebook import dag_html
-        return dag_html(self)
+        return FRONT_END.dag_html(self)
 
     def _with_new_tags(self, tags: frozenset[Tag]) -> DictOfNamedArrays:
         # (tagged and without_tags: pytools' Taggable)
@@ -1707,9 +1747,8 @@ class DictOfNamedArrays(AbstractResultWithNamedArrays):
 
 
 def _unpickle_dict_of_named_arrays(records, name_to_position, tags):
-    from pytato_like._traversal import unflatten_dags
     names = list(name_to_position)
-    arrays = unflatten_dags(records, [name_to_position[n] for n in names])
+    arrays = FRONT_END.unflatten_dags(records, [name_to_position[n] for n in names])
     return DictOfNamedArrays(dict(zip(names, arrays, strict=True)), tags=tags)
 
 
