@@ -27,7 +27,7 @@ from pytato_like.array import (
 PAUSED: tuple[None, tuple] = (None, ())
 
 
-def depth_first(roots: Iterable[Any],
+def depth_first(roots: Iterable[object],
                 children: Callable[[Any], Sequence[Any]] = children_of,
                 enter: Callable[[Any], bool] | None = None,
                 once: bool = True, pause_after: int | None = None
@@ -54,7 +54,7 @@ def depth_first(roots: Iterable[Any],
     visited: set[int] = set()
     seen = visited.__contains__
     mark = visited.add
-    stack: list[tuple[Any, Sequence[Any] | None]] = [
+    stack: list[tuple[object, Sequence[object] | None]] = [
         (root, None) for root in reversed(list(roots))]
     pop, push = stack.pop, stack.append
     while stack:
@@ -80,7 +80,7 @@ def depth_first(roots: Iterable[Any],
                 push((child, None))
 
 
-def _depth_first_once(roots: Iterable[Any],
+def _depth_first_once(roots: Iterable[object],
                       children: Callable[[Any], Sequence[Any]]
                       ) -> Iterator[tuple[Any, Sequence[Any]]]:
     """:func:`depth_first` with its defaults (each node once, no *enter*,
@@ -88,7 +88,7 @@ def _depth_first_once(roots: Iterable[Any],
     visited: set[int] = set()
     seen = visited.__contains__
     mark = visited.add
-    stack: list[tuple[Any, Sequence[Any] | None]] = [
+    stack: list[tuple[object, Sequence[object] | None]] = [
         (root, None) for root in reversed(list(roots))]
     pop, push = stack.pop, stack.append
     while stack:
