@@ -404,3 +404,6 @@ __all__ = [
     "SparseMatrix", "make_csr_matrix", "sparse_matmul", "loopy", "call_loopy",
     "stringify",
 ]
+
+# the names NumPy's refusals may point at (pytato_like._numpy_interop)
+pytato_like._numpy_interop.PACKAGE_NAMES.update(__dir__())

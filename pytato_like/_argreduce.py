@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, SupportsIndex
 
 import numpy as np
 
-from pytato_like.array import Array
+from pytato_like._creation import arange
+from pytato_like.array import Array, make_data_wrapper
+from pytato_like.cmath import (
+    equal,
+    imag,
+    isnan,
+    logical_and,
+    logical_or,
+    real,
+    where,
+)
 from pytato_like.diagnostic import AxisError, DTypeError, EmptyReductionError
 from pytato_like.reductions import amax, amin
 from pytato_like.reductions import any as any_
@@ -29,10 +39,8 @@ if TYPE_CHECKING:
 
 def _arg_extreme(a: Array | ArrayLike, axis: SupportsIndex | None,
                  keepdims: bool, which: str) -> Array:
-    import pytato_like as pt
-
     if not isinstance(a, Array):
-        a = pt.make_data_wrapper(np.asarray(a))
+        a = make_data_wrapper(np.asarray(a))
     if a.dtype.kind not in "biufc":
         raise DTypeError(f"arg{which} of array of dtype {a.dtype} "
                          "is not supported")
@@ -57,12 +65,12 @@ def _arg_extreme(a: Array | ArrayLike, axis: SupportsIndex | None,
         hit = _complex_hits(a, axis, reduce, which)
     else:
         extreme = reduce(a, axis=axis, keepdims=True)
-        hit = pt.equal(a, extreme)
+        hit = equal(a, extreme)
         if a.dtype.kind == "f":
-            hit = pt.logical_or(hit, pt.isnan(a))
-    position = pt.arange(n, dtype=np.int64).reshape(
+            hit = logical_or(hit, isnan(a))
+    position = arange(n, dtype=np.int64).reshape(
         tuple(n if k == axis else 1 for k in range(a.ndim)))
-    return amin(pt.where(hit, position, np.int64(n)), axis=axis,
+    return amin(where(hit, position, np.int64(n)), axis=axis,
                 keepdims=keepdims)
 
 
@@ -71,18 +79,16 @@ def _complex_hits(a: Array, axis: int, reduce: Callable[..., Array],
     """Where complex *a* holds its extreme along *axis* in NumPy's order:
     by real part, then imaginary part; an entry with a NaN part is the
     extreme, so when the axis has one, only NaN entries are hits."""
-    import pytato_like as pt
-
-    re, im = pt.real(a), pt.imag(a)
-    nan = pt.logical_or(pt.isnan(re), pt.isnan(im))
+    re, im = real(a), imag(a)
+    nan = logical_or(isnan(re), isnan(im))
     best_re = reduce(re, axis=axis, keepdims=True)
-    on_best_re = pt.equal(re, best_re)
+    on_best_re = equal(re, best_re)
     # the extreme imaginary part among the entries of the extreme real part
     beyond = -np.inf if which == "max" else np.inf
-    best_im = reduce(pt.where(on_best_re, im, beyond), axis=axis, keepdims=True)
-    hit = pt.logical_and(on_best_re, pt.equal(im, best_im))
+    best_im = reduce(where(on_best_re, im, beyond), axis=axis, keepdims=True)
+    hit = logical_and(on_best_re, equal(im, best_im))
     has_nan = any_(nan, axis=axis, keepdims=True)
-    return pt.where(has_nan, nan, hit)
+    return where(has_nan, nan, hit)
 
 
 def argmax(a: Array | ArrayLike, axis: SupportsIndex | None = None,

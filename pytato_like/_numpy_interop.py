@@ -107,13 +107,18 @@ def _first_lazy(values: Iterable[object]) -> Array | None:
     return None
 
 
+#: The names :mod:`pytato_like` provides (lazy ones too), so that a refusal
+#: can say ``use pt.<name>``. The package fills it when it is imported (this
+#: module builds on :mod:`pytato_like.array` and cannot import the package).
+PACKAGE_NAMES: set[str] = set()
+
+
 def _pt_hint(numpy_name: str) -> str:
-    import pytato_like as pt
     name = _PT_NAMES.get(numpy_name, numpy_name)
     if name.startswith("the operator"):
         return f"use {name}"
     head = name.split(".")[0]
-    if hasattr(pt, head):
+    if head in PACKAGE_NAMES:
         return f"use pt.{name} instead, which builds the result lazily"
     return _EVALUATE
 
