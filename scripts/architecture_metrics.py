@@ -269,6 +269,10 @@ def _env_reads_at_import(pkg: Package) -> list[str]:
     readers = _env_reader_functions(pkg)
     found: list[str] = []
     for name, tree in pkg.trees.items():
+        # ``from m import reader as _r`` then ``_r()``: the call reads too
+        renamed = {alias.asname: alias.name for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom)
+                   for alias in node.names if alias.asname}
         for node in _import_time_nodes(tree):
             direct = (isinstance(node, ast.Attribute)
                       and node.attr in ("environ", "getenv")
@@ -280,6 +284,7 @@ def _env_reads_at_import(pkg: Package) -> list[str]:
                 called = (func.id if isinstance(func, ast.Name)
                           else func.attr if isinstance(func, ast.Attribute)
                           else None)
+                called = renamed.get(called, called) if called else None
             if direct or (called in readers):
                 found.append(f"{name}:{node.lineno}"
                              + (f" {called}()" if called else " os."

@@ -69,11 +69,15 @@ def test_metrics_count_what_they_name(tmp_path):
             from pytato_like.a import f
             def env_int(name):
                 return int(os.environ[name])
+            def env_flag(name):
+                return os.getenv(name) == "1"
             def _hidden(): pass
             def shown(): pass
             """,
         "c.py": """
             from pytato_like.a import f
+            from pytato_like.b import env_flag as _flag
+            DEBUG = _flag("D")
             """,
         "runtime/__init__.py": "",
         "runtime/r.py": """
@@ -97,8 +101,9 @@ def test_metrics_count_what_they_name(tmp_path):
         ["pytato_like.a", "pytato_like.b", "pytato_like.c"]]
     assert summary["package_imports_inside_functions"] == 2
     assert summary["any"] == 2
-    # os.environ.get and env_int() at module level; not the __main__ block
-    assert summary["environment_reads_at_import"] == 2
+    # os.environ.get and env_int() at module level, env_flag() under another
+    # name; not the __main__ block
+    assert summary["environment_reads_at_import"] == 3
     # g's import; not the annotation-only one
     assert summary["runtime_imports_target"] == 1
     assert summary["call_entry_points"] == 0
@@ -125,9 +130,9 @@ START = {
 LIMITS = {
     "private_cross_module_imports": 0,
     "import_cycles_module_level": 0,
-    "import_cycles_with_function_imports": 5,
-    "package_imports_inside_functions": 71,
-    "any": 975,
+    "import_cycles_with_function_imports": 0,
+    "package_imports_inside_functions": 24,
+    "any": 112,
     "environment_reads_at_import": 1,
     "call_entry_points": 1,
 }
@@ -137,7 +142,7 @@ TARGETS = {
     "import_cycles_with_function_imports": 0,
     "package_imports_inside_functions": 80,
     "any": 400,
-    "environment_reads_at_import": 0,
+    "environment_reads_at_import": 1,
     "call_entry_points": 1,
 }
 
