@@ -6,7 +6,7 @@ many pieces.
   inputs and a long elementwise chain are a few distinct kernels launched
   several times, equal to NumPy;
 - many host inputs are uploaded by one copy
-  (:class:`~pytato_like.target.loopy.bound.PackedUpload`), also on
+  (:class:`~pytato_like.target.loopy.device.PackedUpload`), also on
   replayed calls with new values, booleans and inputs passed through;
 - the passes are iterative: expression sizes of 100 000-deep scalar
   expressions, the budget over 100 000 instructions;
