@@ -7,8 +7,8 @@ rank, 2 fields, 4 steps), ``tiny`` (the same with 10 cells per rank) and
 ``mesh`` (the DG-style mesh of ``bench_distributed_mesh``, 10^4 elements
 per rank: faces gathered by index arrays; ``mesh_bf`` the same written
 with its boundary elements first). Every rank partitions with the
-default, checks its results against serial NumPy on the whole domain
-(gathered on rank 0) and prints ``DECISION <case> <rank> <0|1> <reason>``;
+default and checks its results against serial NumPy on the whole domain;
+rank 0 prints ``DECISION <case> <rank> <0|1> <reason>`` for every rank;
 any failure aborts the job.
 """
 
@@ -105,8 +105,13 @@ def main() -> None:
                 decision = case_heat(10, args.target)
             else:
                 decision = case_mesh(args.target, case == "mesh_bf")
-            print(f"DECISION {case} {rank} {int(decision.split)} "
-                  f"{decision.reason}", flush=True)
+            # rank 0 prints every rank's line: lines that two ranks write
+            # at once can reach mpiexec's output interleaved
+            lines = comm.gather(f"DECISION {case} {rank} "
+                                f"{int(decision.split)} {decision.reason}",
+                                root=0)
+            if rank == 0:
+                print("\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":
