@@ -19,16 +19,13 @@ from hypothesis import strategies as st
 import pytato_like as pt
 from pytato_like.array import Placeholder
 from pytato_like.distributed import (
-    execute_distributed_partition,
     find_distributed_partition,
-    generate_code_for_partition,
-    make_distributed_recv,
-    number_distributed_tags,
     staple_distributed_send,
 )
 from pytato_like.distributed.overlap import split_interior_from_boundary
 from pytato_like.tags import ImplStored
 from pytato_like.transform._graph import toposort, walk_children
+from tests._periodic_heat import periodic_heat, run_on_one_rank
 
 C = 0.25
 
@@ -569,33 +566,9 @@ def test_random_halo_groups_keep_their_values(n, steps, halo, stored, sends):
 
 # {{{ through the partitioner, one rank sending its halos to itself
 
-def _periodic_heat(n, steps, fields):
-    """The heat steps as a user writes them, on one rank of a periodic
-    domain: its boundary cells go to itself (both neighbours)."""
-    outputs = {}
-    for f in range(fields):
-        u = pt.make_placeholder(f"u{f}", (n,))
-        for k in range(steps):
-            u = staple_distributed_send(u[:1], 0, ("left", f, k), u)
-            u = staple_distributed_send(u[-1:], 0, ("right", f, k), u)
-            ghost_l = make_distributed_recv(0, ("right", f, k), (1,))
-            ghost_r = make_distributed_recv(0, ("left", f, k), (1,))
-            ext = pt.concatenate([ghost_l, u, ghost_r])
-            u = u + C * (ext[:-2] - 2 * u + ext[2:])
-        outputs[f"u{f}"] = u
-    return pt.make_dict_of_named_arrays(outputs)
-
-
-def _run(partition, inputs):
-    partition, _ = number_distributed_tags(None, partition, 7)
-    prgs = generate_code_for_partition(partition, target="numpy")
-    return execute_distributed_partition(partition, prgs, None, None,
-                                         input_args=inputs)
-
-
 def test_partitioner_splits_by_default_and_sending_parts_compute_boundaries():
     n, steps, fields = 40_000, 4, 2
-    dag = _periodic_heat(n, steps, fields)
+    dag = periodic_heat(n, steps, fields)
     rng = np.random.default_rng(3)
     inputs = {f"u{f}": rng.standard_normal(n) for f in range(fields)}
     want = {}
@@ -627,11 +600,11 @@ def test_partitioner_splits_by_default_and_sending_parts_compute_boundaries():
     # a part per step (its strips and sends), and the last one
     assert len(split.parts) == steps + 1
     for partition in (split, whole):
-        got = _run(partition, inputs)
+        got = run_on_one_rank(partition, inputs)
         for name in want:
             np.testing.assert_allclose(got[name], want[name], rtol=1e-13,
                                        atol=1e-13)
-    got_split, got_whole = _run(split, inputs), _run(whole, inputs)
+    got_split, got_whole = run_on_one_rank(split, inputs), run_on_one_rank(whole, inputs)
     for name in want:
         np.testing.assert_array_equal(got_split[name], got_whole[name])
 
@@ -639,7 +612,7 @@ def test_step_by_step_interiors_on_request():
     # deep_interiors=False: each step's interior in a part of its own,
     # computed while that step's halos travel; the same values
     n, steps, fields = 40_000, 4, 2
-    dag = _periodic_heat(n, steps, fields)
+    dag = periodic_heat(n, steps, fields)
     rng = np.random.default_rng(5)
     inputs = {f"u{f}": rng.standard_normal(n) for f in range(fields)}
     deep = find_distributed_partition(None, dag)
@@ -651,7 +624,7 @@ def test_step_by_step_interiors_on_request():
                        and per_step.name_to_output[name].size > 2 * steps)
     assert interiors == [(n - 2,)] * (fields * (steps - 1))
     assert len(per_step.parts) > len(deep.parts)
-    got, want = _run(per_step, inputs), _run(deep, inputs)
+    got, want = run_on_one_rank(per_step, inputs), run_on_one_rank(deep, inputs)
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
     from pytato_like.diagnostic import DistributedPartitionError
@@ -665,7 +638,7 @@ def test_split_interior_must_be_a_bool():
     with pytest.raises(DistributedPartitionError,
                        match=r"split_interior must be 'auto', True or "
                              r"False, not 'yes' \(on rank 0\)"):
-        find_distributed_partition(None, _periodic_heat(10, 2, 1),
+        find_distributed_partition(None, periodic_heat(10, 2, 1),
                                    split_interior="yes")
 
 # }}}

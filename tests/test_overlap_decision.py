@@ -19,9 +19,7 @@ import pytato_like as pt
 from pytato_like.array import Placeholder
 from pytato_like.diagnostic import DistributedPartitionError
 from pytato_like.distributed import (
-    execute_distributed_partition,
     find_distributed_partition,
-    generate_code_for_partition,
     make_distributed_recv,
     number_distributed_tags,
     staple_distributed_send,
@@ -33,39 +31,9 @@ from pytato_like.distributed.overlap_cost import (
     send_path_work,
 )
 from tests._mpiexec import run_ranks
+from tests._periodic_heat import C, numpy_heat, periodic_heat, run_on_one_rank
 
-C = 0.25
 SCRIPT = Path(__file__).parent / "mpi" / "overlap_decision.py"
-
-
-def _periodic_heat(n, steps, fields=1):
-    """Heat steps on one rank of a periodic domain, sending its boundary
-    cells to itself (both neighbours)."""
-    outputs = {}
-    for f in range(fields):
-        u = pt.make_placeholder(f"u{f}", (n,))
-        for k in range(steps):
-            u = staple_distributed_send(u[:1], 0, ("left", f, k), u)
-            u = staple_distributed_send(u[-1:], 0, ("right", f, k), u)
-            ghost_l = make_distributed_recv(0, ("right", f, k), (1,))
-            ghost_r = make_distributed_recv(0, ("left", f, k), (1,))
-            ext = pt.concatenate([ghost_l, u, ghost_r])
-            u = u + C * (ext[:-2] - 2 * u + ext[2:])
-        outputs[f"u{f}"] = u
-    return pt.make_dict_of_named_arrays(outputs)
-
-
-def _numpy_heat(u, steps):
-    for _ in range(steps):
-        u = u + C * (np.roll(u, 1) - 2 * u + np.roll(u, -1))
-    return u
-
-
-def _run(partition, inputs):
-    partition, _ = number_distributed_tags(None, partition, 7)
-    prgs = generate_code_for_partition(partition, target="numpy")
-    return execute_distributed_partition(partition, prgs, None, None,
-                                         input_args=inputs)
 
 
 # {{{ on 2 ranks
@@ -110,7 +78,7 @@ def test_decisions_on_two_ranks_and_results_equal_numpy():
 
 def test_auto_splits_a_large_stencil_as_forcing_does():
     n, steps = 40_000, 4
-    dag = _periodic_heat(n, steps, fields=2)
+    dag = periodic_heat(n, steps, fields=2)
     auto = find_distributed_partition(None, dag)
     forced = find_distributed_partition(None, dag, split_interior=True)
     never = find_distributed_partition(None, dag, split_interior=False)
@@ -126,10 +94,10 @@ def test_auto_splits_a_large_stencil_as_forcing_does():
     assert len(auto.parts) == len(forced.parts) == steps + 1
     rng = np.random.default_rng(4)
     inputs = {f"u{f}": rng.standard_normal(n) for f in range(2)}
-    got = {kind: _run(p, inputs) for kind, p in
+    got = {kind: run_on_one_rank(p, inputs) for kind, p in
            (("auto", auto), ("never", never))}
     for name, u in inputs.items():
-        np.testing.assert_allclose(got["auto"][name], _numpy_heat(u, steps),
+        np.testing.assert_allclose(got["auto"][name], numpy_heat(u, steps),
                                    rtol=1e-13, atol=1e-13)
         np.testing.assert_array_equal(got["auto"][name], got["never"][name])
     # the decision survives tag numbering, and the parts view says it
@@ -142,7 +110,7 @@ def test_auto_splits_a_large_stencil_as_forcing_does():
 
 def test_auto_leaves_a_tiny_stencil_whole():
     n, steps = 10, 4
-    dag = _periodic_heat(n, steps)
+    dag = periodic_heat(n, steps)
     auto = find_distributed_partition(None, dag)
     decision = auto.overlap_decision
     assert not decision.split
@@ -151,8 +119,8 @@ def test_auto_leaves_a_tiny_stencil_whole():
     never = find_distributed_partition(None, dag, split_interior=False)
     assert len(auto.parts) == len(never.parts)
     u = np.random.default_rng(1).standard_normal(n)
-    np.testing.assert_allclose(_run(auto, {"u0": u})["u0"],
-                               _numpy_heat(u, steps), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(run_on_one_rank(auto, {"u0": u})["u0"],
+                               numpy_heat(u, steps), rtol=1e-13, atol=1e-13)
 
 
 def test_the_mesh_has_nothing_to_split():
@@ -176,7 +144,7 @@ def test_the_mesh_has_nothing_to_split():
     assert "nothing to split" in partition.overlap_decision.reason
     x = np.random.default_rng(3).standard_normal((e, mesh_bench.NODES))
     want = x - np.concatenate([x.reshape(-1), x.reshape(-1)[idx]])[nb_local]
-    np.testing.assert_array_equal(_run(partition, {"u": x})["out"], want)
+    np.testing.assert_array_equal(run_on_one_rank(partition, {"u": x})["out"], want)
 
 
 def test_forcing_true_keeps_a_split_the_model_rejects():
@@ -210,7 +178,7 @@ def test_split_interior_must_be_auto_true_or_false(value):
                        match=r"split_interior must be 'auto', True or "
                              rf"False, not {re.escape(repr(value))} "
                              r"\(on rank 0\)"):
-        find_distributed_partition(None, _periodic_heat(10, 2),
+        find_distributed_partition(None, periodic_heat(10, 2),
                                    split_interior=value)
 
 
