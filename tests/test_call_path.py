@@ -281,3 +281,9 @@ def test_inputs_named_like_options_are_inputs(queue):
         assert isinstance(out["r"], cla.Array)
         np.testing.assert_array_equal(out["r"].get(), av - 2 * ov)
     assert prg.replay_counts()["replayed"] == 2
+    # and through an executable bound to the queue's context
+    executable = prg.bind_to_context(queue.context)
+    av, ov = np.arange(6.0) - 1, np.full(6, 3.0)
+    _, out = executable(queue, allocator=cla.to_device(queue, av),
+                        placed_outputs=cla.to_device(queue, ov))
+    np.testing.assert_array_equal(out["r"].get(), av - 2 * ov)

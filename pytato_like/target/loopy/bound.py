@@ -742,13 +742,12 @@ class BoundPyOpenCLExecutable(BoundProgram):
         same options) on a queue of :attr:`cl_context`."""
         program = self.bound_program
         queue = queue_argument(program.inputs, queue, kwargs)
-        if _option_named_inputs(program.inputs):
-            allocator, wait_for, out_host, placed_outputs, reuse_outputs = \
-                _options_unless_inputs(
-                    program.inputs, kwargs, allocator=allocator,
-                    wait_for=wait_for, out_host=out_host,
-                    placed_outputs=placed_outputs,
-                    reuse_outputs=reuse_outputs or None)
+        allocator, wait_for, out_host, placed_outputs, reuse_outputs = \
+            inputs_named_like_options(
+                program.inputs, kwargs, allocator=allocator,
+                wait_for=wait_for, out_host=out_host,
+                placed_outputs=placed_outputs,
+                reuse_outputs=reuse_outputs or None)
         if queue.context != self.cl_context:
             raise QueueError(
                 f"the queue's context ({queue.context}) is not the one this "
@@ -804,17 +803,16 @@ def _options_unless_inputs(inputs, kwargs: dict, **options) -> tuple:
     return tuple(options.values())
 
 
-def inputs_named_like_options(inputs, kwargs: dict, allocator, wait_for,
-                              out_host):
-    """The call options ``(allocator, wait_for, out_host)``, after moving
-    into *kwargs* the keywords that name inputs of the program: a
-    placeholder may be called ``allocator``, ``wait_for`` or ``out_host``
-    (or ``queue``, which the call takes positionally only), and then the
-    keyword of that name is its value, not the option."""
+def inputs_named_like_options(inputs, kwargs: dict, **options) -> tuple:
+    """The values of the call *options* (keywords of :data:`CALL_OPTIONS`,
+    in their order), after moving into *kwargs* the keywords that name
+    inputs of the program: a placeholder may be called ``allocator``,
+    ``wait_for``, ... (or ``queue``, which the call takes positionally
+    only), and then the keyword of that name is its value, not the
+    option (which is then ``None``)."""
     if not _option_named_inputs(inputs):
-        return allocator, wait_for, out_host
-    return _options_unless_inputs(inputs, kwargs, allocator=allocator,
-                                  wait_for=wait_for, out_host=out_host)
+        return tuple(options.values())
+    return _options_unless_inputs(inputs, kwargs, **options)
 
 
 def _as_checked_value(value, ph):

@@ -212,7 +212,8 @@ class OutlinedProgram(BoundProgram):
 
         queue = queue_argument(self.inputs, queue, kwargs)
         allocator, wait_for, out_host = inputs_named_like_options(
-            self.inputs, kwargs, allocator, wait_for, out_host)
+            self.inputs, kwargs, allocator=allocator, wait_for=wait_for,
+            out_host=out_host)
         if out_host is None:
             out_host = self._outputs_on_host(kwargs)
         checked = self.inputs.check_and_convert(kwargs, lambda value, ph: value)
