@@ -131,7 +131,10 @@ LIMITS = {
     "private_cross_module_imports": 0,
     "import_cycles_module_level": 0,
     "import_cycles_with_function_imports": 0,
-    "package_imports_inside_functions": 24,
+    # 24 reached; 27 since the code generator is imported on a plan cache
+    # miss only (generate_loopy, BoundPyOpenCLProgram.programs,
+    # unit._UnitBuilder.build): a warm start runs without its modules
+    "package_imports_inside_functions": 27,
     "any": 112,
     "environment_reads_at_import": 1,
     "call_entry_points": 1,

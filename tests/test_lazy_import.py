@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,44 @@ def test_loopy_names_resolve_on_first_use():
         " 'target': LoopyPyOpenCLTarget.__name__}))")
     assert result == {"before": False, "same": True, "keys": True,
                       "target": "LoopyPyOpenCLTarget"}
+
+
+def test_program_from_the_disk_cache_runs_without_the_code_generator(tmp_path):
+    # a warm start (the plan on disk) imports neither the code generator's
+    # modules nor loopy: ~20 ms of a 0.3 s restart (bench_cold_start)
+    code = (
+        "import json, sys\n"
+        "import numpy as np, pyopencl as cl\n"
+        "import pytato_like as pt\n"
+        "queue = cl.CommandQueue(cl.create_some_context(interactive=False))\n"
+        "u = pt.make_placeholder('u', (64,), np.float64)\n"
+        "for _ in range(3):\n"
+        "    u = u + 0.1 * (pt.roll(u, 1) - 2 * u + pt.roll(u, -1))\n"
+        "prg = pt.generate_loopy(u)\n"
+        "a = np.linspace(0, 1, 64)\n"
+        "_, (out,) = prg(queue, u=a)\n"
+        "ref = a\n"
+        "for _ in range(3):\n"
+        "    ref = ref + 0.1 * (np.roll(ref, 1) - 2 * ref + np.roll(ref, -1))\n"
+        "print(json.dumps({'cache': prg.stats.cache,"
+        " 'error': float(np.max(np.abs(out - ref))), 'loaded': [m for m in"
+        " ('pytato_like.target.loopy.codegen', 'loopy')"
+        " if m in sys.modules]}))")
+    env = dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(tmp_path / "cache"),
+               POCL_CACHE_DIR=str(tmp_path / "pocl"), PYTATO_LIKE_CACHE="1")
+
+    def run() -> dict:
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    cold, warm = run(), run()
+    assert cold["cache"] == "miss"
+    assert "pytato_like.target.loopy.codegen" in cold["loaded"]
+    assert warm["cache"] == "disk"
+    assert warm["loaded"] == []
+    assert cold["error"] == 0.0 and warm["error"] == 0.0
 
 
 def test_every_public_name_imports_by_name():

@@ -7,6 +7,7 @@ The program contract, :class:`~pytato_like.target.program.BoundProgram`
 
 .. autoclass:: ProgramInputs
 .. autofunction:: gather_program_inputs
+.. autofunction:: unwrap_named
 .. autofunction:: normalize_outputs
 .. autofunction:: as_host_array
 .. autofunction:: scalar_input_as_placeholder_dtype
@@ -25,6 +26,7 @@ from pytato_like.array import (
     Array,
     DataWrapper,
     InputArgumentBase,
+    NamedArray,
     Placeholder,
     SizeParam,
     normalize_outputs,  # noqa: F401  (re-export: the one output normaliser)
@@ -152,6 +154,15 @@ def check_input_value(value: ShapedValue, ph: Placeholder,
     if value.dtype != ph.dtype:
         raise InputDTypeMismatchError(
             f"input '{ph.name}' has dtype {value.dtype}, expected {ph.dtype}")
+
+
+def unwrap_named(ary: Array) -> Array:
+    """The array a :class:`~pytato_like.NamedArray` (output of a
+    :class:`~pytato_like.DictOfNamedArrays`) names; any other array
+    itself."""
+    while isinstance(ary, NamedArray):
+        ary = ary.expr
+    return ary
 
 
 def gather_program_inputs(order: list[Array]) -> ProgramInputs:

@@ -55,7 +55,6 @@ from pytato_like.target.loopy.bound import (
     BoundPyOpenCLProgram,
     LoopyBoundProgram,
 )
-from pytato_like.target.loopy.codegen import build_plan
 from pytato_like.target.loopy.options import CodegenOptions
 from pytato_like.tags import ImplementationStrategy, ImplInlined, ImplStored
 from pytato_like.target.loopy.outlined import (
@@ -279,6 +278,9 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     if plan is None:
         # PoCL loads its compiler at the first build: meanwhile, here
         start_compiler_warmup(device)
+        # (imported on a miss only: a warm start does without the code
+        # generator's ~20 modules)
+        from pytato_like.target.loopy.codegen import build_plan
         with compiling(stats, f"{len(order)} nodes"):
             plan, translation_units = build_plan(outputs, options, order)
         for phase, t in plan.phase_times.items():

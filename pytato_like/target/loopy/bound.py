@@ -45,11 +45,7 @@ from pytato_like.target import (
     scalar_input_as_placeholder_dtype,
 )
 from pytato_like.target.loopy import cache
-from pytato_like.target.loopy.codegen import (
-    PlanBuilder,
-    ProgramPlan,
-    storage_dtype,
-)
+from pytato_like.target.loopy.plan import ProgramPlan, storage_dtype
 from pytato_like.target.loopy.replay import MAX_REPLAYS, LaunchReplay, layout_key
 from pytato_like.target.loopy.device import (
     build_kernel,
@@ -220,6 +216,9 @@ class BoundPyOpenCLProgram(BoundProgram):
         distinct kernel; rebuilt on demand when the plan came from the
         cache)."""
         if self._translation_units is None:
+            # (the code generator is imported when first used: a program
+            # loaded from the cache runs without it)
+            from pytato_like.target.loopy.codegen import PlanBuilder
             builder = PlanBuilder(self._outputs, self.options)
             builder.build()
             self._translation_units = builder.translation_units

@@ -62,7 +62,7 @@ import time
 from pytato_like._traversal import topological_order
 from pytato_like.array import Array, NamedArray
 from pytato_like.opencl_build import merge_device_code
-from pytato_like.target import gather_program_inputs
+from pytato_like.target import gather_program_inputs, unwrap_named
 from pytato_like.target.loopy.chunks import (
     assign_chunks,
     assign_levels,
@@ -93,12 +93,6 @@ from pytato_like.transform.materialize_cost import decide_storage
 # unit, chunk_spec and the tests)
 __all__ = ["BufferSpec", "KernelSource", "Launch", "ProgramPlan",
            "build_plan", "storage_dtype"]
-
-
-def unwrap_named(ary: Array) -> Array:
-    while isinstance(ary, NamedArray):
-        ary = ary.expr
-    return ary
 
 
 def _same_nodes(xs: list[Array], ys: list[Array]) -> bool:

@@ -50,7 +50,7 @@ import time
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import numpy as np
-from pytato_like.target.loopy.codegen import storage_dtype
+from pytato_like.target.loopy.plan import storage_dtype
 from pytato_like.target.loopy.device import PackedUpload, build_kernel, to_device_all
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from pyopencl.tools import MemoryPool
 
     from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
-    from pytato_like.target.loopy.codegen import ProgramPlan
+    from pytato_like.target.loopy.plan import ProgramPlan
 
     #: a device buffer: one of bound data or from a pool
     Buffer = cl.MemoryObjectHolder | cl.SVMPointer

@@ -58,17 +58,12 @@ from pytato_like.array import (
 from pytato_like.diagnostic import PytatoLikeError
 from pytato_like.sparse import CSRMatmul
 from pytato_like.tags import ForceValueArgTag, ImplStored, Named, PrefixNamed
-from pytato_like.target import gather_program_inputs
-from pytato_like.target.loopy.codegen import (
-    BufferSpec,
-    PlanBuilder,
-    storage_dtype,
-    unwrap_named,
-)
+from pytato_like.target import gather_program_inputs, unwrap_named
 from pytato_like.target.loopy.device import to_device, to_host
 from pytato_like.target.loopy.instructions import lower_stored_arrays
 from pytato_like.target.loopy.naming import CL_FUNCTIONS, C_KEYWORDS, ProgramNames
 from pytato_like.target.loopy.options import CodegenOptions
+from pytato_like.target.loopy.plan import BufferSpec, storage_dtype
 from pytato_like.target.loopy.outlined_kinds import OWNERS, ResultsAsPlaceholders
 
 if TYPE_CHECKING:
@@ -150,6 +145,9 @@ class _UnitBuilder:
     def build(self) -> UnitInterface:
         import loopy as lp
 
+        # (the code generator too: a program loaded from the cache runs
+        # without it)
+        from pytato_like.target.loopy.codegen import PlanBuilder
         from pytato_like.target.loopy.evaluation_order import OrderedPyOpenCLTarget
         from pytato_like.target.loopy.functions import register_helpers
 
