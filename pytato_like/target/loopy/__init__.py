@@ -273,6 +273,17 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     key = cache.dag_key(outputs, order, extra)
     stats.record_phase("cache_lookup", time.perf_counter() - t_start)
     plan, where = cache.get_plan(key)
+    claimed = False
+    if plan is None:
+        claimed = cache.claim_plan(key)
+        if claimed:
+            # (another process may have stored it between the two looks)
+            plan, where = cache.get_plan(key)
+        elif cache.defer_claimed_plans():
+            raise cache.PlanClaimedElsewhere(key)
+        else:
+            # another process generates this plan: wait for it
+            plan, where = cache.wait_for_plan(key)
     stats.cache = where
     translation_units = None
     if plan is None:
@@ -281,11 +292,17 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
         # (imported on a miss only: a warm start does without the code
         # generator's ~20 modules)
         from pytato_like.target.loopy.codegen import build_plan
-        with compiling(stats, f"{len(order)} nodes"):
-            plan, translation_units = build_plan(outputs, options, order)
-        for phase, t in plan.phase_times.items():
-            stats.record_phase(phase, t)
-        cache.put_plan(key, plan)
+        try:
+            with compiling(stats, f"{len(order)} nodes"):
+                plan, translation_units = build_plan(outputs, options, order)
+            for phase, t in plan.phase_times.items():
+                stats.record_phase(phase, t)
+            cache.put_plan(key, plan)
+        finally:
+            if claimed:
+                cache.release_plan(key)
+    elif claimed:
+        cache.release_plan(key)
     stats.n_stored = plan.n_stored
     stats.n_kernels = len(plan.kernels)
     stats.n_launches = len(plan.launches)

@@ -18,6 +18,7 @@ uses too) gives the default folder.
         pytato_like-secret.key      32 random bytes, mode 0600: the HMAC key
         pytato_like-<versions>/     one per installation (release, source, libraries)
             plans/ kernels/ units/  <64 hex digits>.pkl entries, mode 0600
+                                    (<64 hex digits>.claim while one is made)
         pocl/                       PoCL's binary cache (pocl_cache.py)
 
 Folders the package creates are mode 0700.
@@ -50,19 +51,24 @@ entries signed with the old one become misses).
 
 **Deleting.** :func:`evict` and :func:`clear` touch only names the
 package writes (:data:`VERSION_DIR_RE`, the three kinds,
-:data:`ENTRY_NAME_RE`, :data:`TEMP_NAME_RE`), only regular files, and
+:data:`ENTRY_NAME_RE`, :data:`TEMP_NAME_RE`, :data:`CLAIM_NAME_RE`), only regular files, and
 remove a folder only once it is empty: a user's files in the folder stay.
 
 .. autofunction:: cache_base_dir
 .. autofunction:: load
 .. autofunction:: store
 .. autofunction:: entry_path
+.. autofunction:: claim
+.. autofunction:: claimed_elsewhere
+.. autofunction:: release
 .. autofunction:: entries
 .. autofunction:: evict
 .. autofunction:: clear
 .. autodata:: VERSION_DIR_RE
 .. autodata:: ENTRY_NAME_RE
 .. autodata:: TEMP_NAME_RE
+.. autodata:: CLAIM_NAME_RE
+.. autodata:: CLAIM_STALE_S
 """
 
 from __future__ import annotations
@@ -73,7 +79,9 @@ import logging
 import os
 import re
 import secrets
+import socket
 import stat
+import time
 from pytato_like.diagnostic import UnsafeCacheFolderError
 
 logger = logging.getLogger("pytato_like.cache")
@@ -88,6 +96,11 @@ KINDS = ("plans", "kernels", "units")
 VERSION_DIR_RE = re.compile(r"pytato_like-[A-Za-z0-9._+-]+\Z")
 #: names of entries inside ``<version folder>/<kind>/``
 ENTRY_NAME_RE = re.compile(r"[0-9a-f]{64}\.pkl\Z")
+#: names of the claims a process holds on an entry while it makes it
+CLAIM_NAME_RE = re.compile(r"[0-9a-f]{64}\.claim\Z")
+#: seconds after which a claim of a process on another host is stale (on
+#: this host, a claim is stale once its process has ended)
+CLAIM_STALE_S = 600.0
 #: names of temporary files the package writes (and a crash may leave);
 #: ``tmp*.tmp`` are those of format 1
 TEMP_NAME_RE = re.compile(r"(\.pytato_like-[0-9a-f]{16}|tmp[A-Za-z0-9_]{1,16})"
@@ -343,6 +356,108 @@ def load(versions: str, kind: str, key: str) -> bytes | None:
     return payload
 
 
+def _claim_path(versions: str, kind: str, key: str) -> str:
+    return entry_path(versions, kind, key)[:-len(".pkl")] + ".claim"
+
+
+def _owner() -> str:
+    # (read at each claim: a forked process is another owner)
+    return f"{socket.gethostname()} {os.getpid()}\n"
+
+
+def _claim_state(path: str) -> str:
+    """``"live"`` (another process holds the claim at *path*), ``"ours"``,
+    ``"stale"`` (its process ended, or another host's claim is older than
+    :data:`CLAIM_STALE_S`), ``"absent"``, or ``"foreign"`` (not a claim
+    file the package wrote: never waited for, never removed)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "absent"
+    except OSError:
+        return "foreign"
+    if not stat.S_ISREG(st.st_mode) or st.st_size > 300:
+        return "foreign"
+    try:
+        fd = os.open(path, _O_READ)
+        with os.fdopen(fd, "rb") as f:
+            text = f.read(300).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return "absent"
+    except OSError:
+        return "foreign"
+    if text == _owner():
+        return "ours"
+    host, _, pid = text.strip().rpartition(" ")
+    if not pid.isdigit():
+        return "foreign"
+    if host == socket.gethostname():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return "stale"
+        except OSError:
+            pass  # alive, someone else's
+        return "live"
+    return "stale" if time.time() - st.st_mtime > CLAIM_STALE_S else "live"
+
+
+def claim(versions: str, kind: str, key: str) -> bool:
+    """Claim the entry *key* of *kind* before making it: a file
+    ``<key>.claim`` (made exclusively, holding this host and process)
+    tells other processes that it is being made here, so they wait for
+    it instead of making it too (see
+    :func:`~pytato_like.target.loopy.cache.claim_plan`). True when this
+    process holds the claim now, or when claims cannot be used here
+    (the disk refuses; a file that is not a claim lies there); False while
+    another live process holds it. A stale claim is replaced."""
+    path = _claim_path(versions, kind, key)
+    try:
+        private_base_dir()
+        _private_dir(os.path.dirname(os.path.dirname(path)))
+        folder = _private_dir(os.path.dirname(path))
+        # written whole, then linked to the claim's name (which fails if
+        # it exists): nobody reads a claim without its owner
+        tmp = os.path.join(folder, f".pytato_like-{secrets.token_hex(8)}.tmp")
+        with os.fdopen(os.open(tmp, _O_CREATE, 0o600), "w") as f:
+            f.write(_owner())
+    except OSError:
+        return True
+    try:
+        for _ in range(2):
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                state = _claim_state(path)
+                if state != "stale":
+                    return state != "live"
+                discard(path, "stale claim")
+            except OSError:
+                return True
+        return True
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def claimed_elsewhere(versions: str, kind: str, key: str) -> bool:
+    """Whether another live process holds the claim on entry *key*."""
+    return _claim_state(_claim_path(versions, kind, key)) == "live"
+
+
+def release(versions: str, kind: str, key: str) -> None:
+    """Give up this process's claim on entry *key* (see :func:`claim`)."""
+    path = _claim_path(versions, kind, key)
+    if _claim_state(path) == "ours":
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def discard(path: str, why: str) -> None:
     logger.info("cache: discarding %s (%s)", path, why)
     try:
@@ -416,7 +531,7 @@ def _package_dirs(base: str) -> list[str]:
 
 def entries(base: str | None = None) -> list[tuple[float, int, str]]:
     """``(last use, bytes, path)`` of every file the package wrote in the
-    cache folder: entries and left-over temporary files, regular files
+    cache folder: entries, claims and left-over temporary files, regular files
     only."""
     base = cache_base_dir() if base is None else base
     result: list[tuple[float, int, str]] = []
@@ -426,7 +541,8 @@ def entries(base: str | None = None) -> list[tuple[float, int, str]]:
         except OSError:
             continue
         for name in names:
-            if not (ENTRY_NAME_RE.match(name) or TEMP_NAME_RE.match(name)):
+            if not (ENTRY_NAME_RE.match(name) or TEMP_NAME_RE.match(name)
+                    or CLAIM_NAME_RE.match(name)):
                 continue
             path = os.path.join(folder, name)
             try:

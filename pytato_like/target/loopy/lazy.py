@@ -53,6 +53,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
 from pytato_like import opencl_build
+from pytato_like.target.loopy import cache
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 from pytato_like.target.loopy.report import compile_context
 
@@ -157,7 +158,10 @@ def codegen_while_waiting(programs: Mapping[Hashable, BoundProgram],
     If a part can run before any message arrives (no awaited name, needing
     only such parts), every program is generated at once, before the
     first launch: generating some later would cost a second OpenCL build,
-    more than a wait hides (see doc/codegen.rst). Otherwise the rank's
+    more than a wait hides (see doc/codegen.rst); a part whose plan
+    another process is generating (a rank with an alike part: see the
+    claims of :mod:`~pytato_like.target.loopy.cache`) is generated last,
+    by then mostly loaded from the disk cache. Otherwise the rank's
     first launch waits for a message anyway: the returned iterator
     generates the programs one part at a time in the order the parts run,
     yielding each part id after its generation (the caller looks for
@@ -177,10 +181,21 @@ def codegen_while_waiting(programs: Mapping[Hashable, BoundProgram],
                 q in runnable for q in partition.parts[pid].needed_pids):
             runnable.add(pid)
     if any(pid in runnable for pid in order):
-        for pid in order:
-            if pid in runnable or not GENERATE_REST_WHILE_WAITING:
-                # (order holds the parts whose program is lazy)
-                _generate(cast(LazyPartProgram, programs[pid]), recorder)
+        # a part whose plan another process (a rank with an alike part) is
+        # generating comes last: this rank generates its other parts
+        # meanwhile, then loads that plan from the disk cache
+        deferred = []
+        with cache.deferring_claimed_plans():
+            for pid in order:
+                if pid in runnable or not GENERATE_REST_WHILE_WAITING:
+                    # (order holds the parts whose program is lazy)
+                    try:
+                        _generate(cast(LazyPartProgram, programs[pid]),
+                                  recorder)
+                    except cache.PlanClaimedElsewhere:
+                        deferred.append(pid)
+        for pid in deferred:
+            _generate(cast(LazyPartProgram, programs[pid]), recorder)
     return _while_waiting(programs, order, queue, recorder)
 
 
