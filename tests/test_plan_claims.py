@@ -81,11 +81,31 @@ def test_an_ended_process_s_claim_is_replaced(private_cache):
     assert _claim_file().read_text().endswith(f" {os.getpid()}\n")
 
 
-def test_another_host_s_claim_is_stale_after_its_time(private_cache):
-    _plant_claim("elsewhere.example 12345\n")
-    assert not cache.claim_plan(KEY)
-    _plant_claim("elsewhere.example 12345\n", age=cache_files.CLAIM_STALE_S + 5)
+def test_a_claim_not_refreshed_is_stale(private_cache):
+    # another host's (no process to look up), or a live process that
+    # hangs: the claim's time decides
+    for owner in ("elsewhere.example 12345\n",
+                  f"{socket.gethostname()} {os.getppid()}\n"):
+        _plant_claim(owner)
+        assert not cache.claim_plan(KEY)
+        _plant_claim(owner, age=cache_files.CLAIM_STALE_S + 5)
+        assert cache.claim_plan(KEY)
+        cache.release_plan(KEY)
+
+
+def test_held_claims_are_refreshed(private_cache, monkeypatch):
+    monkeypatch.setattr(cache_files, "CLAIM_REFRESH_S", 0.05)
+    monkeypatch.setattr(cache_files, "_REFRESHER", None)
     assert cache.claim_plan(KEY)
+    path = _claim_file()
+    then = time.time() - 1000
+    os.utime(path, (then, then))
+    deadline = time.monotonic() + 10
+    while path.stat().st_mtime < then + 500 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert path.stat().st_mtime > then + 500
+    cache.release_plan(KEY)
+    assert not path.exists()
 
 
 def test_something_else_at_the_claim_s_name_is_neither_waited_for_nor_removed(

@@ -32,8 +32,9 @@ binaries for other drivers.
 the same program at once, then generate each plan once, the others
 waiting for it on disk (:func:`wait_for_plan`) -- or, in the distributed
 executor's first execution, generating their other parts meanwhile
-(:func:`deferring_claimed_plans`). A claim whose process has ended is
-replaced; a wait ends when the plan is stored, when the claim goes away
+(:func:`deferring_claimed_plans`). A claim is refreshed while it is held;
+one not refreshed for a minute, or whose process on this host has ended,
+is replaced; a wait ends when the plan is stored, when the claim goes away
 without it, or after :data:`PLAN_WAIT_S` seconds, and the process then
 generates the plan itself.
 

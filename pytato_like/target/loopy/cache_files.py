@@ -69,6 +69,7 @@ remove a folder only once it is empty: a user's files in the folder stay.
 .. autodata:: TEMP_NAME_RE
 .. autodata:: CLAIM_NAME_RE
 .. autodata:: CLAIM_STALE_S
+.. autodata:: CLAIM_REFRESH_S
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ import re
 import secrets
 import socket
 import stat
+import threading
 import time
 from pytato_like.diagnostic import UnsafeCacheFolderError
 
@@ -98,9 +100,13 @@ VERSION_DIR_RE = re.compile(r"pytato_like-[A-Za-z0-9._+-]+\Z")
 ENTRY_NAME_RE = re.compile(r"[0-9a-f]{64}\.pkl\Z")
 #: names of the claims a process holds on an entry while it makes it
 CLAIM_NAME_RE = re.compile(r"[0-9a-f]{64}\.claim\Z")
-#: seconds after which a claim of a process on another host is stale (on
-#: this host, a claim is stale once its process has ended)
-CLAIM_STALE_S = 600.0
+#: seconds after which a claim not refreshed is stale (its process ended,
+#: or hangs); on this host, a claim is stale at once when its process has
+#: ended
+CLAIM_STALE_S = 60.0
+#: seconds between two refreshes of the claims a process holds (a
+#: background thread touches them while they are held)
+CLAIM_REFRESH_S = 5.0
 #: names of temporary files the package writes (and a crash may leave);
 #: ``tmp*.tmp`` are those of format 1
 TEMP_NAME_RE = re.compile(r"(\.pytato_like-[0-9a-f]{16}|tmp[A-Za-z0-9_]{1,16})"
@@ -367,8 +373,8 @@ def _owner() -> str:
 
 def _claim_state(path: str) -> str:
     """``"live"`` (another process holds the claim at *path*), ``"ours"``,
-    ``"stale"`` (its process ended, or another host's claim is older than
-    :data:`CLAIM_STALE_S`), ``"absent"``, or ``"foreign"`` (not a claim
+    ``"stale"`` (not refreshed for :data:`CLAIM_STALE_S` seconds, or its
+    process on this host ended), ``"absent"``, or ``"foreign"`` (not a claim
     file the package wrote: never waited for, never removed)."""
     try:
         st = os.lstat(path)
@@ -391,6 +397,8 @@ def _claim_state(path: str) -> str:
     host, _, pid = text.strip().rpartition(" ")
     if not pid.isdigit():
         return "foreign"
+    if time.time() - st.st_mtime > CLAIM_STALE_S:
+        return "stale"      # not refreshed: ended on another host, or hangs
     if host == socket.gethostname():
         try:
             os.kill(int(pid), 0)
@@ -398,8 +406,38 @@ def _claim_state(path: str) -> str:
             return "stale"
         except OSError:
             pass  # alive, someone else's
-        return "live"
-    return "stale" if time.time() - st.st_mtime > CLAIM_STALE_S else "live"
+    return "live"
+
+
+# claim paths this process holds -> None; refreshed by _refresh_claims
+_HELD: dict[str, None] = {}
+_HELD_LOCK = threading.Lock()
+_REFRESHER: threading.Thread | None = None
+
+
+def _refresh_claims() -> None:
+    """Touch the claims this process holds every :data:`CLAIM_REFRESH_S`
+    seconds (a daemon thread, started with the first claim): a claim that
+    is not refreshed goes stale."""
+    while True:
+        time.sleep(CLAIM_REFRESH_S)
+        with _HELD_LOCK:
+            held = list(_HELD)
+        for path in held:
+            try:
+                os.utime(path)
+            except OSError:
+                pass
+
+
+def _hold(path: str) -> None:
+    global _REFRESHER
+    with _HELD_LOCK:
+        _HELD[path] = None
+        if _REFRESHER is None or not _REFRESHER.is_alive():
+            _REFRESHER = threading.Thread(target=_refresh_claims, daemon=True,
+                                          name="pytato_like-claims")
+            _REFRESHER.start()
 
 
 def claim(versions: str, kind: str, key: str) -> bool:
@@ -407,7 +445,9 @@ def claim(versions: str, kind: str, key: str) -> bool:
     ``<key>.claim`` (made exclusively, holding this host and process)
     tells other processes that it is being made here, so they wait for
     it instead of making it too (see
-    :func:`~pytato_like.target.loopy.cache.claim_plan`). True when this
+    :func:`~pytato_like.target.loopy.cache.claim_plan`); it is refreshed
+    while held and goes stale :data:`CLAIM_STALE_S` seconds after its
+    process stopped refreshing it. True when this
     process holds the claim now, or when claims cannot be used here
     (the disk refuses; a file that is not a claim lies there); False while
     another live process holds it. A stale claim is replaced."""
@@ -427,6 +467,7 @@ def claim(versions: str, kind: str, key: str) -> bool:
         for _ in range(2):
             try:
                 os.link(tmp, path)
+                _hold(path)
                 return True
             except FileExistsError:
                 state = _claim_state(path)
@@ -451,6 +492,8 @@ def claimed_elsewhere(versions: str, kind: str, key: str) -> bool:
 def release(versions: str, kind: str, key: str) -> None:
     """Give up this process's claim on entry *key* (see :func:`claim`)."""
     path = _claim_path(versions, kind, key)
+    with _HELD_LOCK:
+        _HELD.pop(path, None)
     if _claim_state(path) == "ours":
         try:
             os.unlink(path)
