@@ -167,8 +167,11 @@ def test_deep_halos_on_many_cells_split_deep_with_the_same_bits(tmp_path):
     programs = pt.generate_code_for_partition(partition, target="loopy")
     source = programs[last].source
     assert len(programs[last].plan.launches) == 2, source
-    assert source.count("__kernel") == source.count(
-        "double _pt_scratch0[") == 2
+    # (each kernel keeps its steps in private scratch arrays; their names
+    # depend on whether the middle steps are rolled into one loop)
+    kernels = source.split("__kernel")[1:]
+    assert len(kernels) == 2
+    assert all("double _pt_scratch" in k for k in kernels), source
 
 
 def test_demo_relaunches_itself_on_two_ranks():

@@ -8,6 +8,7 @@ per field for a chain); and the pass needs no recursion on deep chains."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -22,6 +23,7 @@ from pytato_like.target.loopy import time_tiles
 from pytato_like.target.loopy.codegen import BufferSpec
 from pytato_like.target.loopy.instructions import Instruction
 from pytato_like.target.loopy.options import CodegenOptions
+from pytato_like.target.loopy.rolled_stages import MIN_ROLLED_STAGES
 
 cl = pytest.importorskip("pyopencl")
 
@@ -79,15 +81,27 @@ def test_a_long_chain_is_cut_into_runs(queue):
                                rtol=1e-14, atol=0)
 
 
-def test_intermediate_steps_live_in_two_scratch_arrays_per_field():
-    (kernel,) = kernels(pt.generate_loopy(chain(10_000, 8, fields=3)).get_source())
+@pytest.mark.parametrize("roll", [False, True])
+def test_intermediate_steps_live_in_two_scratch_arrays_per_field(roll):
+    (kernel,) = kernels(pt.generate_loopy(
+        chain(10_000, 8, fields=3),
+        options={"time_tile_roll": roll}).get_source())
     declared = [line for line in kernel.splitlines()
                 if line.strip().startswith("double _pt_scratch")]
-    assert len(declared) == 2 * 3
-    # one work-item per tile, one loop per step, the id read once
+    # one work-item per tile, the id read once
     assert "reqd_work_group_size(1, 1, 1)" in kernel
-    assert kernel.count("for (") == 8
     assert kernel.count("gid(0)") == 1
+    if roll:
+        # one array of two rows per field; the first and last steps, and
+        # one loop over the six between (around its window loop)
+        assert len(declared) == 3
+        assert all("[2 * " in line for line in declared)
+        assert kernel.count("for (") == 4
+        assert kernel.count("for (int _pt_step = 1;") == 1
+    else:
+        # two arrays per field, one loop per step
+        assert len(declared) == 2 * 3
+        assert kernel.count("for (") == 8
     # only the inputs are read from and the outputs written to memory
     assert kernel.count("__global double const") == 3
     assert kernel.count("__global double *") == 3
@@ -510,6 +524,97 @@ def test_random_chains_match_numpy(queue, drawn):
     _, out = prg(queue, **{f"u{f}": h for f, h in enumerate(host)})
     for f, ref in enumerate(refs):
         np.testing.assert_allclose(out[f"o{f}"], ref, rtol=1e-13, atol=1e-13)
+
+# }}}
+
+
+# {{{ alike middle steps rolled into one loop (rolled_stages.py)
+
+def _rolled(prg) -> bool:
+    return "_pt_step" in prg.get_source()
+
+
+@pytest.mark.parametrize("n", [1, TILE - 1, TILE + 1, 3 * TILE + 7])
+@pytest.mark.parametrize("steps", [4, 5, 7, STAGES])
+def test_rolled_chain_equals_unrolled_and_numpy(queue, n, steps):
+    rng = np.random.default_rng(n * steps)
+    host = {f"u{f}": rng.random(n + 2 * steps) for f in range(2)}
+    outs = {}
+    for roll in (False, True):
+        prg = pt.generate_loopy(chain(n, steps, fields=2),
+                                options={"time_tile_roll": roll})
+        if not roll:
+            # the stages of the fused run, a loop each (tiny arrays may
+            # be merged into one sequential kernel instead)
+            stages = len(set(re.findall(r"_pt_w\d+", prg.get_source())))
+        # (the first and last steps stay apart; fewer than
+        # MIN_ROLLED_STAGES between them cost less unrolled)
+        assert _rolled(prg) == (roll and stages - 2 >= MIN_ROLLED_STAGES)
+        _, outs[roll] = prg(queue, **host)
+    assert stages == steps or n == 1
+    for f in range(2):
+        want = heat_steps_numpy(host[f"u{f}"], steps)
+        np.testing.assert_array_equal(outs[True][f"o{f}"], outs[False][f"o{f}"])
+        np.testing.assert_allclose(outs[True][f"o{f}"], want, rtol=1e-14, atol=0)
+
+
+def test_three_steps_are_not_rolled():
+    # one middle step: nothing to loop over
+    prg = pt.generate_loopy(chain(1000, 3))
+    assert not _rolled(prg)
+
+
+def test_steps_that_differ_are_not_rolled(queue):
+    # the coefficient changes with the step: the stages are not alike
+    n, steps = 2000, 8
+    u = pt.make_placeholder("u", (n + 2 * steps,), np.float64)
+    uv = np.random.default_rng(3).random(n + 2 * steps)
+    ref = uv
+    for k in range(steps):
+        c = 0.1 + 0.01 * k
+        u = u[1:-1] + c * (u[:-2] - 2 * u[1:-1] + u[2:])
+        ref = ref[1:-1] + c * (ref[:-2] - 2 * ref[1:-1] + ref[2:])
+    prg = pt.generate_loopy({"o": u})
+    assert len(prg.plan.launches) == 1 and not _rolled(prg)
+    _, out = prg(queue, u=uv)
+    np.testing.assert_allclose(out["o"], ref, rtol=1e-14, atol=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3),
+       st.lists(st.tuples(st.integers(1, 2), st.integers(0, 3),
+                          st.floats(-2, 2, width=32)), min_size=1, max_size=3),
+       st.booleans(), st.integers(3, 10), st.integers(1, 3 * TILE))
+def test_random_alike_steps_match_numpy(queue, n_fields, terms, cross, n_steps,
+                                        n):
+    # every step the same (terms reading one or two steps back, fields
+    # coupled or not): rolled where the stages are alike, NumPy's values
+    steps = [(terms, cross)] * n_steps
+    size = n + 3 * n_steps
+    rng = np.random.default_rng(n)
+    host = [rng.random(size) for _ in range(n_fields)]
+    placeholders = [pt.make_placeholder(f"u{f}", (size,), np.float64)
+                    for f in range(n_fields)]
+    outs = _evaluate(steps, placeholders,
+                     lambda a, s, m: a[s:s + m], lambda a, b: a + b[:a.shape[0]])
+    refs = _evaluate(steps, host,
+                     lambda a, s, m: a[s:s + m], lambda a, b: a + b[:a.shape[0]])
+    if any(o.shape[0] < 1 for o in outs):
+        return
+    prg = pt.generate_loopy({f"o{f}": o for f, o in enumerate(outs)})
+    _, out = prg(queue, **{f"u{f}": h for f, h in enumerate(host)})
+    for f, ref in enumerate(refs):
+        np.testing.assert_allclose(out[f"o{f}"], ref, rtol=1e-13, atol=1e-13)
+
+
+def test_the_rolled_loop_is_one_kernel_for_any_step_count():
+    # the loop's bounds are in the domain: runs of 6 and of 9 steps differ
+    # in one bound only
+    a = kernels(pt.generate_loopy(chain(5000, 6)).get_source())
+    b = kernels(pt.generate_loopy(chain(5000, 9)).get_source())
+    assert len(a) == len(b) == 1
+    for kernel in (a[0], b[0]):
+        assert kernel.count("for (") == 4
 
 # }}}
 

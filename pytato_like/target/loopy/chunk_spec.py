@@ -400,6 +400,7 @@ class ChunkSpecBuilder:
         self.insn_of = insn_of
         self.private_of = private_of
         self.sizes_as_arguments = options.sizes_as_arguments
+        self.time_tile_roll = options.time_tile_roll
         self.work_group_size = options.work_group_size
         self.name_to_node = {v: n for n, v in names.array_name.items()}
         #: buffers taken as kernel arguments by some chunk

@@ -200,6 +200,11 @@ class CodegenOptions:
     time_tile_stages: int = _knob(
         16, "PYTATO_LIKE_TIME_TILE_STAGES", _integer(1),
         "most stencil steps fused into one kernel")
+    #: the alike middle steps of a fused run written as one loop over the
+    #: steps (:mod:`~pytato_like.target.loopy.rolled_stages`)
+    time_tile_roll: bool = _knob(
+        True, "PYTATO_LIKE_TIME_TILE_ROLL", _switch,
+        "alike middle steps of a fused run as one loop over the steps")
     #: constant sizes and offsets of a kernel passed as arguments, so that
     #: kernels differing only in them are one kernel
     sizes_as_arguments: bool = _knob(

@@ -23,6 +23,11 @@ import pymbolic.primitives as prim
 
 from pytato_like.target.loopy.chunk_spec import ChunkRewriter, ChunkScope
 from pytato_like.target.loopy.plan import storage_dtype
+from pytato_like.target.loopy.rolled_stages import (
+    STEP_INAME,
+    WINDOW_INAME,
+    roll_middle_stages,
+)
 from pytato_like.target.loopy.time_tiles import TiledRun
 
 if TYPE_CHECKING:
@@ -200,9 +205,21 @@ def tiled_spec(builder: ChunkSpecBuilder, chunk: list[Instruction], k: int,
             if insn.placement is not None:
                 piece_writes[t].append(iid)
 
-    # (a pieces stage is bounded by its pieces' ranges, not its extent)
-    extents = [None if s == 0 and piece_loops else extent(n)
-               for s, n in enumerate(run.extents)]
+    rolled = None
+    if builder.time_tile_roll:
+        by_id = {insn.id: insn for insn in lp_insns}
+        rolled = roll_middle_stages(
+            [[by_id[i] for i in ids] for ids in stage_ids], run.widths,
+            run.offsets, run.extents, temps, TILE_INAME)
+    if rolled is not None:
+        staged = {i for ids in stage_ids for i in ids}
+        lp_insns = [i for i in lp_insns if i.id not in staged] + rolled.insns
+        temps = rolled.temps
+    in_loop = range(rolled.first, rolled.last + 1) if rolled else range(0)
+    # (a pieces stage is bounded by its pieces' ranges, not its extent; the
+    # rolled stages' by the first one's)
+    extents = [None if (s == 0 and piece_loops) or (s in in_loop and s != in_loop[0])
+               else extent(n) for s, n in enumerate(run.extents)]
     args, bindings, wide = builder._arguments(scope, k, written_in, read_in, temps)
     params = ",".join(sorted(a.name for a in args if isinstance(a, lp.ValueArg)))
     domains = [f"[{params}] -> {{[{TILE_INAME}]: 0 <= {run.tile}*{TILE_INAME} "
@@ -212,11 +229,26 @@ def tiled_spec(builder: ChunkSpecBuilder, chunk: list[Instruction], k: int,
         lo, hi = _bound_names(w)
         domains.append(f"[{lo}, {hi}] -> {{[{w}]: {lo} <= {w} < {hi}}}")
     for s in range(1 if piece_loops else 0, run.n_stages):
+        if s in in_loop:
+            continue
         w = f"_pt_w{s}"
         domains.append(
             f"[{params}{sep}{TILE_INAME}] -> {{[{w}]: 0 <= {w} < "
             f"{run.tile + run.widths[s]} and 0 <= {run.tile}*{TILE_INAME} + "
             f"{w} + {run.offsets[s]} < {scope.isl(extents[s])}}}")
+    if rolled is not None:
+        a, t, w = rolled.first, STEP_INAME, WINDOW_INAME
+
+        def plus(d: int) -> str:
+            # d * (t - a), signed for ISL
+            return "" if not d else f" {'+' if d > 0 else '-'} {abs(d)}*({t} - {a})"
+
+        domains.append(
+            f"[{params}{sep}{TILE_INAME}] -> {{[{t}, {w}]: {a} <= {t} <= "
+            f"{rolled.last} and 0 <= {w} < {run.tile + run.widths[a]}"
+            f"{plus(rolled.d_width)} and 0 <= {run.tile}*{TILE_INAME} + {w} + "
+            f"{run.offsets[a]}{plus(rolled.d_offset)} < "
+            f"{scope.isl(extents[a])}{plus(rolled.d_extent)}}}")
     key = builder._key(wide, domains, lp_insns, args, temps, helpers)
     return {"key": key, "domains": domains, "insns": lp_insns, "args": args,
             "temps": list(temps.values()), "bindings": bindings,
