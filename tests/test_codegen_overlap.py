@@ -52,6 +52,21 @@ def three_parts(scale: float = 1.0):
     return partition, {"a": av, "c": np.exp(bv * 0.25) - XV}
 
 
+def test_parts_generated_together_go_largest_first():
+    # ranks with alike parts then share the generation evenly (one takes
+    # the largest part, another the next ones; see test_plan_claims.py)
+    from pytato_like.analysis import get_num_nodes
+    from pytato_like.target.loopy.lazy import largest_first
+    partition, _ = three_parts()
+    prgs = generate_code_for_partition(partition, lazy=True)
+    order = list(partition.toposorted_part_ids)
+    sizes = {pid: get_num_nodes(prgs[pid]._lazy_outputs) for pid in order}
+    assert len(set(sizes.values())) > 1
+    got = largest_first(prgs, order)
+    assert sorted(got) == sorted(order)
+    assert [sizes[p] for p in got] == sorted(sizes.values(), reverse=True)
+
+
 def test_lazy_serial_results_equal_numpy(queue):
     partition, want = three_parts(1.5)
     prgs = generate_code_for_partition(partition, lazy=True)

@@ -35,6 +35,7 @@ later call tries again and raises again).
 .. autoclass:: LazyPartProgram
     :members: generate
 .. autofunction:: codegen_while_waiting
+.. autofunction:: largest_first
 .. autodata:: GENERATE_REST_WHILE_WAITING
 """
 
@@ -53,6 +54,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
 from pytato_like import opencl_build
+from pytato_like._traversal import topological_order
 from pytato_like.target.loopy import cache
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 from pytato_like.target.loopy.report import compile_context
@@ -183,10 +185,12 @@ def codegen_while_waiting(programs: Mapping[Hashable, BoundProgram],
     if any(pid in runnable for pid in order):
         # a part whose plan another process (a rank with an alike part) is
         # generating comes last: this rank generates its other parts
-        # meanwhile, then loads that plan from the disk cache
+        # meanwhile, then loads that plan from the disk cache; largest
+        # first, so that alike ranks share the work evenly (one takes the
+        # largest part while another takes the next ones)
         deferred = []
         with cache.deferring_claimed_plans():
-            for pid in order:
+            for pid in largest_first(programs, order):
                 if pid in runnable or not GENERATE_REST_WHILE_WAITING:
                     # (order holds the parts whose program is lazy)
                     try:
@@ -197,6 +201,17 @@ def codegen_while_waiting(programs: Mapping[Hashable, BoundProgram],
         for pid in deferred:
             _generate(cast(LazyPartProgram, programs[pid]), recorder)
     return _while_waiting(programs, order, queue, recorder)
+
+
+def largest_first(programs: Mapping[Hashable, BoundProgram],
+                  order: Sequence[Hashable]) -> list[Hashable]:
+    """The lazy parts *order* by decreasing number of nodes of their DAG
+    (ties in *order*'s order)."""
+    def size(pid: Hashable) -> int:
+        outputs = cast(LazyPartProgram, programs[pid])._lazy_outputs
+        return len(topological_order(list(outputs._data.values())))
+    sizes = {pid: size(pid) for pid in order}
+    return sorted(order, key=lambda pid: -sizes[pid])
 
 
 def _while_waiting(programs: Mapping[Hashable, BoundProgram],
