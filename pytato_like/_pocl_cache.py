@@ -8,7 +8,8 @@ those files: a truncated ``program.bc`` fails an assertion inside
 first launch; both abort the process (SIGABRT), which Python can neither
 catch nor retry. So the files are checked before PoCL sees them:
 
-1. :func:`use_private_pocl_cache` (run by ``import pytato_like``) points ``POCL_CACHE_DIR`` at ``<cache folder>/pocl``
+1. :func:`use_private_pocl_cache` (run by ``import pytato_like``) points
+   ``POCL_CACHE_DIR`` at ``<cache folder>/pocl``
    (:func:`~pytato_like.target.loopy.cache_files.cache_base_dir`) unless
    the user set ``POCL_CACHE_DIR`` or turned the disk cache off
    (``PYTATO_LIKE_CACHE=0``). PoCL reads the variable when the first
@@ -31,6 +32,11 @@ catch nor retry. So the files are checked before PoCL sees them:
    loaded rather than before its first build.
 3. A build that fails or lacks its kernels is retried once with a
    source PoCL has not cached (:func:`uncached_source`).
+4. A program binary saved in our disk cache (a warm start loads it
+   instead of building the source, see
+   :func:`~pytato_like.opencl_build.save_binaries`) names the PoCL entry
+   it unpacks into; that entry is checked whole before PoCL loads the
+   binary (:func:`check_binary_entry`).
 
 Limits: the checks find truncated, emptied and foreign files, not bytes
 changed inside a file of the right length; and only our folder is
@@ -44,12 +50,15 @@ checked (a ``POCL_CACHE_DIR`` the user set is theirs).
 .. autofunction:: is_valid_bitcode
 .. autofunction:: is_valid_elf
 .. autofunction:: uncached_source
+.. autofunction:: binary_entry
+.. autofunction:: check_binary_entry
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 import struct
 import sys
@@ -59,6 +68,8 @@ import time
 logger = logging.getLogger("pytato_like.cache")
 
 _STAMP_NAME = "pytato_like-pocl-checked"
+# the environment variable holding the POCL_CACHE_DIR this package set
+_SET_BY_US = "PYTATO_LIKE_POCL_CACHE_DIR"
 # set by use_private_pocl_cache: the folder we gave PoCL (None: PoCL's
 # folder is the user's or PoCL's default, and not ours to check)
 _OURS: str | None = None
@@ -93,10 +104,14 @@ def private_pocl_cache_dir() -> str | None:
 
 def use_private_pocl_cache() -> str | None:
     """Set ``POCL_CACHE_DIR`` to :func:`pocl_cache_dir` unless the user set
-    it or the disk cache is off; returns the folder set, or None."""
+    it or the disk cache is off; returns the folder set, or None. A value
+    this package set in a parent process (noted in
+    ``PYTATO_LIKE_POCL_CACHE_DIR``) is not the user's: a process started
+    from it (``mpiexec``, a test's subprocess) sets its own."""
     global _OURS
-    if "POCL_CACHE_DIR" in os.environ:
-        return None
+    if ("POCL_CACHE_DIR" in os.environ
+            and os.environ.get(_SET_BY_US) != os.environ["POCL_CACHE_DIR"]):
+        return None     # the user's (a value we set, inherited, is not)
     if os.environ.get("PYTATO_LIKE_CACHE", "1").strip().lower() in (
             "0", "off", "false", "no"):
         return None
@@ -108,6 +123,9 @@ def use_private_pocl_cache() -> str | None:
     except OSError:
         pass  # not made yet: PoCL makes it, private
     os.environ["POCL_CACHE_DIR"] = folder
+    # (so that processes started from this one, which inherit the variable,
+    # know it is not the user's)
+    os.environ[_SET_BY_US] = folder
     _OURS = folder
     return folder
 
@@ -311,6 +329,46 @@ def _entry_is_valid(entry: str, since: float) -> bool:
                         return False
         except OSError:
             return False
+    return True
+
+
+_ENTRY_IN_BINARY = re.compile(rb"([A-P]{2})/([A-P]{16,64})\x00")
+
+
+def binary_entry(binary: bytes) -> str | None:
+    """The entry of PoCL's folder that PoCL's program *binary* unpacks into
+    and reads back (its header names it, as ``XX/<hash letters>``), or
+    None for a binary of another format."""
+    if not binary.startswith(b"poclbin\0"):
+        return None
+    found = _ENTRY_IN_BINARY.search(binary, 0, 512)
+    if found is None:
+        return None
+    return os.path.join(found[1].decode(), found[2].decode())
+
+
+def check_binary_entry(binary: bytes) -> bool:
+    """Before PoCL loads *binary* (a program binary saved by
+    :mod:`~pytato_like.opencl_build`): PoCL reads the files of the entry
+    the binary names from its folder, trusting them, so in our folder that
+    entry is checked whole, whatever the age of its files, and removed if
+    a file is damaged (PoCL then unpacks the binary again). Whether the
+    binary may be loaded: False for a binary that names no entry, and
+    when PoCL's folder is not ours (the user's folder is not checked, and
+    PoCL aborts on a damaged entry it reads for a binary: the source build
+    is left to PoCL's cache there)."""
+    folder = _OURS
+    if folder is None:
+        return False
+    name = binary_entry(binary)
+    if name is None:
+        return False
+    entry = os.path.join(folder, name)
+    if os.path.isdir(entry) and not _entry_is_valid(entry, 0.0):
+        logger.warning("cache: PoCL cache entry %s holds a truncated or "
+                       "foreign binary; removed (PoCL unpacks it again)", entry)
+        import shutil
+        shutil.rmtree(entry, ignore_errors=True)
     return True
 
 

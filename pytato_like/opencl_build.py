@@ -27,6 +27,10 @@ does not import the code generator:
 .. autofunction:: put_kernel
 .. autofunction:: set_kernel_persistence
 .. autofunction:: build_program
+.. autofunction:: set_binary_persistence
+.. autofunction:: save_binaries
+.. autodata:: SAVE_BINARIES_S
+.. autodata:: BINARIES_LOADED
 .. autofunction:: note_plan
 .. autofunction:: note_kernels
 .. autofunction:: kernel_program
@@ -39,10 +43,12 @@ does not import the code generator:
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import hashlib
 import logging
 import re
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -204,12 +210,16 @@ _NO_CONTRACTION = "#pragma OPENCL FP_CONTRACT OFF\n"
 
 def build_program(ctx, code: str):
     """The ``pyopencl.Program`` of *code* built for *ctx*, once per process
-    and context. Across processes PoCL's own cache (``POCL_CACHE_DIR``)
-    skips the compiler for a source it built before; with other drivers
-    pyopencl's binary cache does. PoCL's folder is checked before the
-    first build, and a build that fails or lacks a kernel of *code* is
-    retried once past PoCL's cache
-    (:mod:`~pytato_like._pocl_cache`)."""
+    and context. Across processes the program's binary, saved at the exit
+    of the process that built it (:func:`save_binaries`), is loaded from
+    the disk cache when it is installed (:func:`set_binary_persistence`)
+    and PoCL's folder is ours (the entry PoCL unpacks the binary into is
+    checked first: :func:`~pytato_like._pocl_cache.check_binary_entry`);
+    else PoCL's own cache (``POCL_CACHE_DIR``) skips the compiler for a
+    source it built before, and with other drivers pyopencl's binary cache
+    does. PoCL's folder is checked before the first build, and a build
+    that fails or lacks a kernel of *code* is retried once past PoCL's
+    cache (:mod:`~pytato_like._pocl_cache`)."""
     key = (ctx, hashlib.sha256(code.encode()).digest())
     prg = _PROGRAMS.get(key)
     if prg is None:
@@ -220,8 +230,13 @@ def build_program(ctx, code: str):
         # (OpenCL C allows contraction by default, which changes the last
         # bits, e.g. of arange's start + i * delta)
         source = _NO_CONTRACTION + code
+        prg = _from_binaries(ctx, source, code)
+        if prg is not None:
+            _PROGRAMS[key] = prg
+            return prg
         try:
             prg = _build_with_kernels(ctx, source, code)
+            _unsaved_binary(ctx, source, prg)
         except Exception as first:  # noqa: BLE001 - retried once
             logger.warning("OpenCL build failed (%s); retrying once "
                            "past PoCL's cache",
@@ -233,6 +248,106 @@ def build_program(ctx, code: str):
                 raise first from None  # its build log's lines match *code*
         _PROGRAMS[key] = prg
     return prg
+
+
+# {{{ program binaries across processes
+
+# (load(key), store(key, binaries)) of the disk cache, when installed
+_binary_persistence: tuple[Callable[[str], object],
+                           Callable[[str, list[bytes]], None]] | None = None
+# programs built from source in this process, whose binaries are saved at
+# exit: (binary key, program)
+_UNSAVED: list[tuple[str, cl.Program]] = []
+_SAVE_REGISTERED = False
+#: most seconds :func:`save_binaries` spends at exit
+SAVE_BINARIES_S = 1.0
+#: binaries loaded from the disk cache in this process
+BINARIES_LOADED = 0
+
+
+def set_binary_persistence(load: Callable[[str], object],
+                           store: Callable[[str, list[bytes]], None]) -> None:
+    """Keep built programs' binaries on disk: *load(key)* returns what
+    *store* stored under *key* (or None).
+    :mod:`pytato_like.target.loopy.cache` installs its disk cache so."""
+    global _binary_persistence
+    _binary_persistence = (load, store)
+
+
+def _binary_key(ctx, source: str) -> str:
+    """The key of *source*'s binaries for *ctx*'s devices: a binary is
+    only loaded on the platform, device and driver version that made it."""
+    h = hashlib.sha256()
+    for dev in ctx.devices:
+        h.update(f"{dev.platform.name}|{dev.platform.version}|{dev.name}|"
+                 f"{dev.driver_version}|{dev.vendor_id}\n".encode())
+    h.update(source.encode())
+    return h.hexdigest()
+
+
+def _from_binaries(ctx, source: str, code: str):
+    """*source*'s program for *ctx* from its saved binaries, or None (none
+    saved, or the driver refuses them: the caller builds the source)."""
+    global BINARIES_LOADED
+    if _binary_persistence is None:
+        return None
+    binaries = _binary_persistence[0](_binary_key(ctx, source))
+    if not (isinstance(binaries, list) and len(binaries) == len(ctx.devices)
+            and all(isinstance(b, bytes) and b for b in binaries)):
+        return None
+    if not all(_pocl_cache.check_binary_entry(b) for b in binaries):
+        return None
+    import pyopencl as cl
+    try:
+        prg = cl.Program(ctx, ctx.devices, binaries).build()
+        missing = (set(_KERNEL_NAME_RE.findall(code))
+                   - set(prg.kernel_names.split(";")))
+    except Exception as exc:  # noqa: BLE001 - the source is built instead
+        logger.info("cache: saved binary refused (%s); building the source",
+                    (str(exc).splitlines() or [""])[0][:200])
+        return None
+    if missing:
+        return None
+    BINARIES_LOADED += 1
+    return prg
+
+
+def _unsaved_binary(ctx, source: str, prg) -> None:
+    global _SAVE_REGISTERED
+    if (_binary_persistence is None
+            or _pocl_cache.private_pocl_cache_dir() is None):
+        return      # (loaded only where PoCL's folder is ours)
+    _UNSAVED.append((_binary_key(ctx, source), prg))
+    if not _SAVE_REGISTERED:
+        _SAVE_REGISTERED = True
+        atexit.register(save_binaries)
+
+
+def save_binaries(budget: float | None = None) -> int:
+    """Store the binaries of the programs this process built from source
+    (most recent first) in the disk cache, for at most *budget* seconds
+    (:data:`SAVE_BINARIES_S`); the number stored. Run at exit: fetching a
+    program's binaries makes PoCL compile its kernels for them (~0.2 s
+    each), which would delay the first results if done at the build.
+    Failures are logged (``pytato_like.cache``, debug) and skipped."""
+    if _binary_persistence is None:
+        return 0
+    deadline = time.monotonic() + (SAVE_BINARIES_S if budget is None
+                                   else budget)
+    stored = 0
+    while _UNSAVED and time.monotonic() < deadline:
+        key, prg = _UNSAVED.pop()
+        try:
+            if _binary_persistence[0](key) is not None:
+                continue    # another process (rank) saved it
+            _binary_persistence[1](key, list(prg.binaries))
+            stored += 1
+        except Exception as exc:  # noqa: BLE001 - a cache, best effort
+            logger.debug("cache: binary not saved (%s)", exc)
+    _UNSAVED.clear()
+    return stored
+
+# }}}
 
 
 def _build_with_kernels(ctx, source: str, code: str):

@@ -36,6 +36,7 @@ _SCRIPT = textwrap.dedent("""
     print(json.dumps({"codegen_calls": opencl_build.CODEGEN_CALLS,
                       "cache": prg.stats.cache,
                       "loopy_imported": "loopy" in sys.modules,
+                      "binaries_loaded": opencl_build.BINARIES_LOADED,
                       "a": out["a"].tolist(),
                       "b_sum": float(out["b"].sum())}))
 """)
@@ -64,10 +65,12 @@ def test_second_process_skips_code_generation(tmp_path):
     # a warm start runs the cached plan through pyopencl: loopy (~0.2 s of
     # imports) is not loaded at all
     assert first["loopy_imported"] and not second["loopy_imported"]
-    # the generated kernels are cached on their own (shared by programs);
-    # OpenCL binaries are left to PoCL's and pyopencl's caches
+    # the generated kernels are cached on their own (shared by programs),
+    # and the program's OpenCL binary (saved at the first process's exit)
+    # is what the second one loaded
     assert glob.glob(os.path.join(str(tmp_path), "*", "kernels", "*.pkl"))
-    assert not glob.glob(os.path.join(str(tmp_path), "*", "binaries"))
+    assert glob.glob(os.path.join(str(tmp_path), "*", "binaries", "*.pkl"))
+    assert first["binaries_loaded"] == 0 and second["binaries_loaded"] == 1
 
 
 def test_corrupted_entries_are_recompiled(tmp_path):
@@ -291,9 +294,9 @@ def test_command_line_info_and_clear(tmp_path):
 
     info = cli("info")
     assert str(tmp_path) in info and "(this installation)" in info
-    assert "plans" in info and "kernels" in info
+    assert "plans" in info and "kernels" in info and "binaries" in info
     counts = [int(line.split()[1]) for line in info.splitlines()
-              if line.strip().startswith(("plans", "kernels"))]
+              if line.strip().startswith(("plans", "kernels", "binaries"))]
     assert sum(counts) == n_files
     assert f"removed {n_files} entries" in cli("clear")
     assert not glob.glob(os.path.join(str(tmp_path), "*", "*", "*.pkl"))

@@ -18,7 +18,7 @@ uses too) gives the default folder.
         pytato_like-secret.key      32 random bytes, mode 0600: the HMAC key
         pytato_like-<versions>/     one per installation (release, source, libraries)
             plans/ kernels/ units/  <64 hex digits>.pkl entries, mode 0600
-                                    (<64 hex digits>.claim while one is made)
+            binaries/               (<64 hex digits>.claim while one is made)
         pocl/                       PoCL's binary cache (pocl_cache.py)
 
 Folders the package creates are mode 0700.
@@ -92,7 +92,7 @@ MAGIC = b"pytato_like-ce2\n"  # 16 bytes: "cache entry, format 2"
 _MAC_SIZE = 32
 SECRET_NAME = "pytato_like-secret.key"
 _SECRET_SIZE = 32
-KINDS = ("plans", "kernels", "units")
+KINDS = ("plans", "kernels", "units", "binaries")
 
 #: names of the package's version folders inside the cache folder
 VERSION_DIR_RE = re.compile(r"pytato_like-[A-Za-z0-9._+-]+\Z")
