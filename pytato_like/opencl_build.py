@@ -47,6 +47,7 @@ import atexit
 import dataclasses
 import hashlib
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -320,7 +321,14 @@ def _unsaved_binary(ctx, source: str, prg) -> None:
     _UNSAVED.append((_binary_key(ctx, source), prg))
     if not _SAVE_REGISTERED:
         _SAVE_REGISTERED = True
-        atexit.register(save_binaries)
+        atexit.register(_save_binaries_at_exit, os.getpid())
+
+
+def _save_binaries_at_exit(pid: int) -> None:
+    # not in a process forked from this one: its OpenCL driver state is
+    # the parent's copy (PoCL's threads are not there)
+    if os.getpid() == pid:
+        save_binaries()
 
 
 def save_binaries(budget: float | None = None) -> int:

@@ -181,3 +181,28 @@ def test_a_pocl_folder_set_by_a_parent_process_is_not_the_user_s(tmp_path):
     out = subprocess.run([sys.executable, "-c", child], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert json.loads(out.stdout) == [str(tmp_path / "users"), None]
+
+
+def test_a_forked_child_does_not_save_its_parent_s_binaries(env):
+    # a child forked after a build exits through atexit too: it leaves the
+    # binaries to the parent (its copy of the driver's state has no threads)
+    code = _PROGRAM + """
+import os
+from pytato_like import opencl_build
+pid = os.fork()
+if pid == 0:
+    import sys
+    sys.stdout.flush()
+    opencl_build._binary_persistence = (
+        opencl_build._binary_persistence[0],
+        lambda key, b: os.write(1, b"CHILD SAVED\\n"))
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+print("child status", status)
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "child status 0" in out.stdout
+    assert "CHILD SAVED" not in out.stdout
+    assert len(_binary_entries(env)) == 1      # the parent's, at its exit
