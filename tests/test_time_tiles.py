@@ -508,7 +508,13 @@ def _evaluate(steps, fields, slice_, cross_add):
 @settings(max_examples=25, deadline=None)
 @given(random_chains())
 def test_random_chains_match_numpy(queue, drawn):
-    n_fields, steps, n = drawn
+    _check_chain_against_numpy(queue, *drawn)
+
+
+def _check_chain_against_numpy(queue, n_fields, steps, n):
+    """The chain *steps* (see :func:`_evaluate`) of *n_fields* fields of
+    ``n + 3 * len(steps)`` random values: the loopy target's outputs equal
+    NumPy's."""
     size = n + 3 * len(steps)
     rng = np.random.default_rng(n)
     host = [rng.random(size) for _ in range(n_fields)]
@@ -589,22 +595,7 @@ def test_random_alike_steps_match_numpy(queue, n_fields, terms, cross, n_steps,
                                         n):
     # every step the same (terms reading one or two steps back, fields
     # coupled or not): rolled where the stages are alike, NumPy's values
-    steps = [(terms, cross)] * n_steps
-    size = n + 3 * n_steps
-    rng = np.random.default_rng(n)
-    host = [rng.random(size) for _ in range(n_fields)]
-    placeholders = [pt.make_placeholder(f"u{f}", (size,), np.float64)
-                    for f in range(n_fields)]
-    outs = _evaluate(steps, placeholders,
-                     lambda a, s, m: a[s:s + m], lambda a, b: a + b[:a.shape[0]])
-    refs = _evaluate(steps, host,
-                     lambda a, s, m: a[s:s + m], lambda a, b: a + b[:a.shape[0]])
-    if any(o.shape[0] < 1 for o in outs):
-        return
-    prg = pt.generate_loopy({f"o{f}": o for f, o in enumerate(outs)})
-    _, out = prg(queue, **{f"u{f}": h for f, h in enumerate(host)})
-    for f, ref in enumerate(refs):
-        np.testing.assert_allclose(out[f"o{f}"], ref, rtol=1e-13, atol=1e-13)
+    _check_chain_against_numpy(queue, n_fields, [(terms, cross)] * n_steps, n)
 
 
 def test_the_rolled_loop_is_one_kernel_for_any_step_count():
