@@ -29,7 +29,9 @@ KEY = "ab" * 32
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTATO_LIKE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PYTATO_LIKE_CACHE", raising=False)
-    return tmp_path / "cache"
+    yield tmp_path / "cache"
+    # every claim a test took is given up (a claim held makes waits return)
+    assert not cache_files.holds_claims()
 
 
 def _claim_file() -> Path:
@@ -79,6 +81,7 @@ def test_an_ended_process_s_claim_is_replaced(private_cache):
     assert not cache_files.claimed_elsewhere(cache._versions(), "plans", KEY)
     assert cache.claim_plan(KEY)
     assert _claim_file().read_text().endswith(f" {os.getpid()}\n")
+    cache.release_plan(KEY)
 
 
 def test_a_claim_not_refreshed_is_stale(private_cache):
@@ -260,3 +263,17 @@ def test_deferred_parts_are_generated_after_the_others(private_cache, queue):
     # (OpenCL's sin and cos may differ from NumPy's in the last bit)
     np.testing.assert_allclose(got["a"], av, rtol=1e-15)
     np.testing.assert_allclose(got["b"], np.cos(av) + 1.0, rtol=1e-15)
+
+
+def test_a_process_holding_a_claim_does_not_wait(private_cache):
+    # (a plan generated inside the generation of another: two processes
+    # each waiting for the other's plan would wait PLAN_WAIT_S)
+    other = "cd" * 32
+    assert cache.claim_plan(other)
+    try:
+        _plant_claim(f"{socket.gethostname()} {os.getppid()}\n")
+        t0 = time.monotonic()
+        assert cache.wait_for_plan(KEY) == (None, "miss")
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        cache.release_plan(other)

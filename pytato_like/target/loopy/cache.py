@@ -400,7 +400,11 @@ def wait_for_plan(key: str, timeout: float | None = None):
     """``(plan, "disk")`` once the process holding the claim on plan *key*
     has stored it; ``(None, "miss")`` if that process ends (or gives up
     its claim) without storing it, or after *timeout* seconds
-    (:data:`PLAN_WAIT_S`)."""
+    (:data:`PLAN_WAIT_S`). A process that holds a claim itself (a plan
+    generated inside another's generation) does not wait: two processes
+    waiting for each other's plans would otherwise wait the full time."""
+    if cache_files.holds_claims():
+        return get_plan(key)
     deadline = time.monotonic() + (PLAN_WAIT_S if timeout is None else timeout)
     pause = 0.002
     while True:

@@ -60,6 +60,7 @@ remove a folder only once it is empty: a user's files in the folder stay.
 .. autofunction:: entry_path
 .. autofunction:: claim
 .. autofunction:: claimed_elsewhere
+.. autofunction:: holds_claims
 .. autofunction:: release
 .. autofunction:: entries
 .. autofunction:: evict
@@ -482,6 +483,12 @@ def claim(versions: str, kind: str, key: str) -> bool:
             os.unlink(tmp)
         except OSError:
             pass
+
+
+def holds_claims() -> bool:
+    """Whether this process holds a claim (it is making an entry)."""
+    with _HELD_LOCK:
+        return bool(_HELD)
 
 
 def claimed_elsewhere(versions: str, kind: str, key: str) -> bool:
