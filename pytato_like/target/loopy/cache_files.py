@@ -363,6 +363,26 @@ def load(versions: str, kind: str, key: str) -> bytes | None:
     return payload
 
 
+def _write_beside(path: str, data: bytes) -> str:
+    """A new private temporary file holding *data* in the folder of the
+    entry or claim *path* (the package's folders on the way checked or
+    made private, see :func:`_private_dir`); its path. Removed if the
+    write fails."""
+    private_base_dir()
+    _private_dir(os.path.dirname(os.path.dirname(path)))
+    folder = _private_dir(os.path.dirname(path))
+    tmp = os.path.join(folder, f".pytato_like-{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, _O_CREATE, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
 def _claim_path(versions: str, kind: str, key: str) -> str:
     return entry_path(versions, kind, key)[:-len(".pkl")] + ".claim"
 
@@ -454,14 +474,9 @@ def claim(versions: str, kind: str, key: str) -> bool:
     another live process holds it. A stale claim is replaced."""
     path = _claim_path(versions, kind, key)
     try:
-        private_base_dir()
-        _private_dir(os.path.dirname(os.path.dirname(path)))
-        folder = _private_dir(os.path.dirname(path))
         # written whole, then linked to the claim's name (which fails if
         # it exists): nobody reads a claim without its owner
-        tmp = os.path.join(folder, f".pytato_like-{secrets.token_hex(8)}.tmp")
-        with os.fdopen(os.open(tmp, _O_CREATE, 0o600), "w") as f:
-            f.write(_owner())
+        tmp = _write_beside(path, _owner().encode())
     except OSError:
         return True
     try:
@@ -526,17 +541,10 @@ def store(versions: str, kind: str, key: str, payload: bytes) -> bool:
     """
     path = entry_path(versions, kind, key)
     try:
-        base = private_base_dir()
-        secret = _secret(base)
-        _private_dir(os.path.dirname(os.path.dirname(path)))
-        folder = _private_dir(os.path.dirname(path))
-        tmp = os.path.join(folder, f".pytato_like-{secrets.token_hex(8)}.tmp")
-        fd = os.open(tmp, _O_CREATE, 0o600)
+        secret = _secret(private_base_dir())
+        tmp = _write_beside(path, MAGIC + _mac(secret, versions, kind, key,
+                                               payload) + payload)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC)
-                f.write(_mac(secret, versions, kind, key, payload))
-                f.write(payload)
             os.replace(tmp, path)
         except BaseException:
             if os.path.lexists(tmp):
