@@ -54,7 +54,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
 from pytato_like import opencl_build
-from pytato_like._traversal import topological_order
+from pytato_like.analysis import get_num_nodes
 from pytato_like.target.loopy import cache
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
 from pytato_like.target.loopy.report import compile_context
@@ -207,10 +207,10 @@ def largest_first(programs: Mapping[Hashable, BoundProgram],
                   order: Sequence[Hashable]) -> list[Hashable]:
     """The lazy parts *order* by decreasing number of nodes of their DAG
     (ties in *order*'s order)."""
-    def size(pid: Hashable) -> int:
-        outputs = cast(LazyPartProgram, programs[pid])._lazy_outputs
-        return len(topological_order(list(outputs._data.values())))
-    sizes = {pid: size(pid) for pid in order}
+    sizes = {pid: get_num_nodes(
+                 cast(LazyPartProgram, programs[pid])._lazy_outputs,
+                 count_duplicates=True)
+             for pid in order}
     return sorted(order, key=lambda pid: -sizes[pid])
 
 
