@@ -301,8 +301,7 @@ def _from_binaries(ctx, source: str, code: str):
     import pyopencl as cl
     try:
         prg = cl.Program(ctx, ctx.devices, binaries).build()
-        missing = (set(_KERNEL_NAME_RE.findall(code))
-                   - set(prg.kernel_names.split(";")))
+        missing = _missing_kernels(prg, code)
     except Exception as exc:  # noqa: BLE001 - the source is built instead
         logger.info("cache: saved binary refused (%s); building the source",
                     (str(exc).splitlines() or [""])[0][:200])
@@ -358,11 +357,16 @@ def save_binaries(budget: float | None = None) -> int:
 # }}}
 
 
+def _missing_kernels(prg, code: str) -> set[str]:
+    """The kernels of the OpenCL text *code* that the built *prg* lacks."""
+    return (set(_KERNEL_NAME_RE.findall(code))
+            - set(prg.kernel_names.split(";")))
+
+
 def _build_with_kernels(ctx, source: str, code: str):
     import pyopencl as cl
     prg = cl.Program(ctx, source).build()
-    missing = (set(_KERNEL_NAME_RE.findall(code))
-               - set(prg.kernel_names.split(";")))
+    missing = _missing_kernels(prg, code)
     if missing:
         # e.g. an emptied program.bc in PoCL's cache: the build "succeeds"
         raise RuntimeError(f"the built OpenCL program lacks kernel(s) "
