@@ -50,10 +50,18 @@ def run_mpi_worker(ranks: int, module: str, args: list[str],
 
 def empty_caches_env(folder: str) -> dict[str, str]:
     """This process's environment with every compile cache in a fresh
-    subfolder of *folder* (a "cold" start) and our reports off."""
-    return dict(os.environ,
+    subfolder of *folder* (a "cold" start) and our reports off.
+
+    PoCL's folder is the one the package gives PoCL when the user names
+    none, ``<PYTATO_LIKE_CACHE_DIR>/pocl`` (empty too), as a user who sets
+    nothing has it: that folder is the package's to check, so a warm start
+    loads the binaries saved by the cold run. A ``POCL_CACHE_DIR`` in this
+    process's environment (the user's, or the one the package set here on
+    import) is not passed on."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("POCL_CACHE_DIR", "PYTATO_LIKE_POCL_CACHE_DIR")}
+    return dict(env,
                 PYTATO_LIKE_CACHE_DIR=os.path.join(folder, "pytato_like"),
-                POCL_CACHE_DIR=os.path.join(folder, "pocl"),
                 # loopy's and pyopencl's own caches start empty too
                 XDG_CACHE_HOME=os.path.join(folder, "xdg"),
                 PYTATO_LIKE_REPORT="0")

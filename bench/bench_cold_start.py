@@ -9,10 +9,13 @@ the first call; NumPy and the input data are made before the clock
 starts). The figure without the imports (from building the DAG on) is
 printed below each row:
 
-* **cold**: private, empty ``PYTATO_LIKE_CACHE_DIR`` and ``POCL_CACHE_DIR``
-  (nothing compiled before);
+* **cold**: a private, empty ``PYTATO_LIKE_CACHE_DIR``, which holds
+  PoCL's folder (``POCL_CACHE_DIR`` unset, as a user leaves it), and an
+  empty ``XDG_CACHE_HOME`` (loopy's and pyopencl's caches): nothing
+  compiled before;
 * **warm**: the same caches, populated by the cold run (a user restarting
-  the kernel on an unchanged program);
+  the kernel on an unchanged program: the program binaries saved by the
+  cold run are loaded);
 * **jax**: ``jax.jit`` of the same steps in a fresh process with JAX's
   persistent compilation cache off (when ``jax`` is importable).
 
@@ -208,13 +211,10 @@ def profile(steps: int, top: int = 40) -> None:
 
 
 def _demo_env(tmp: str) -> dict:
-    return dict(os.environ,
-                PYTATO_LIKE_CACHE_DIR=os.path.join(tmp, "pytato_like"),
-                POCL_CACHE_DIR=os.path.join(tmp, "pocl"),
-                XDG_CACHE_HOME=os.path.join(tmp, "xdg"),
-                PYTATO_LIKE_REPORT="0",
-                PATH=os.path.dirname(sys.executable) + os.pathsep
-                + os.environ.get("PATH", ""))
+    env = empty_caches_env(tmp)
+    env["PATH"] = (os.path.dirname(sys.executable) + os.pathsep
+                   + os.environ.get("PATH", ""))
+    return env
 
 
 def measure_demo(runs: int, extra: list[str], verbose: bool = True

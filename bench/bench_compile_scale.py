@@ -27,8 +27,9 @@ the first call (the OpenCL build happens there) and the median of later
 calls, with the inputs on the host (NumPy in, NumPy out, as a user calls
 it):
 
-* **cold**: private, empty ``PYTATO_LIKE_CACHE_DIR``, ``POCL_CACHE_DIR``
-  and ``XDG_CACHE_HOME`` (loopy's and pyopencl's caches): nothing compiled
+* **cold**: private, empty ``PYTATO_LIKE_CACHE_DIR`` (which holds PoCL's
+  folder: ``POCL_CACHE_DIR`` unset, as a user leaves it) and
+  ``XDG_CACHE_HOME`` (loopy's and pyopencl's caches): nothing compiled
   before;
 * **warm**: a second process with the same caches.
 

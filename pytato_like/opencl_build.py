@@ -218,7 +218,8 @@ def build_program(ctx, code: str):
     checked first: :func:`~pytato_like._pocl_cache.check_binary_entry`);
     else PoCL's own cache (``POCL_CACHE_DIR``) skips the compiler for a
     source it built before, and with other drivers pyopencl's binary cache
-    does. PoCL's folder is checked before the first build, and a build
+    does. PoCL's folder is checked before the first build from source
+    (loading a binary checks only the entry it names), and a build
     that fails or lacks a kernel of *code* is retried once past PoCL's
     cache (:mod:`~pytato_like._pocl_cache`)."""
     key = (ctx, hashlib.sha256(code.encode()).digest())
@@ -226,15 +227,18 @@ def build_program(ctx, code: str):
     if prg is None:
         global OPENCL_BUILDS
         OPENCL_BUILDS += 1
-        _pocl_cache.check_pocl_cache()  # waits for the background check
         # NumPy rounds every product and sum: no fused multiply-add
         # (OpenCL C allows contraction by default, which changes the last
         # bits, e.g. of arange's start + i * delta)
         source = _NO_CONTRACTION + code
+        # a saved binary reads only the PoCL entry it names, which
+        # _from_binaries checks: the walk of the whole folder (whose cost
+        # grows with it) is for builds from source only
         prg = _from_binaries(ctx, source, code)
         if prg is not None:
             _PROGRAMS[key] = prg
             return prg
+        _pocl_cache.check_pocl_cache()  # waits for the background check
         try:
             prg = _build_with_kernels(ctx, source, code)
             _unsaved_binary(ctx, source, prg)

@@ -460,29 +460,58 @@ def test_background_pocl_check_removes_damaged_entries_before_the_build(
     assert _pocl_cache.check_pocl_cache(force=True) == 1
 
 
-def test_pocl_check_in_a_fresh_process_runs_in_the_background(tmp_path):
-    # importing the OpenCL target's cache starts the check; the first build
-    # finds it finished
-    folder = _private_tmp(tmp_path)
-    _pocl_run(folder)
-    code = textwrap.dedent("""
-        import json, threading
-        import pytato_like
-        from pytato_like import _pocl_cache
-        from pytato_like.target.loopy import cache
-        thread = _pocl_cache._BACKGROUND
-        started = thread is not None
-        n = _pocl_cache.check_pocl_cache()
-        print(json.dumps({"started": started, "alive": thread.is_alive(),
-                          "removed": n, "checked": _pocl_cache._CHECKED}))
-    """)
+_CHECK_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np, pyopencl as cl, pytato_like as pt
+    from pytato_like import _pocl_cache, opencl_build
+    x = pt.make_placeholder("x", (24,), np.float64)
+    y = pt.cos(x) * float(sys.argv[1]) - x
+    prg = pt.generate_loopy(y)
+    thread = _pocl_cache._BACKGROUND
+    started = thread is not None
+    q = cl.CommandQueue(cl.create_some_context(interactive=False))
+    _, (out,) = prg(q, x=np.linspace(-1.0, 1.0, 24))
+    print(json.dumps({"out": out.tolist(), "cache": prg.stats.cache,
+                      "started": started,
+                      "alive": thread is not None and thread.is_alive(),
+                      "checked": _pocl_cache._CHECKED,
+                      "binaries": opencl_build.BINARIES_LOADED}))
+""")
+
+
+def _check_run(folder, factor):
     env = {k: v for k, v in os.environ.items() if k != "POCL_CACHE_DIR"}
     env.update(PYTATO_LIKE_CACHE_DIR=str(folder))
-    proc = subprocess.run([sys.executable, "-c", code], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"started": True, "alive": False,
-                                       "removed": 0, "checked": True}
+    proc = subprocess.run([sys.executable, "-c", _CHECK_SCRIPT, str(factor)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(np.array(result.pop("out")),
+                               np.cos(XV) * factor - XV, rtol=1e-13)
+    return result
+
+
+def test_pocl_check_runs_beside_codegen_and_not_on_a_warm_start(tmp_path):
+    # a plan cache miss starts the walk of PoCL's folder beside code
+    # generation, and the first build finds it finished; a warm start that
+    # loads the saved binary builds nothing from source and walks nothing
+    # (the walk's cost grows with the folder: ~0.5 s for 68 000 files)
+    folder = _private_tmp(tmp_path)
+    _pocl_run(folder)   # a folder with an entry in it
+    assert _check_run(folder, 3.0) == {"cache": "miss", "started": True,
+                                       "alive": False, "checked": True,
+                                       "binaries": 0}
+    assert _check_run(folder, 3.0) == {"cache": "disk", "started": False,
+                                       "alive": False, "checked": False,
+                                       "binaries": 1}
+    # without a saved binary (another program's plan on disk, its binary
+    # gone), the source build walks the folder first
+    _check_run(folder, 5.0)
+    for path in glob.glob(str(folder / "*" / "binaries" / "*.pkl")):
+        os.remove(path)
+    assert _check_run(folder, 5.0) == {"cache": "disk", "started": False,
+                                       "alive": False, "checked": True,
+                                       "binaries": 0}
 
 # }}}
 

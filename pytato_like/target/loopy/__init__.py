@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pytato_like.array import Array, DictOfNamedArrays
     from pytato_like.target.loopy.outlined import OutlinedProgram
 
+from pytato_like import _pocl_cache
 from pytato_like._traversal import topological_order
 from pytato_like.array import make_dict_of_named_arrays
 from pytato_like.diagnostic import ConfigurationError, PytatoLikeError
@@ -287,8 +288,11 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     stats.cache = where
     translation_units = None
     if plan is None:
-        # PoCL loads its compiler at the first build: meanwhile, here
+        # PoCL loads its compiler at the first build, which waits for the
+        # check of PoCL's folder: both start now, beside code generation
+        # (a warm start loading saved binaries needs neither)
         start_compiler_warmup(device)
+        _pocl_cache.start_background_check()
         # (imported on a miss only: a warm start does without the code
         # generator's ~20 modules)
         from pytato_like.target.loopy.codegen import build_plan

@@ -88,7 +88,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from pytato_like import _pocl_cache, opencl_build
+from pytato_like import opencl_build
 from pytato_like._env import env_flag
 from pytato_like._traversal import ArrayRef
 from pytato_like.array import ARRAY, ARRAY_TUPLE, BINDINGS, Array, NamedArray
@@ -102,12 +102,6 @@ from pytato_like.target.loopy.plan import ProgramPlan
 _MEMORY: dict[str, ProgramPlan] = {}
 
 logger = logging.getLogger("pytato_like.cache")
-
-# PoCL's folder is checked before the first OpenCL build; the walk starts
-# now, beside the key computation and plan loading of the first program
-# (a warm start then does not wait for it)
-_pocl_cache.start_background_check()
-
 
 @functools.lru_cache(maxsize=1)
 def _library_versions() -> str:
