@@ -58,3 +58,31 @@ def env_flag(name: str, default: bool, *,
     raise ConfigurationError(
         f"{name}={raw!r} is not a switch (expected one of "
         f"{sorted(_TRUE)} or {sorted(_FALSE)})")
+
+
+# the variables MPI launchers set to the number of ranks on this node, and
+# to this rank's index among them (MPICH's Hydra, Open MPI)
+_LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
+_LOCAL_RANK_VARIABLES = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK")
+
+
+def ranks_on_node(environ: Mapping[str, str] | None = None) -> int | None:
+    """The number of MPI ranks on this node as the launcher announces it,
+    or ``None`` when not launched by a known MPI launcher."""
+    env = os.environ if environ is None else environ
+    for name in _LOCAL_SIZE_VARIABLES:
+        value = env.get(name)
+        if value and value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def rank_on_node(environ: Mapping[str, str] | None = None) -> int | None:
+    """This rank's index among the ranks of its node as the launcher
+    announces it, or ``None`` when not launched by a known MPI launcher."""
+    env = os.environ if environ is None else environ
+    for name in _LOCAL_RANK_VARIABLES:
+        value = env.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None

@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pytato_like import _pocl_cache
+from pytato_like import _pocl_cache, kernel_precompile
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -234,6 +234,7 @@ def build_program(ctx, code: str):
         # a saved binary reads only the PoCL entry it names, which
         # _from_binaries checks: the walk of the whole folder (whose cost
         # grows with it) is for builds from source only
+        kernel_precompile.note_program(code)
         prg = _from_binaries(ctx, source, code)
         if prg is not None:
             _PROGRAMS[key] = prg
@@ -252,6 +253,9 @@ def build_program(ctx, code: str):
             except Exception:  # noqa: BLE001
                 raise first from None  # its build log's lines match *code*
         _PROGRAMS[key] = prg
+        # the node's ranks compile its kernels' work-group functions now,
+        # each kernel once, rather than each rank all at its first launches
+        kernel_precompile.start(ctx, prg, code)
     return prg
 
 
@@ -363,8 +367,7 @@ def save_binaries(budget: float | None = None) -> int:
 
 def _missing_kernels(prg, code: str) -> set[str]:
     """The kernels of the OpenCL text *code* that the built *prg* lacks."""
-    return (set(_KERNEL_NAME_RE.findall(code))
-            - set(prg.kernel_names.split(";")))
+    return set(kernel_names(code)) - set(prg.kernel_names.split(";"))
 
 
 def _build_with_kernels(ctx, source: str, code: str):
@@ -390,6 +393,11 @@ _KERNEL_PROGRAMS: dict[tuple[cl.Context, str], cl.Program] = {}
 
 _KERNEL_NAME_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?"
                              r"(\w+)\s*\(")
+
+
+def kernel_names(code: str) -> list[str]:
+    """The names of the kernels defined in the OpenCL text *code*."""
+    return _KERNEL_NAME_RE.findall(code)
 
 
 def note_plan(plan) -> None:
@@ -418,14 +426,14 @@ def kernel_program(ctx, source):
     if prg is not None:
         return prg
     batch = {source.key: source}
-    names = set(_KERNEL_NAME_RE.findall(source.device_code))
+    names = set(kernel_names(source.device_code))
     for key, other in list(_PENDING.items()):
         if (ctx, key) in _KERNEL_PROGRAMS:
             del _PENDING[key]  # built already (its plan was fetched again)
             continue
         if key in batch:
             continue
-        other_names = set(_KERNEL_NAME_RE.findall(other.device_code))
+        other_names = set(kernel_names(other.device_code))
         if other_names & names:
             continue
         names |= other_names
@@ -435,8 +443,11 @@ def kernel_program(ctx, source):
         prg = build_program(ctx, own)
     else:
         try:
+            # in the order of their keys: alike ranks, whose kernels were
+            # generated in different orders, build one text (PoCL's cache
+            # entry, shared: see kernel_precompile)
             prg = build_program(ctx, merge_device_code(
-                [s.device_code for s in batch.values()]))
+                [batch[key].device_code for key in sorted(batch)]))
         except Exception:  # noqa: BLE001 - another program's kernel failed:
             # build this program alone, so that its own error (if any) shows
             logger.info("joint OpenCL build of %d kernels failed; "

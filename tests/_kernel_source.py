@@ -10,9 +10,17 @@ _LOOP_HEADER = re.compile(r"for \([^;]*;[^;]*;[^)]*\)")
 _SELECT_CONDITION = re.compile(r"\(([^()?]*)\) \?")
 
 
+# the dry-run argument and return every generated kernel has
+# (tests/test_kernel_precompile.py checks them)
+_DRY_RUN = re.compile(r", int const _pt_dry(?=\))|\n  if \(_pt_dry\)\n    return;")
+
+
 def kernels(source: str) -> list[str]:
-    """Each ``__kernel`` function of *source*, from its keyword on."""
-    return ["__kernel" + k for k in source.split("__kernel")[1:]]
+    """Each ``__kernel`` function of *source*, from its keyword on, without
+    the dry-run argument and return (see
+    :mod:`pytato_like.kernel_precompile`)."""
+    return [_DRY_RUN.sub("", "__kernel" + k)
+            for k in source.split("__kernel")[1:]]
 
 
 def select_conditions(source: str) -> list[str]:

@@ -213,7 +213,7 @@ _POCL_SETUP = {("_pocl_cache.py", "use_private_pocl_cache"),
                ("_pocl_cache.py", "pocl_cache_dir"),
                ("threads.py", "configure_device_threads"),
                ("threads.py", "default_device_threads"),
-               ("threads.py", "ranks_on_node")}
+               ("_env.py", "ranks_on_node")}
 
 
 def test_no_environment_read_at_import():

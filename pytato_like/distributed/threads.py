@@ -54,7 +54,7 @@ import logging
 import os
 from collections.abc import MutableMapping
 
-from pytato_like._env import env_flag
+from pytato_like._env import env_flag, ranks_on_node
 from pytato_like.diagnostic import ConfigurationError
 
 logger = logging.getLogger("pytato_like")
@@ -66,19 +66,6 @@ INLINE_SETTING = "PYTATO_LIKE_INLINE_DEVICE"
 #: PoCL's driver list, and the driver that runs commands in the caller
 POCL_DEVICES = "POCL_DEVICES"
 INLINE_DRIVER = "basic"
-_LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")
-
-
-def ranks_on_node(environ: MutableMapping[str, str] | None = None
-                  ) -> int | None:
-    """The number of MPI ranks on this node as the launcher announces it,
-    or ``None`` when not launched by a known MPI launcher."""
-    env = os.environ if environ is None else environ
-    for name in _LOCAL_SIZE_VARIABLES:
-        value = env.get(name)
-        if value and value.isdigit() and int(value) > 0:
-            return int(value)
-    return None
 
 
 def default_device_threads(environ: MutableMapping[str, str] | None = None,

@@ -88,7 +88,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from pytato_like import opencl_build
+from pytato_like import kernel_precompile, opencl_build
 from pytato_like._env import env_flag
 from pytato_like._traversal import ArrayRef
 from pytato_like.array import ARRAY, ARRAY_TUPLE, BINDINGS, Array, NamedArray
@@ -397,7 +397,7 @@ def wait_for_plan(key: str, timeout: float | None = None):
     (:data:`PLAN_WAIT_S`). A process that holds a claim itself (a plan
     generated inside another's generation) does not wait: two processes
     waiting for each other's plans would otherwise wait the full time."""
-    if cache_files.holds_claims():
+    if cache_files.holds_claims("plans"):
         return get_plan(key)
     deadline = time.monotonic() + (PLAN_WAIT_S if timeout is None else timeout)
     pause = 0.002
@@ -459,6 +459,34 @@ def _store_binaries(key: str, binaries: list[bytes]) -> None:
 
 # and the binaries of the programs built, saved at exit
 opencl_build.set_binary_persistence(_load_binaries, _store_binaries)
+
+
+def _claim_compile(key: str) -> bool:
+    return not _disk_enabled() or cache_files.claim(_versions(), "workgroups", key)
+
+
+def _release_compile(key: str) -> None:
+    if _disk_enabled():
+        cache_files.release(_versions(), "workgroups", key)
+
+
+def _compile_claimed_elsewhere(key: str) -> bool:
+    return _disk_enabled() and cache_files.claimed_elsewhere(
+        _versions(), "workgroups", key)
+
+
+def _compile_done(key: str) -> bool:
+    return _disk_enabled() and _load("workgroups", key) is True
+
+
+def _mark_compile_done(key: str) -> None:
+    _store("workgroups", key, True)
+
+
+# the node's ranks compile each kernel ahead of its launch once
+kernel_precompile.set_claims(kernel_precompile.CompileClaims(
+    _claim_compile, _release_compile, _compile_claimed_elsewhere,
+    _compile_done, _mark_compile_done))
 
 
 #: unit key -> the picklable record of a translation unit handed out

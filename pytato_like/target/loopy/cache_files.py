@@ -18,7 +18,7 @@ uses too) gives the default folder.
         pytato_like-secret.key      32 random bytes, mode 0600: the HMAC key
         pytato_like-<versions>/     one per installation (release, source, libraries)
             plans/ kernels/ units/  <64 hex digits>.pkl entries, mode 0600
-            binaries/               (<64 hex digits>.claim while one is made)
+            binaries/ workgroups/   (<64 hex digits>.claim while one is made)
         pocl/                       PoCL's binary cache (pocl_cache.py)
 
 Folders the package creates are mode 0700.
@@ -93,7 +93,7 @@ MAGIC = b"pytato_like-ce2\n"  # 16 bytes: "cache entry, format 2"
 _MAC_SIZE = 32
 SECRET_NAME = "pytato_like-secret.key"
 _SECRET_SIZE = 32
-KINDS = ("plans", "kernels", "units", "binaries")
+KINDS = ("plans", "kernels", "units", "binaries", "workgroups")
 
 #: names of the package's version folders inside the cache folder
 VERSION_DIR_RE = re.compile(r"pytato_like-[A-Za-z0-9._+-]+\Z")
@@ -500,10 +500,14 @@ def claim(versions: str, kind: str, key: str) -> bool:
             pass
 
 
-def holds_claims() -> bool:
-    """Whether this process holds a claim (it is making an entry)."""
+def holds_claims(kind: str | None = None) -> bool:
+    """Whether this process holds a claim (it is making an entry), of
+    *kind* if given."""
     with _HELD_LOCK:
-        return bool(_HELD)
+        if kind is None:
+            return bool(_HELD)
+        folder = os.sep + kind + os.sep
+        return any(folder in path for path in _HELD)
 
 
 def claimed_elsewhere(versions: str, kind: str, key: str) -> bool:

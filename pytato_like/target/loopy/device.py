@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pytato_like import opencl_build
+from pytato_like import kernel_precompile, opencl_build
 from pytato_like.target.loopy.report import ProgramStats, compiling
 
 if TYPE_CHECKING:
@@ -52,7 +52,15 @@ def build_kernel(ctx, source: KernelSource, stats=None):
         elapsed = time.perf_counter() - t0
         if stats is not None:
             stats.record_phase("opencl_build", elapsed)
-    kernels = SimpleNamespace(**{k.function_name: k for k in prg.all_kernels()})
+    objects = prg.all_kernels()
+    for kernel in objects:
+        kernel_precompile.set_dry_argument(kernel)
+    # a kernel another rank of the node compiles now: wait for it, then
+    # PoCL loads it from its cache
+    own = set(opencl_build.kernel_names(source.device_code))
+    kernel_precompile.wait_for_other_processes(
+        ctx, [k for k in objects if k.function_name in own])
+    kernels = SimpleNamespace(**{k.function_name: k for k in objects})
     namespace: dict[str, object] = {}
     import pyopencl.array
     namespace["_lpy_cl"] = cl

@@ -26,6 +26,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pytato_like import opencl_build
+from pytato_like.kernel_precompile import (
+    add_dry_argument,
+    dry_launches,
+    host_code_with_dry_argument,
+)
 from pytato_like.opencl_build import (
     KernelSource,
     get_kernel,
@@ -220,8 +225,11 @@ class KernelGenerator:
         t0 = time.perf_counter()
         opencl_build.CODEGEN_CALLS += 1
         cg = lp.generate_code_v2(knl)
-        device = hoist_group_ids(cg.device_code())
-        host = cg.host_code()
+        # the dry argument lets the node's ranks compile the kernel ahead
+        # of its first launch, once (pytato_like.kernel_precompile)
+        device = add_dry_argument(hoist_group_ids(cg.device_code()))
+        host = host_code_with_dry_argument(
+            cg.host_code(), [launch.name for launch in dry_launches(device)])
         self.codegen_time += time.perf_counter() - t0
         arg_names = tuple(a.name for a in spec["args"])
         return KernelSource(key, device, host, f"_lpy_host_{spec['name']}",

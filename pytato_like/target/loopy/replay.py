@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import numpy as np
 from pytato_like.target.loopy.plan import storage_dtype
+from pytato_like.kernel_precompile import kernel_object
 from pytato_like.target.loopy.device import PackedUpload, build_kernel, to_device_all
 
 if TYPE_CHECKING:
@@ -645,7 +646,7 @@ class FrozenLaunches:
                 # a kernel object of its own (the program's kernels are
                 # shared with other programs and calls): its arguments,
                 # set now, stay set until an input is rebound
-                own: cl.Kernel = cl.Kernel(knl.program, knl.function_name)
+                own: cl.Kernel = kernel_object(knl.program, knl.function_name)
                 # (pyopencl's stubs omit its private fast setters)
                 own._set_arg_multi(tuple(args))  # type: ignore[attr-defined]
                 if packed is not None:
