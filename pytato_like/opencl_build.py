@@ -231,10 +231,10 @@ def build_program(ctx, code: str):
         # (OpenCL C allows contraction by default, which changes the last
         # bits, e.g. of arange's start + i * delta)
         source = _NO_CONTRACTION + code
+        kernel_precompile.note_program(code)   # (its kernels' dry argument)
         # a saved binary reads only the PoCL entry it names, which
         # _from_binaries checks: the walk of the whole folder (whose cost
         # grows with it) is for builds from source only
-        kernel_precompile.note_program(code)
         prg = _from_binaries(ctx, source, code)
         if prg is not None:
             _PROGRAMS[key] = prg
