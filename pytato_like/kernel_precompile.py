@@ -47,6 +47,8 @@ are compiled at their first launch as before.
 .. autofunction:: add_dry_argument
 .. autofunction:: host_code_with_dry_argument
 .. autofunction:: dry_launches
+.. autofunction:: note_program
+.. autofunction:: forget_programs
 .. autofunction:: set_dry_argument
 .. autofunction:: kernel_object
 .. autoclass:: CompileClaims
@@ -217,24 +219,32 @@ def _split_params(text: str) -> list[str]:
     return params
 
 
-# kernel name -> number of arguments, for kernels with the dry argument
-# (names are hashes of the kernel's code: a name is one kernel)
-_DRY_KERNELS: dict[str, int] = {}
+# (OpenCL program handle, kernel name) -> number of arguments, for the
+# kernels with the dry argument of the programs built or loaded (a name
+# alone is not a kernel: programs of different users' code may hold
+# kernels of one name, with and without the argument)
+_DRY_KERNELS: dict[tuple[int, str], int] = {}
 
 
-def note_program(code: str) -> list[DryLaunch]:
-    """Remember the kernels of *code* that have the dry argument (for
-    :func:`set_dry_argument`); their dry launches."""
+def note_program(program: cl.Program, code: str) -> list[DryLaunch]:
+    """Remember the kernels of *program* (built from *code*) that have the
+    dry argument (for :func:`set_dry_argument`); their dry launches."""
     launches = dry_launches(code)
     for launch in launches:
-        _DRY_KERNELS[launch.name] = len(launch.arguments) + 1
+        _DRY_KERNELS[program.int_ptr, launch.name] = len(launch.arguments) + 1
     return launches
+
+
+def forget_programs() -> None:
+    """Forget the programs noted (their handles may be reused once they
+    are freed)."""
+    _DRY_KERNELS.clear()
 
 
 def set_dry_argument(kernel: cl.Kernel) -> None:
     """Set *kernel*'s dry argument to 0 (a real launch), if it has one."""
-    n_args = _DRY_KERNELS.get(kernel.function_name)
-    if n_args is not None and kernel.num_args == n_args:
+    n_args = _DRY_KERNELS.get((kernel.program.int_ptr, kernel.function_name))
+    if n_args is not None:
         kernel.set_arg(n_args - 1, np.int32(0))
 
 
@@ -330,7 +340,7 @@ def start(ctx: cl.Context, program: cl.Program, source: str) -> None:
     """Launch the kernels of *program* (built from *source*) dry in a
     background thread, each one another process of the node does not
     compile already (when :func:`enabled`)."""
-    launches = note_program(source)
+    launches = note_program(program, source)
     if not launches or not enabled(ctx):
         return
     key = (ctx, source)

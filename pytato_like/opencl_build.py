@@ -231,12 +231,12 @@ def build_program(ctx, code: str):
         # (OpenCL C allows contraction by default, which changes the last
         # bits, e.g. of arange's start + i * delta)
         source = _NO_CONTRACTION + code
-        kernel_precompile.note_program(code)   # (its kernels' dry argument)
         # a saved binary reads only the PoCL entry it names, which
         # _from_binaries checks: the walk of the whole folder (whose cost
         # grows with it) is for builds from source only
         prg = _from_binaries(ctx, source, code)
         if prg is not None:
+            kernel_precompile.note_program(prg, code)  # (the dry argument)
             _PROGRAMS[key] = prg
             return prg
         _pocl_cache.check_pocl_cache()  # waits for the background check
@@ -483,6 +483,7 @@ def clear_memory() -> None:
     """Forget kernel sources and built programs held in memory."""
     _MEMORY_KERNELS.clear()
     _PROGRAMS.clear()
+    kernel_precompile.forget_programs()
     _PENDING.clear()
     _KERNEL_PROGRAMS.clear()
 

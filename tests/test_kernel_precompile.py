@@ -152,18 +152,31 @@ def test_kernels_of_larger_work_groups_keep_their_arguments(queue):
 
 def test_kernel_objects_are_ready_for_real_launches(queue):
     import pyopencl as cl
-    code = kp.add_dry_argument(
+    ctx = queue.context
+    # one kernel name in two programs, with and without the dry argument,
+    # with as many arguments (arraycontext names every program's kernel
+    # after its entrypoint)
+    guarded_code = kp.add_dry_argument(
         "__kernel void __attribute__ ((reqd_work_group_size(1, 1, 1))) "
         "kp_ready(__global double *out)\n{\n  out[0] = 3.0;\n}\n")
-    kp.note_program(code)
-    program = cl.Program(queue.context, code).build()
-    kernel = kp.kernel_object(program, "kp_ready")
-    out = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 8)
-    kernel.set_arg(0, out)      # as loopy's launcher does: by position
-    cl.enqueue_nd_range_kernel(queue, kernel, (1,), (1,)).wait()
+    plain_code = ("__kernel void __attribute__ ((reqd_work_group_size(1, 1, 1))) "
+                  "kp_ready(__global double *out, __global double *more)\n"
+                  "{\n  out[0] = 4.0;\n  more[0] = 5.0;\n}\n")
+    guarded = cl.Program(ctx, guarded_code).build()
+    plain = cl.Program(ctx, plain_code).build()
+    kp.note_program(guarded, guarded_code)
+    kp.note_program(plain, plain_code)
+    out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 8)
+    more = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 8)
     back = np.zeros(1)
-    cl.enqueue_copy(queue, back, out)
-    assert back[0] == 3.0
+    for program, buffers, value in ((guarded, [out], 3.0),
+                                    (plain, [out, more], 4.0)):
+        kernel = kp.kernel_object(program, "kp_ready")
+        for i, buf in enumerate(buffers):  # by position, as loopy's launcher
+            kernel.set_arg(i, buf)
+        cl.enqueue_nd_range_kernel(queue, kernel, (1,), (1,)).wait()
+        cl.enqueue_copy(queue, back, out)
+        assert back[0] == value
 
 
 class _FakeClaims:
