@@ -47,6 +47,7 @@ checked (a ``POCL_CACHE_DIR`` the user set is theirs).
 
 .. autofunction:: use_private_pocl_cache
 .. autofunction:: pocl_cache_dir
+.. autofunction:: is_pocl_platform
 .. autofunction:: private_pocl_cache_dir
 .. autofunction:: check_pocl_cache
 .. autofunction:: start_background_check
@@ -82,6 +83,11 @@ _CHECKED = False
 _BACKGROUND: threading.Thread | None = None
 _REMOVED_IN_BACKGROUND = 0
 _LOCK = threading.Lock()
+
+
+def is_pocl_platform(platform) -> bool:
+    """Whether the OpenCL *platform* (a ``pyopencl.Platform``) is PoCL's."""
+    return "portable computing language" in platform.name.lower()
 
 
 def pocl_cache_dir() -> str:

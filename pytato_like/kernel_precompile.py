@@ -287,8 +287,7 @@ def set_claims(claims: CompileClaims) -> None:
 
 def _is_pocl(ctx: cl.Context) -> bool:
     try:
-        return all("portable computing language" in d.platform.name.lower()
-                   for d in ctx.devices)
+        return all(_pocl_cache.is_pocl_platform(d.platform) for d in ctx.devices)
     except Exception:  # noqa: BLE001 - an unusual context: not ours to do
         return False
 

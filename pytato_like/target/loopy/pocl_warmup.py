@@ -39,6 +39,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from pytato_like._pocl_cache import is_pocl_platform
+
 if TYPE_CHECKING:
     import pyopencl as cl
 
@@ -86,16 +88,12 @@ def _pocl_device(device: cl.Device | None) -> cl.Device | None:
     platform; None when there is none."""
     import pyopencl as cl
     if device is not None:
-        return device if _is_pocl(device.platform) else None
+        return device if is_pocl_platform(device.platform) else None
     for platform in cl.get_platforms():
-        if _is_pocl(platform):
+        if is_pocl_platform(platform):
             devices = platform.get_devices()
             return devices[0] if devices else None
     return None
-
-
-def _is_pocl(platform: cl.Platform) -> bool:
-    return "portable computing language" in platform.name.lower()
 
 
 def _warm(device: cl.Device | None) -> None:
