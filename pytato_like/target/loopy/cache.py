@@ -373,21 +373,33 @@ def defer_claimed_plans() -> bool:
     return getattr(_DEFER, "on", False)
 
 
+def _claim(kind: str, key: str) -> bool:
+    # True when this process may make the entry (or the disk cache is off)
+    return not _disk_enabled() or cache_files.claim(_versions(), kind, key)
+
+
+def _release(kind: str, key: str) -> None:
+    if _disk_enabled():
+        cache_files.release(_versions(), kind, key)
+
+
+def _claimed_elsewhere(kind: str, key: str) -> bool:
+    return _disk_enabled() and cache_files.claimed_elsewhere(
+        _versions(), kind, key)
+
+
 def claim_plan(key: str) -> bool:
     """Claim plan *key* before generating it (see
     :func:`~pytato_like.target.loopy.cache_files.claim`): ranks or
     processes generating alike programs at once then generate each plan
     once. True when this process may generate it (it holds the claim, or
     the disk cache is off); False while another process generates it."""
-    if not _disk_enabled():
-        return True
-    return cache_files.claim(_versions(), "plans", key)
+    return _claim("plans", key)
 
 
 def release_plan(key: str) -> None:
     """Give up this process's claim on plan *key*."""
-    if _disk_enabled():
-        cache_files.release(_versions(), "plans", key)
+    _release("plans", key)
 
 
 def wait_for_plan(key: str, timeout: float | None = None):
@@ -405,7 +417,7 @@ def wait_for_plan(key: str, timeout: float | None = None):
         plan, where = get_plan(key)
         if plan is not None:
             return plan, where
-        if (not cache_files.claimed_elsewhere(_versions(), "plans", key)
+        if (not _claimed_elsewhere("plans", key)
                 or time.monotonic() > deadline):
             return get_plan(key)
         time.sleep(pause)
@@ -461,32 +473,14 @@ def _store_binaries(key: str, binaries: list[bytes]) -> None:
 opencl_build.set_binary_persistence(_load_binaries, _store_binaries)
 
 
-def _claim_compile(key: str) -> bool:
-    return not _disk_enabled() or cache_files.claim(_versions(), "workgroups", key)
-
-
-def _release_compile(key: str) -> None:
-    if _disk_enabled():
-        cache_files.release(_versions(), "workgroups", key)
-
-
-def _compile_claimed_elsewhere(key: str) -> bool:
-    return _disk_enabled() and cache_files.claimed_elsewhere(
-        _versions(), "workgroups", key)
-
-
-def _compile_done(key: str) -> bool:
-    return _disk_enabled() and _load("workgroups", key) is True
-
-
-def _mark_compile_done(key: str) -> None:
-    _store("workgroups", key, True)
-
-
-# the node's ranks compile each kernel ahead of its launch once
+# the node's ranks compile each kernel ahead of its launch once: claims
+# and done markers of kind "workgroups"
 kernel_precompile.set_claims(kernel_precompile.CompileClaims(
-    _claim_compile, _release_compile, _compile_claimed_elsewhere,
-    _compile_done, _mark_compile_done))
+    claim=functools.partial(_claim, "workgroups"),
+    release=functools.partial(_release, "workgroups"),
+    claimed_elsewhere=functools.partial(_claimed_elsewhere, "workgroups"),
+    is_done=lambda key: _load("workgroups", key) is True,
+    mark_done=lambda key: _store("workgroups", key, True)))
 
 
 #: unit key -> the picklable record of a translation unit handed out
