@@ -19,7 +19,7 @@ This module lets the ranks of a node share that work:
   operators, whose work-groups PoCL vectorises across work-items) gets a
   last argument ``_pt_dry`` (:func:`add_dry_argument`): a launch with it
   nonzero returns at once.
-  Kernel objects keep it at 0 (:func:`set_dry_argument`, run on every
+  Kernel objects keep it at 0 (:func:`set_dry_arguments`, run on every
   kernel object the package makes), so a program's launches are unchanged.
 * After a build, a background thread launches each kernel of the program
   *dry* -- one work-group of the kernel's required size, dummy arguments
@@ -49,7 +49,7 @@ are compiled at their first launch as before.
 .. autofunction:: dry_launches
 .. autofunction:: note_program
 .. autofunction:: forget_programs
-.. autofunction:: set_dry_argument
+.. autofunction:: set_dry_arguments
 .. autofunction:: kernel_object
 .. autoclass:: CompileClaims
 .. autofunction:: set_claims
@@ -228,7 +228,7 @@ _DRY_KERNELS: dict[tuple[int, str], int] = {}
 
 def note_program(program: cl.Program, code: str) -> list[DryLaunch]:
     """Remember the kernels of *program* (built from *code*) that have the
-    dry argument (for :func:`set_dry_argument`); their dry launches."""
+    dry argument (for :func:`set_dry_arguments`); their dry launches."""
     launches = dry_launches(code)
     for launch in launches:
         _DRY_KERNELS[program.int_ptr, launch.name] = len(launch.arguments) + 1
@@ -241,11 +241,15 @@ def forget_programs() -> None:
     _DRY_KERNELS.clear()
 
 
-def set_dry_argument(kernel: cl.Kernel) -> None:
-    """Set *kernel*'s dry argument to 0 (a real launch), if it has one."""
-    n_args = _DRY_KERNELS.get((kernel.program.int_ptr, kernel.function_name))
-    if n_args is not None:
-        kernel.set_arg(n_args - 1, np.int32(0))
+def set_dry_arguments(program: cl.Program, kernels: Iterable[cl.Kernel]
+                      ) -> None:
+    """Set the dry argument of *kernels* (objects of *program*'s kernels)
+    to 0 (a real launch), where they have one."""
+    handle = program.int_ptr
+    for kernel in kernels:
+        n_args = _DRY_KERNELS.get((handle, kernel.function_name))
+        if n_args is not None:
+            kernel.set_arg(n_args - 1, np.int32(0))
 
 
 def kernel_object(program: cl.Program, name: str) -> cl.Kernel:
@@ -253,7 +257,7 @@ def kernel_object(program: cl.Program, name: str) -> cl.Kernel:
     launches."""
     import pyopencl as cl
     kernel = cl.Kernel(program, name)
-    set_dry_argument(kernel)
+    set_dry_arguments(program, [kernel])
     return kernel
 
 # }}}
@@ -311,10 +315,13 @@ def _device_key(ctx: cl.Context) -> str:
                     for d in ctx.devices)
 
 
-def _claim_key(ctx: cl.Context, source: str, name: str) -> str:
+def _program_digest(ctx: cl.Context, source: str) -> bytes:
     return hashlib.sha256(
-        f"precompile\0{_device_key(ctx)}\0{name}\0{source}".encode()
-    ).hexdigest()
+        f"precompile\0{_device_key(ctx)}\0{source}".encode()).digest()
+
+
+def _claim_key(program_digest: bytes, name: str) -> str:
+    return hashlib.sha256(program_digest + name.encode()).hexdigest()
 
 
 # }}}
@@ -322,8 +329,9 @@ def _claim_key(ctx: cl.Context, source: str, name: str) -> str:
 
 # {{{ dry launches in the background
 
-# (ctx, source) of every program handed to start(), -> its DryLaunches
-_STARTED: dict[tuple[cl.Context, str], list[DryLaunch]] = {}
+# (ctx, source) of every program handed to start() -> the digest its
+# kernels' claim keys derive from, and its dry launches
+_STARTED: dict[tuple[cl.Context, str], tuple[bytes, list[DryLaunch]]] = {}
 _JOBS: queue_module.Queue = queue_module.Queue()
 _WORKER: threading.Thread | None = None
 _LOCK = threading.Lock()
@@ -350,12 +358,13 @@ def start(ctx: cl.Context, program: cl.Program, source: str) -> None:
         usable = [launch for launch in launches
                   if launch.work_group is not None
                   and all(kind is not None for kind in launch.arguments)]
-        _STARTED[key] = usable
+        digest = _program_digest(ctx, source)
+        _STARTED[key] = (digest, usable)
         if not usable:
             return
         # ranks start at different kernels, so that they share them
         shift = (rank_on_node() or 0) % len(usable)
-        _JOBS.put((ctx, program, source, usable[shift:] + usable[:shift]))
+        _JOBS.put((ctx, program, digest, usable[shift:] + usable[:shift]))
         if _WORKER is None:
             _WORKER = threading.Thread(target=_work, daemon=True,
                                        name="pytato_like-precompile")
@@ -374,7 +383,7 @@ def _work() -> None:
             _JOBS.task_done()
 
 
-def _launch_dry(ctx: cl.Context, program: cl.Program, source: str,
+def _launch_dry(ctx: cl.Context, program: cl.Program, digest: bytes,
                 launches: list[DryLaunch]) -> None:
     import pyopencl as cl
     claims = _claims
@@ -384,7 +393,7 @@ def _launch_dry(ctx: cl.Context, program: cl.Program, source: str,
     for launch in launches:
         if _STOPPING.is_set():
             return
-        key = _claim_key(ctx, source, launch.name)
+        key = _claim_key(digest, launch.name)
         if claims.is_done(key) or not claims.claim(key):
             LEFT_TO_OTHERS.append(launch.name)
             continue
@@ -436,7 +445,7 @@ def wait_for_other_processes(ctx: cl.Context, kernels: Iterable[cl.Kernel],
     if _claims is None:
         return
     names = {k.function_name for k in kernels}
-    programs = [(source, launches) for (c, source), launches
+    programs = [(digest, launches) for (c, _), (digest, launches)
                 in list(_STARTED.items()) if c == ctx
                 and any(launch.name in names for launch in launches)]
     if not programs:
@@ -444,11 +453,11 @@ def wait_for_other_processes(ctx: cl.Context, kernels: Iterable[cl.Kernel],
     claimed_elsewhere = _claims.claimed_elsewhere
     deadline = time.monotonic() + (WAIT_S if timeout is None else timeout)
     pause = 0.002
-    for source, launches in programs:
+    for digest, launches in programs:
         for launch in launches:
             if launch.name not in names:
                 continue
-            key = _claim_key(ctx, source, launch.name)
+            key = _claim_key(digest, launch.name)
             while claimed_elsewhere(key) and time.monotonic() < deadline:
                 time.sleep(pause)
                 pause = min(2 * pause, 0.02)

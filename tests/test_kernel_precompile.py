@@ -196,7 +196,7 @@ def _claims_of(fake):
 def test_first_launch_waits_for_another_process_bounded(monkeypatch, queue):
     ctx = queue.context
     launch = kp.DryLaunch("kp_waited", ("buffer",), (1, 1, 1))
-    monkeypatch.setitem(kp._STARTED, (ctx, "source"), [launch])
+    monkeypatch.setitem(kp._STARTED, (ctx, "source"), (b"digest", [launch]))
 
     class Kernel:
         function_name = "kp_waited"

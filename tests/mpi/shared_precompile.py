@@ -31,7 +31,7 @@ def main() -> None:
     first_execution(comm, N_LOCAL, N_FIELDS, N_STEPS, HALO)
     assert kernel_precompile.wait_for_precompiles(120)
     names = sorted({launch.name
-                    for launches in kernel_precompile._STARTED.values()
+                    for _, launches in kernel_precompile._STARTED.values()
                     for launch in launches})
     # rank 0 prints every line: lines of two ranks printed at once can
     # reach mpiexec's output glued together

@@ -53,8 +53,7 @@ def build_kernel(ctx, source: KernelSource, stats=None):
         if stats is not None:
             stats.record_phase("opencl_build", elapsed)
     objects = prg.all_kernels()
-    for kernel in objects:
-        kernel_precompile.set_dry_argument(kernel)
+    kernel_precompile.set_dry_arguments(prg, objects)
     # a kernel another rank of the node compiles now: wait for it, then
     # PoCL loads it from its cache
     own = set(opencl_build.kernel_names(source.device_code))
