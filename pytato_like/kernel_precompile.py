@@ -94,7 +94,9 @@ WAIT_S = 20.0
 EXIT_WAIT_S = 10.0
 SETTING = "PYTATO_LIKE_SHARED_PRECOMPILE"
 
-_KERNEL_HEAD_RE = re.compile(
+#: a kernel's head in OpenCL C, up to its parameter list: its attributes
+#: and its name (:func:`pytato_like.opencl_build.kernel_names` uses it too)
+KERNEL_HEAD_RE = re.compile(
     r"__kernel\s+void\s+(?P<attrs>(?:__attribute__\s*\(\(.*?\)\)\s*)*)"
     r"(?P<name>[A-Za-z_]\w*)\s*\(")
 _WORK_GROUP_RE = re.compile(
@@ -119,7 +121,7 @@ def _kernel_parts(code: str):
     """For each kernel definition of *code*: (head match, index of its
     parameter list's opening and closing parenthesis, index of the body's
     opening brace)."""
-    for head in _KERNEL_HEAD_RE.finditer(code):
+    for head in KERNEL_HEAD_RE.finditer(code):
         open_paren = head.end() - 1
         depth = 0
         close = -1

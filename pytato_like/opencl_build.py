@@ -48,7 +48,6 @@ import dataclasses
 import hashlib
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -391,13 +390,11 @@ _PENDING: dict[str, KernelSource] = {}
 # (context, kernel key) -> the pyopencl.Program holding that kernel
 _KERNEL_PROGRAMS: dict[tuple[cl.Context, str], cl.Program] = {}
 
-_KERNEL_NAME_RE = re.compile(r"__kernel\s+void\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?"
-                             r"(\w+)\s*\(")
-
 
 def kernel_names(code: str) -> list[str]:
     """The names of the kernels defined in the OpenCL text *code*."""
-    return _KERNEL_NAME_RE.findall(code)
+    return [head["name"]
+            for head in kernel_precompile.KERNEL_HEAD_RE.finditer(code)]
 
 
 def note_plan(plan) -> None:
