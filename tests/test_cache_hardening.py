@@ -337,14 +337,20 @@ _POCL_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _pocl_run(folder, **env_extra):
+def _script_result(script, folder, *args, **env_extra):
+    """The JSON the last line of *script* printed, run in a fresh process
+    with the cache folder *folder* and PoCL's folder in it."""
     env = {k: v for k, v in os.environ.items() if k != "POCL_CACHE_DIR"}
     env.update(PYTATO_LIKE_CACHE_DIR=str(folder), **env_extra)
-    proc = subprocess.run([sys.executable, "-c", _POCL_SCRIPT], env=env,
+    proc = subprocess.run([sys.executable, "-c", script, *args], env=env,
                           capture_output=True, text=True, timeout=300)
     # SIGABRT in PoCL would show as returncode -6
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _pocl_run(folder, **env_extra):
+    result = _script_result(_POCL_SCRIPT, folder, **env_extra)
     np.testing.assert_allclose(np.array(result["out"]),
                                np.sin(XV) * 3 - XV, rtol=1e-13)
     return result
@@ -480,12 +486,7 @@ _CHECK_SCRIPT = textwrap.dedent("""
 
 
 def _check_run(folder, factor):
-    env = {k: v for k, v in os.environ.items() if k != "POCL_CACHE_DIR"}
-    env.update(PYTATO_LIKE_CACHE_DIR=str(folder))
-    proc = subprocess.run([sys.executable, "-c", _CHECK_SCRIPT, str(factor)],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = _script_result(_CHECK_SCRIPT, folder, str(factor))
     np.testing.assert_allclose(np.array(result.pop("out")),
                                np.cos(XV) * factor - XV, rtol=1e-13)
     return result
