@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
 import pytest
+
+# The tests check compiled kernels against NumPy: a program's first call
+# is compiled, not evaluated on the host while it compiles (what
+# tests/test_host_first_call.py tests turns it back on).
+os.environ.setdefault("PYTATO_LIKE_HOST_FIRST_CALL", "0")
 
 #: Every dtype the front end is tested with.
 ALL_DTYPES = ("float32", "float64", "int8", "int32", "int64", "uint8",

@@ -79,9 +79,9 @@ def test_the_same_layout_twice_replays(queue):
         _, out = prg(queue, **inputs)
         for name, ref in _numpy(uv, vv).items():
             np.testing.assert_array_equal(out[name].get(), ref)
-        assert prg.replay_counts() == {"full": 1, "replayed": k, "frozen": 0}
+        assert prg.replay_counts() == {"host": 0, "full": 1, "replayed": k, "frozen": 0}
     # a copy starts its own cache and counts
-    assert prg.copy().replay_counts() == {"full": 0, "replayed": 0,
+    assert prg.copy().replay_counts() == {"host": 0, "full": 0, "replayed": 0,
                                           "frozen": 0}
 
 
@@ -147,7 +147,7 @@ def test_frozen_calls_give_numpys_results_in_the_same_arrays(queue):
     assert again is out
     for name, ref in _numpy(uv3, vv3).items():
         np.testing.assert_array_equal(again[name].get(), ref)
-    assert prg.replay_counts() == {"full": 1, "replayed": 0, "frozen": 3}
+    assert prg.replay_counts() == {"host": 0, "full": 1, "replayed": 0, "frozen": 3}
 
 
 def test_frozen_outputs_placed(queue):
@@ -217,7 +217,7 @@ def test_what_cannot_be_frozen_runs_replayed(queue, monkeypatch):
         out = _steady(checked, queue, pool, gathered)
         assert type(out) is not KeptOutputs
         np.testing.assert_array_equal(out["g"].get(), np.arange(5) * 3 + 1.0)
-    assert checked.replay_counts() == {"full": 1, "replayed": 2, "frozen": 0}
+    assert checked.replay_counts() == {"host": 0, "full": 1, "replayed": 2, "frozen": 0}
 
     # temporaries over the limit would stay allocated
     monkeypatch.setattr(replay_module, "FROZEN_TEMPORARY_BYTES", 8)

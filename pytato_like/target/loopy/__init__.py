@@ -56,6 +56,7 @@ from pytato_like.target.loopy.bound import (
     BoundPyOpenCLProgram,
     LoopyBoundProgram,
 )
+from pytato_like.target.loopy import host_first_call
 from pytato_like.target.loopy.options import CodegenOptions
 from pytato_like.tags import ImplementationStrategy, ImplInlined, ImplStored
 from pytato_like.target.loopy.outlined import (
@@ -274,17 +275,62 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     key = cache.dag_key(outputs, order, extra)
     stats.record_phase("cache_lookup", time.perf_counter() - t_start)
     plan, where = cache.get_plan(key)
-    claimed = False
-    if plan is None:
-        claimed = cache.claim_plan(key)
-        if claimed:
-            # (another process may have stored it between the two looks)
-            plan, where = cache.get_plan(key)
-        elif cache.defer_claimed_plans():
-            raise cache.PlanClaimedElsewhere(key)
+    translation_units = None
+    pending = host_first_call.pending_plan(key)
+    if plan is None and pending is not None:
+        # the same DAG, generated before in this process: its plan is
+        # being made after a first call on the host
+        plan, translation_units = pending.result()
+        where = "memory"
+    if plan is not None:
+        stats.cache = where
+        _record_plan(stats, plan, function_name)
+    else:
+        def make():
+            return _make_plan(key, outputs, options, order, stats, device)
+        if _host_first_call_fits(options, checks, order, inputs):
+            plan = host_first_call.PendingPlan(key, make)
+            # PoCL's compiler loads beside the host evaluation
+            start_compiler_warmup(device)
         else:
-            # another process generates this plan: wait for it
-            plan, where = cache.wait_for_plan(key)
+            plan, translation_units = make()
+    prg = BoundPyOpenCLProgram(plan, inputs, list(inputs.data_wrappers), single,
+                               outputs, options, stats, target=target,
+                               loopy_options=lp_options, checks=checks)
+    prg.key = key
+    if translation_units is not None:
+        prg._translation_units = translation_units
+    return prg
+
+
+def _host_first_call_fits(options: CodegenOptions, checks: list,
+                          order: list, inputs) -> bool:
+    """Whether the first call of a program whose plan missed the cache
+    runs on the host (:mod:`.host_first_call`)."""
+    if not options.host_first_call or checks or cache.defer_claimed_plans():
+        return False
+    import numpy as np
+    if not all(isinstance(dw.data, np.ndarray) for dw in inputs.data_wrappers):
+        return False   # (data bound on the device)
+    seconds = host_first_call.estimated_host_seconds(order)
+    return seconds is not None and seconds <= host_first_call.HOST_BUDGET_S
+
+
+def _make_plan(key: str, outputs, options: CodegenOptions, order: list,
+               stats: ProgramStats, device):
+    """``(plan, translation units or None)`` of a DAG whose plan missed
+    the cache: another process's (waited for while it generates it) or
+    generated here, and stored."""
+    plan, where = None, "miss"
+    claimed = cache.claim_plan(key)
+    if claimed:
+        # (another process may have stored it between the two looks)
+        plan, where = cache.get_plan(key)
+    elif cache.defer_claimed_plans():
+        raise cache.PlanClaimedElsewhere(key)
+    else:
+        # another process generates this plan: wait for it
+        plan, where = cache.wait_for_plan(key)
     stats.cache = where
     translation_units = None
     if plan is None:
@@ -307,16 +353,15 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
                 cache.release_plan(key)
     elif claimed:
         cache.release_plan(key)
+    _record_plan(stats, plan, options.function_name)
+    return plan, translation_units
+
+
+def _record_plan(stats: ProgramStats, plan, function_name: str) -> None:
+    """The plan's figures in *stats* (and the report, when on)."""
     stats.n_stored = plan.n_stored
     stats.n_kernels = len(plan.kernels)
     stats.n_launches = len(plan.launches)
-    prg = BoundPyOpenCLProgram(plan, inputs, list(inputs.data_wrappers), single,
-                               outputs, options, stats, target=target,
-                               loopy_options=lp_options, checks=checks)
-    prg.key = key
-    if translation_units is not None:
-        prg._translation_units = translation_units
     if stats.enabled:
         report_logger.info("%scompiled (%s):\n%s", stats.where,
                            function_name, stats.table())
-    return prg

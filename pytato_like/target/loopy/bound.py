@@ -45,6 +45,7 @@ from pytato_like.target import (
     scalar_input_as_placeholder_dtype,
 )
 from pytato_like.target.loopy import cache
+from pytato_like.target.loopy.host_first_call import PendingPlan, run_on_host
 from pytato_like.target.loopy.plan import ProgramPlan, storage_dtype
 from pytato_like.target.loopy.replay import MAX_REPLAYS, LaunchReplay, layout_key
 from pytato_like.target.loopy.device import (
@@ -153,7 +154,9 @@ class BoundPyOpenCLProgram(BoundProgram):
     def __init__(self, plan: ProgramPlan, inputs, data_wrappers, single_output: bool,
                  outputs, options: CodegenOptions, stats, *, target=None,
                  loopy_options=None, checks=()) -> None:
-        self.plan = plan
+        # the plan, or its PendingPlan while the first call runs on the
+        # host (read through the plan property, which waits for it)
+        self._plan: ProgramPlan | PendingPlan | None = plan
         #: :class:`~pytato_like.transform.runtime_checks.RuntimeCheck` s
         #: whose values the program computes beside its outputs
         self.checks = list(checks)
@@ -194,6 +197,30 @@ class BoundPyOpenCLProgram(BoundProgram):
                   ProgramStats(enabled=False, n_nodes=0), target=target,
                   loopy_options=loopy_options)
         return prg
+
+    @property
+    def plan(self) -> ProgramPlan:
+        """The program's plan (None for a unit-only program); waits for
+        code generation started after a first call on the host (or does
+        it now, if no call started it)."""
+        plan = self._plan
+        if isinstance(plan, PendingPlan):
+            made, units = plan.result()
+            self._plan = made
+            if units is not None and self._translation_units is None:
+                self._translation_units = units
+            return made
+        return plan  # type: ignore[return-value]
+
+    @plan.setter
+    def plan(self, value: ProgramPlan) -> None:
+        self._plan = value
+
+    def compiled(self) -> bool:
+        """Whether the program's plan is made (false while its code is
+        generated after a first call on the host)."""
+        plan = self._plan
+        return not isinstance(plan, PendingPlan) or plan.done()
 
     # {{{ inspection
 
@@ -305,10 +332,12 @@ class BoundPyOpenCLProgram(BoundProgram):
         new._replays = {}
         new._last_replay = None
         new.__dict__.pop("_n_full_calls", None)     # (replay_counts: its own)
+        new.__dict__.pop("_n_host_calls", None)
         program = kwargs.pop("program", None)
         bound = kwargs.pop("bound_arguments", None)
         for name, value in kwargs.items():
-            if name not in self.__dict__ or name.startswith("_"):
+            if (name not in self.__dict__ and name != "plan") \
+                    or name.startswith("_"):
                 raise PytatoLikeError(f"copy(): unknown attribute '{name}' of "
                                       f"{type(self).__name__}")
             setattr(new, name, value)
@@ -464,8 +493,36 @@ class BoundPyOpenCLProgram(BoundProgram):
                     return None, kept
         if out_host is None:
             out_host = self._outputs_on_host(kwargs)
+        pending = self._plan
+        if (isinstance(pending, PendingPlan) and not args
+                and self._runner is None
+                and all(a is b for a, b in zip(
+                    self.data_wrappers, self._original_data_wrappers,
+                    strict=True))
+                and pending.take_host_call()):
+            return self._call_on_host(pending, queue, allocator, wait_for,
+                                      bool(out_host), kwargs)
         return self._run(queue, args, allocator, wait_for, bool(out_host), kwargs,
                          placed_outputs, bool(reuse_outputs))
+
+    def _call_on_host(self, pending: PendingPlan, queue, allocator,
+                      wait_for, out_host: bool, kwargs):
+        """The first call of a program not compiled yet, evaluated on the
+        host; then its code generation and OpenCL build start in a thread
+        (see :mod:`~pytato_like.target.loopy.host_first_call`)."""
+        self.__dict__["_n_host_calls"] = self.__dict__.get("_n_host_calls", 0) + 1
+        try:
+            return run_on_host(self, queue, self._outputs,
+                               allocator if allocator is not None
+                               else _pool(queue), wait_for, out_host, kwargs)
+        finally:
+            context = queue.context
+
+            def build(plan: ProgramPlan) -> None:
+                if plan.launches:
+                    build_kernel(context, plan.kernels[plan.launches[0].kernel],
+                                 self.stats)
+            pending.start(after=build)
 
     def last_launch_ns(self) -> int:
         """Nanoseconds the last call spent inside OpenCL's launch calls
@@ -475,11 +532,15 @@ class BoundPyOpenCLProgram(BoundProgram):
         return int(sum(calls[-1][1]) * 1e9) if calls else 0
 
     def replay_counts(self) -> dict[str, int]:
-        """How the calls so far ran: ``"full"`` (checked, launched, maybe
+        """How the calls so far ran: ``"host"`` (evaluated on the host
+        while the program compiled, see
+        :mod:`~pytato_like.target.loopy.host_first_call`), ``"full"``
+        (checked, launched, maybe
         recorded), ``"replayed"`` (a replay cache hit) and ``"frozen"``
         (a replay cache hit run by its frozen form)."""
         replays = [r for r in self.__dict__.get("_replays", {}).values() if r]
-        return {"full": self.__dict__.get("_n_full_calls", 0),
+        return {"host": self.__dict__.get("_n_host_calls", 0),
+                "full": self.__dict__.get("_n_full_calls", 0),
                 "replayed": sum(r.n_runs for r in replays),
                 "frozen": sum(r.frozen.n_calls for r in replays
                               if r.frozen)}

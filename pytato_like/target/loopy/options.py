@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 DEFAULT_FUNCTION_NAME = "_pt_kernel"
 
 
+#: the fields that change no code (not in :meth:`CodegenOptions.cache_key`)
+_NOT_IN_KEY = frozenset({"report", "host_first_call"})
+
 #: a checker of an option's values: ``check(label, value) -> value``
 Checker = Callable[[str, object], object]
 T = TypeVar("T")
@@ -250,6 +253,14 @@ class CodegenOptions:
     #: :mod:`~pytato_like.target.loopy.report` when it reports). Not
     #: part of :meth:`cache_key`: it changes no code.
     report: bool | None = _knob(None, None, None, "the compile report")
+    #: the first call of a program not in the cache runs on the host
+    #: (NumPy) while its kernels compile, when that evaluation is cheap
+    #: (:mod:`~pytato_like.target.loopy.host_first_call`). Not part of
+    #: :meth:`cache_key`: it changes no code.
+    host_first_call: bool = _knob(
+        True, "PYTATO_LIKE_HOST_FIRST_CALL", _switch,
+        "first call of a program not in the cache on the host while it "
+        "compiles")
 
     def __post_init__(self) -> None:
         for name, _, check, default in _field_table():
@@ -357,7 +368,7 @@ class CodegenOptions:
 
     def cache_key(self) -> str:
         """A text equal for options that generate the same code: every
-        field but :attr:`report`, by value (tag types by qualified name,
+        field but :attr:`report` and :attr:`host_first_call`, by value (tag types by qualified name,
         mappings sorted). Computed once per options value."""
         return self._cache_key
 
@@ -371,7 +382,7 @@ class CodegenOptions:
         # the usual options, on every generate_loopy call.
         parts = []
         for name, _, _, default in _field_table():
-            if name == "report":
+            if name in _NOT_IN_KEY:
                 continue
             value = getattr(self, name)
             if value is default or (type(value) is type(default)

@@ -314,8 +314,9 @@ class ProgramStats:
 
     def record_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + seconds
-        if _CURRENT and _CURRENT[-1][0] is self:
-            _CURRENT[-1][1].phase_done(name, seconds)
+        current = _current()
+        if current and current[-1][0] is self:
+            current[-1][1].phase_done(name, seconds)
 
     def record_call(self, total: float, launches: list[float]) -> None:
         self.calls.append((total, launches))
@@ -347,8 +348,16 @@ class ProgramStats:
         return self.table()
 
 
-# (stats, progress reporter) of the compile running in this thread
-_CURRENT: list = []
+# (stats, progress reporter) of the compiles running, per thread (a
+# program's first call on the host compiles it in a thread of its own)
+_COMPILES = threading.local()
+
+
+def _current() -> list:
+    stack = getattr(_COMPILES, "stack", None)
+    if stack is None:
+        stack = _COMPILES.stack = []
+    return stack
 
 
 class compiling:  # noqa: N801 (used as a context manager)
@@ -379,7 +388,7 @@ class compiling:  # noqa: N801 (used as a context manager)
             self._log("compiling %s: %s took %.2f s", self.what, name, seconds)
 
     def __enter__(self):
-        _CURRENT.append((self.stats, self))
+        _current().append((self.stats, self))
         self.t0 = time.perf_counter()
         self.timer = threading.Timer(PROGRESS_AFTER, self._progress)
         self.timer.daemon = True
@@ -388,7 +397,7 @@ class compiling:  # noqa: N801 (used as a context manager)
 
     def __exit__(self, *exc):
         self.timer.cancel()
-        _CURRENT.pop()
+        _current().pop()
         elapsed = time.perf_counter() - self.t0
         if self.slow or elapsed > PROGRESS_AFTER:
             self._log("compiled %s in %.2f s", self.what, elapsed)
@@ -398,5 +407,6 @@ class compiling:  # noqa: N801 (used as a context manager)
 def progress(phase: str, seconds: float) -> None:
     """A step of the running compile finished: logged when that compile is
     slow (the caller records the phase time in the stats itself)."""
-    if _CURRENT:
-        _CURRENT[-1][1].phase_done(phase, seconds)
+    current = _current()
+    if current:
+        current[-1][1].phase_done(phase, seconds)
