@@ -562,11 +562,8 @@ def generate_code_for_partition(partition: GraphPartition,
 
         def make(outputs):
             # device transfers happen between parts; inside one they are
-            # the identity, which the loopy target need not know about.
-            # (The executor builds the parts' kernels together and shares
-            # code generation between ranks: parts compile at once.)
-            return generate_loopy(strip_device_transfers(outputs),
-                                  options={"host_first_call": False})
+            # the identity, which the loopy target need not know about
+            return generate_loopy(strip_device_transfers(outputs))
     else:
         raise ValueError(f"unknown part program target {target!r}; "
                          "expected 'loopy' or 'numpy'")

@@ -274,3 +274,47 @@ def test_hypothesis_host_call_and_compiled_call_agree(queue):
             dag.check(second)
 
     check()
+
+
+HOST_FIRST_SCRIPT = (os.path.join(os.path.dirname(__file__), "mpi",
+                                  "host_first_execution.py"))
+
+
+def _rank_counts(n: int, *args: str) -> list[dict]:
+    from pathlib import Path
+
+    from _mpiexec import run_ranks
+    proc = run_ranks(n, Path(HOST_FIRST_SCRIPT), *args, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rank in range(n):
+        assert f"OK host-first rank {rank}" in proc.stdout, proc.stdout
+    line = next(ln for ln in proc.stdout.splitlines()
+                if ln.startswith("COUNTS"))
+    return json.loads(line.split(" ", 1)[1])
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_distributed_first_execution_on_the_host(n, tmp_path, monkeypatch):
+    # every rank's parts miss the (empty) cache: their first calls run on
+    # the host, the rank compiles them after that execution, the second
+    # execution runs the kernels; every execution equals serial NumPy
+    # (checked by the script); a warm start compiles first
+    monkeypatch.setenv("PYTATO_LIKE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYTATO_LIKE_HOST_FIRST_CALL", "1")
+    for report in _rank_counts(n):
+        assert report["host_first"] == report["parts"] >= 2, report
+        assert report["full_first"] == 0 and report["host_later"] == 0
+        assert report["compiled_second"] == report["parts"]
+        assert report["compiled"]
+    for report in _rank_counts(n):
+        assert report["host_first"] == 0 and report["full_first"] >= 2
+
+
+@pytest.mark.mpi
+def test_distributed_parts_over_budget_compile_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTATO_LIKE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYTATO_LIKE_HOST_FIRST_CALL", "1")
+    for report in _rank_counts(2, "--budget", "0"):
+        assert report["host_first"] == 0
+        assert report["full_first"] == report["parts"]

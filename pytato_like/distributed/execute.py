@@ -111,7 +111,11 @@ if TYPE_CHECKING:
     from pytato_like.distributed.comm import PartValue
     from pytato_like.distributed.safety import Communicator
     from pytato_like.partition import GraphPart
-from pytato_like.target.loopy.lazy import codegen_while_waiting
+from pytato_like.target.loopy.lazy import (
+    codegen_while_waiting,
+    compile_parts_in_background,
+    hold_part_compiles,
+)
 from pytato_like.target.program import HostBoundProgram
 
 # {{{ plans, one per (partition, communicator, queue, mode)
@@ -342,6 +346,7 @@ def _run(partition: DistributedGraphPartition,
             exchange = plan.begin(recorder)
             if control is not None:
                 control.exchange = exchange
+            hold_part_compiles(prg_per_partition)
             n_done, context, scheduler = _schedule(
                 partition, prg_per_partition, queue, exchange, allocator,
                 input_args, recorder)
@@ -357,6 +362,9 @@ def _run(partition: DistributedGraphPartition,
         plan.n_executions += 1
     finally:
         plan.end_turn()
+    # parts whose first call ran on the host while nothing was compiled
+    # compile now, together, in a thread the next execution waits for
+    compile_parts_in_background(prg_per_partition, queue)
     stats.update(n_parts_run=n_done, n_messages_sent=exchange.n_messages_sent,
                  n_messages_received=exchange.n_messages_received,
                  bytes_sent=exchange.bytes_sent,

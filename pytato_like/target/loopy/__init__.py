@@ -307,7 +307,7 @@ def _host_first_call_fits(options: CodegenOptions, checks: list,
                           order: list, inputs) -> bool:
     """Whether the first call of a program whose plan missed the cache
     runs on the host (:mod:`.host_first_call`)."""
-    if not options.host_first_call or checks or cache.defer_claimed_plans():
+    if not options.host_first_call or checks:
         return False
     import numpy as np
     if not all(isinstance(dw.data, np.ndarray) for dw in inputs.data_wrappers):

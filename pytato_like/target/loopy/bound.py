@@ -522,7 +522,8 @@ class BoundPyOpenCLProgram(BoundProgram):
                 if plan.launches:
                     build_kernel(context, plan.kernels[plan.launches[0].kernel],
                                  self.stats)
-            pending.start(after=build)
+            if pending.start_after_host_call:
+                pending.start(after=build)
 
     def last_launch_ns(self) -> int:
         """Nanoseconds the last call spent inside OpenCL's launch calls

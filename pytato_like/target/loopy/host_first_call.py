@@ -42,7 +42,9 @@ process is generating.
 .. autofunction:: estimated_host_seconds
 .. autofunction:: pending_plan
 .. autoclass:: PendingPlan
-    :members: result, started, done, take_host_call
+    :members: result, start, started, done, take_host_call
+.. autofunction:: start_jointly
+.. autofunction:: leave_compile_to_caller
 .. autofunction:: run_on_host
 """
 
@@ -56,6 +58,7 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
+from pytato_like.target.loopy.cache import PlanClaimedElsewhere
 from pytato_like.target.numpy import NumpyBoundProgram
 
 if TYPE_CHECKING:
@@ -110,30 +113,34 @@ def pending_plan(key: str) -> PendingPlan | None:
 class PendingPlan:
     """The plan of a program whose first call runs on the host: made by
     *make* (``make() -> (plan, translation units or None)``) in a thread
-    started after that call, or by the first caller of :meth:`result`
-    when no call started it.
+    started after that call (:meth:`start`; or by the caller of several
+    programs, :func:`start_jointly`), or by the first caller of
+    :meth:`result` when no thread was started.
 
-    *after* (``after(plan)``, given to :meth:`start`) runs in the thread
-    once the plan is made, before :meth:`result` returns it to anyone
-    (the OpenCL build); its errors are logged and left to the next call,
-    which builds again and raises them.
+    ``start_after_host_call`` (true by default) says whether the host call
+    starts the thread; the distributed executor clears it and makes the
+    plans of a rank's part programs in one thread after its first
+    execution (:func:`~pytato_like.target.loopy.lazy.compile_parts_in_background`).
     """
 
     def __init__(self, key: str, make: Callable[[], Made]) -> None:
         self.key = key
         self._make = make
-        # held while the plan is made: result() waits on it
+        # held while the plan is made
         self._lock = threading.Lock()
         self._flag_lock = threading.Lock()
         self._outcome: tuple[Made | None, BaseException | None] | None = None
-        self._thread: threading.Thread | None = None
+        #: the thread making this plan (maybe with others): result()
+        #: waits for all of its work (the OpenCL build included)
+        self.job: threading.Thread | None = None
+        self.start_after_host_call = True
         self._host_call_taken = False
         with _PENDING_LOCK:
             _PENDING[key] = self
 
     def take_host_call(self) -> bool:
-        """True once, for the call that runs on the host (none after the
-        plan is made or its making started)."""
+        """True once, for the call that runs on the host (none once the
+        plan is made or a thread makes it)."""
         with self._flag_lock:
             if self._host_call_taken or self.started():
                 return False
@@ -145,51 +152,79 @@ class PendingPlan:
         return self._outcome is not None
 
     def started(self) -> bool:
-        """Whether the plan is being made or is made."""
-        return self._thread is not None or self._outcome is not None
+        """Whether a thread makes the plan, or it is made."""
+        return self.job is not None or self._outcome is not None
 
     def start(self, after: Callable[[ProgramPlan], None] | None = None
               ) -> None:
-        """Make the plan (then run *after*) in a non-daemon thread."""
-        self._thread = threading.Thread(
-            target=self._outcome_of, args=(after,),
-            name=f"pytato_like-compile-{self.key[:12]}", daemon=False)
-        self._thread.start()
+        """Make the plan, then run ``after(plan)`` (the OpenCL build; its
+        errors are logged and left to the next call, which builds again
+        and raises them), in a non-daemon thread."""
+        def body() -> None:
+            made, _ = self._outcome_of()
+            if after is not None and made is not None:
+                try:
+                    after(made[0])
+                except Exception as exc:  # noqa: BLE001 - see the docstring
+                    logger.debug("OpenCL build after a first call on the "
+                                 "host failed: %s", exc)
+        start_jointly([self], body, f"pytato_like-compile-{self.key[:12]}")
 
-    def _outcome_of(self, after: Callable[[ProgramPlan], None] | None = None
-                    ) -> tuple[Made | None, BaseException | None]:
+    def _outcome_of(self) -> tuple[Made | None, BaseException | None]:
         with self._lock:
             if self._outcome is not None:
                 return self._outcome
             try:
                 self._outcome = (self._make(), None)
+            except PlanClaimedElsewhere:
+                raise       # (asked to defer it: made later)
             except BaseException as exc:  # noqa: BLE001 - re-raised by result()
                 self._outcome = (None, exc)
-                if threading.current_thread() is self._thread:
+                if threading.current_thread() is self.job:
                     logger.warning("code generation after a first call on the "
                                    "host failed (raised again by the next "
                                    "call): %s", exc)
             finally:
-                with _PENDING_LOCK:
-                    if _PENDING.get(self.key) is self:
-                        del _PENDING[self.key]
-            made = self._outcome[0]
-            if after is not None and made is not None:
-                try:
-                    after(made[0])
-                except Exception as exc:  # noqa: BLE001 - see the docstring
-                    logger.debug("OpenCL build after a first call on the host "
-                                 "failed: %s", exc)
+                if self._outcome is not None:
+                    with _PENDING_LOCK:
+                        if _PENDING.get(self.key) is self:
+                            del _PENDING[self.key]
             return self._outcome
 
     def result(self) -> Made:
-        """``(plan, translation units or None)``, made now if needed;
-        raises what making it raised."""
+        """``(plan, translation units or None)``, once the thread making
+        it has ended (or made now, when none was started); raises what
+        making it raised."""
+        job = self.job
+        if job is not None and job is not threading.current_thread():
+            job.join()
         made, error = self._outcome_of()
         if error is not None:
             raise error
         assert made is not None
         return made
+
+
+def leave_compile_to_caller(prg: object) -> None:
+    """If the program *prg* (what
+    :func:`~pytato_like.target.loopy.generate_loopy` returned) has a
+    pending plan, its host call does not start the compile: the caller
+    does (:func:`start_jointly`)."""
+    pending = getattr(prg, "_plan", None)
+    if isinstance(pending, PendingPlan):
+        pending.start_after_host_call = False
+
+
+def start_jointly(plans: Sequence[PendingPlan], body: Callable[[], None],
+                  name: str) -> threading.Thread:
+    """Run *body*, which makes the pending *plans* (by their
+    :meth:`~PendingPlan.result`), in a non-daemon thread that each of them
+    waits for before handing out its plan."""
+    thread = threading.Thread(target=body, name=name, daemon=False)
+    for plan in plans:
+        plan.job = thread
+    thread.start()
+    return thread
 
 
 def run_on_host(prg, queue, outputs: dict[str, Array], allocator, wait_for,

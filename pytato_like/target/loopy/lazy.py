@@ -35,6 +35,8 @@ later call tries again and raises again).
 .. autoclass:: LazyPartProgram
     :members: generate
 .. autofunction:: codegen_while_waiting
+.. autofunction:: hold_part_compiles
+.. autofunction:: compile_parts_in_background
 .. autofunction:: largest_first
 .. autodata:: GENERATE_REST_WHILE_WAITING
 """
@@ -42,6 +44,7 @@ later call tries again and raises again).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import (
     Callable,
     Container,
@@ -57,6 +60,11 @@ from pytato_like import opencl_build
 from pytato_like.analysis import get_num_nodes
 from pytato_like.target.loopy import cache
 from pytato_like.target.loopy.bound import BoundPyOpenCLProgram
+from pytato_like.target.loopy.host_first_call import (
+    PendingPlan,
+    leave_compile_to_caller,
+    start_jointly,
+)
 from pytato_like.target.loopy.report import compile_context
 
 if TYPE_CHECKING:
@@ -67,7 +75,8 @@ if TYPE_CHECKING:
     from pytato_like.runtime.trace import TraceRecorder
     from pytato_like.target.program import BoundProgram
 
-__all__ = ["LazyPartProgram", "codegen_while_waiting"]
+__all__ = ["LazyPartProgram", "codegen_while_waiting",
+           "compile_parts_in_background"]
 
 logger = logging.getLogger("pytato_like.codegen")
 
@@ -98,6 +107,9 @@ class LazyPartProgram(BoundPyOpenCLProgram):
             # progress and report lines name the part (and the rank)
             with compile_context(part=self.pid):
                 real = self._lazy_make(self._lazy_outputs)
+            # a first call on the host does not start the compile: the
+            # executor compiles the rank's parts together after it
+            leave_compile_to_caller(real)
             state = dict(real.__dict__)
             self.__dict__.clear()
             self.__dict__.update(state)
@@ -231,6 +243,68 @@ def _while_waiting(programs: Mapping[Hashable, BoundProgram],
         else:
             with recorder.record("build", "OpenCL build"):
                 opencl_build.build_pending(queue.context)
+
+
+def _pending_plans(programs: Mapping[Hashable, BoundProgram]
+                   ) -> dict[Hashable, PendingPlan]:
+    """The part programs among *programs* whose plan is pending (their
+    first call ran, or is to run, on the host)."""
+    found = {}
+    for pid, prg in programs.items():
+        if type(prg) is LazyPartProgram:
+            continue
+        plan = getattr(prg, "_plan", None)
+        if isinstance(plan, PendingPlan):
+            found[pid] = plan
+    return found
+
+
+def hold_part_compiles(programs: Mapping[Hashable, BoundProgram]) -> None:
+    """The first calls on the host of the part programs among *programs*
+    (generated before the execution) start no compile of their own (see
+    :func:`compile_parts_in_background`)."""
+    for prg in programs.values():
+        if type(prg) is not LazyPartProgram:
+            leave_compile_to_caller(prg)
+
+
+def compile_parts_in_background(programs: Mapping[Hashable, BoundProgram],
+                                queue: cl.CommandQueue | None
+                                ) -> threading.Thread | None:
+    """Make the pending plans of the part programs among *programs* (parts
+    whose first call ran on the host, see
+    :mod:`~pytato_like.target.loopy.host_first_call`) in one thread,
+    largest part first (a plan another rank is generating last, as
+    :func:`codegen_while_waiting` orders them), then build their kernels
+    for *queue*'s context in one OpenCL build. Every such program's next
+    call waits for the thread. None when no plan is pending or a thread
+    already makes them."""
+    pending = {pid: plan for pid, plan in _pending_plans(programs).items()
+               if not plan.started()}
+    if not pending:
+        return None
+    order = sorted(pending, key=lambda pid: -cast(
+        BoundPyOpenCLProgram, programs[pid]).stats.n_nodes)
+
+    def body() -> None:
+        try:
+            deferred = []
+            with cache.deferring_claimed_plans():
+                for pid in order:
+                    try:
+                        pending[pid].result()
+                    except cache.PlanClaimedElsewhere:
+                        deferred.append(pid)
+            for pid in deferred:
+                pending[pid].result()
+            if queue is not None and opencl_build.pending_kernels():
+                opencl_build.build_pending(queue.context)
+        except Exception as exc:  # noqa: BLE001 - raised again by the call
+            logger.warning("compiling the part programs after a first "
+                           "execution on the host failed (raised again by "
+                           "the next execution): %s", exc)
+    return start_jointly(list(pending.values()), body,
+                         "pytato_like-compile-parts")
 
 
 # vim: foldmethod=marker

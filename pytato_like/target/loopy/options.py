@@ -368,8 +368,9 @@ class CodegenOptions:
 
     def cache_key(self) -> str:
         """A text equal for options that generate the same code: every
-        field but :attr:`report` and :attr:`host_first_call`, by value (tag types by qualified name,
-        mappings sorted). Computed once per options value."""
+        field but :attr:`report` and :attr:`host_first_call`, by value
+        (tag types by qualified name, mappings sorted). Computed once per
+        options value."""
         return self._cache_key
 
     @functools.cached_property
