@@ -48,6 +48,7 @@ import dataclasses
 import hashlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -389,6 +390,10 @@ def _build_with_kernels(ctx, source: str, code: str):
 _PENDING: dict[str, KernelSource] = {}
 # (context, kernel key) -> the pyopencl.Program holding that kernel
 _KERNEL_PROGRAMS: dict[tuple[cl.Context, str], cl.Program] = {}
+# held while a batch of pending kernels is chosen and built: a program
+# compiled in a thread after a first call on the host
+# (target.loopy.host_first_call) builds beside the caller's programs
+_BUILD_LOCK = threading.RLock()
 
 
 def kernel_names(code: str) -> list[str]:
@@ -422,11 +427,19 @@ def kernel_program(ctx, source):
     prg = _KERNEL_PROGRAMS.get((ctx, source.key))
     if prg is not None:
         return prg
+    with _BUILD_LOCK:
+        return _build_with_pending(ctx, source)
+
+
+def _build_with_pending(ctx, source):
+    prg = _KERNEL_PROGRAMS.get((ctx, source.key))
+    if prg is not None:
+        return prg      # (built by another thread meanwhile)
     batch = {source.key: source}
     names = set(kernel_names(source.device_code))
     for key, other in list(_PENDING.items()):
         if (ctx, key) in _KERNEL_PROGRAMS:
-            del _PENDING[key]  # built already (its plan was fetched again)
+            _PENDING.pop(key, None)  # built already (its plan fetched again)
             continue
         if key in batch:
             continue
@@ -466,12 +479,13 @@ def build_pending(ctx) -> None:
     """Build every kernel noted and not built yet for *ctx* now (one
     OpenCL build, as :func:`kernel_program` would at the next launch):
     the distributed executor does it while it waits for messages."""
-    for key, source in list(_PENDING.items()):
-        if (ctx, key) not in _KERNEL_PROGRAMS:
-            kernel_program(ctx, source)
-        # (kernels whose names clashed wait for a later build)
-        if (ctx, key) in _KERNEL_PROGRAMS:
-            _PENDING.pop(key, None)
+    with _BUILD_LOCK:
+        for key, source in list(_PENDING.items()):
+            if (ctx, key) not in _KERNEL_PROGRAMS:
+                kernel_program(ctx, source)
+            # (kernels whose names clashed wait for a later build)
+            if (ctx, key) in _KERNEL_PROGRAMS:
+                _PENDING.pop(key, None)
 
 # }}}
 
