@@ -159,6 +159,31 @@ def test_estimate_grows_with_nodes_and_elements():
         [pt.make_placeholder("z", (n,), np.float64)]) is None
 
 
+def test_the_budget_covers_every_host_call_to_come(queue, monkeypatch):
+    # two programs generated before either is called: the host work of
+    # both would exceed the budget, so the second compiles at its call;
+    # once the first has run, its share is free again
+    from pytato_like._traversal import topological_order
+    x = pt.make_placeholder("x", (40, 40), np.float64)
+    first_dag, second_dag, third_dag = x * 1.25 - 3, x / 7 + 2, x * x - 0.5
+    each = host_first_call.estimated_host_seconds(topological_order([first_dag]))
+    monkeypatch.setattr(host_first_call, "HOST_BUDGET_S", 1.5 * each)
+    first = pt.generate_loopy(first_dag, options=ON)
+    second = pt.generate_loopy(second_dag, options=ON)
+    assert not first.compiled() and second.compiled()
+    a = np.linspace(-1, 1, 1600).reshape(40, 40)
+    _, (one,) = first(queue, x=a)
+    third = pt.generate_loopy(third_dag, options=ON)
+    assert not third.compiled()
+    _, (two,) = second(queue, x=a)
+    _, (three,) = third(queue, x=a)
+    assert [p.replay_counts()["host"] for p in (first, second, third)] == [1, 0, 1]
+    np.testing.assert_allclose(one, a * 1.25 - 3, rtol=1e-14)
+    np.testing.assert_allclose(two, a / 7 + 2, rtol=1e-14)
+    np.testing.assert_allclose(three, a * a - 0.5, rtol=1e-14)
+    first.plan, third.plan  # noqa: B018 - the compiles end inside this test
+
+
 def test_a_failed_compile_is_raised_by_the_next_call(queue, monkeypatch,
                                                      caplog):
     from pytato_like.target.loopy import codegen

@@ -288,8 +288,9 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     else:
         def make():
             return _make_plan(key, outputs, options, order, stats, device)
-        if _host_first_call_fits(options, checks, order, inputs):
-            plan = host_first_call.PendingPlan(key, make)
+        seconds = _host_seconds(options, checks, order, inputs)
+        if seconds is not None and host_first_call.reserve(seconds):
+            plan = host_first_call.PendingPlan(key, make, reserved=seconds)
             # PoCL's compiler loads beside the host evaluation
             start_compiler_warmup(device)
         else:
@@ -303,17 +304,17 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     return prg
 
 
-def _host_first_call_fits(options: CodegenOptions, checks: list,
-                          order: list, inputs) -> bool:
-    """Whether the first call of a program whose plan missed the cache
-    runs on the host (:mod:`.host_first_call`)."""
+def _host_seconds(options: CodegenOptions, checks: list, order: list,
+                  inputs) -> float | None:
+    """The estimated seconds of the first call on the host of a program
+    whose plan missed the cache; None when that call compiles
+    (:mod:`.host_first_call`)."""
     if not options.host_first_call or checks:
-        return False
+        return None
     import numpy as np
     if not all(isinstance(dw.data, np.ndarray) for dw in inputs.data_wrappers):
-        return False   # (data bound on the device)
-    seconds = host_first_call.estimated_host_seconds(order)
-    return seconds is not None and seconds <= host_first_call.HOST_BUDGET_S
+        return None   # (data bound on the device)
+    return host_first_call.estimated_host_seconds(order)
 
 
 def _make_plan(key: str, outputs, options: CodegenOptions, order: list,

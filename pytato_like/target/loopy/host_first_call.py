@@ -20,9 +20,10 @@ returns a program whose plan is a :class:`PendingPlan`:
   :class:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram`), then
   starts code generation and the OpenCL build in a thread;
 * every later call, and anything that needs the plan (``.program``,
-  ``.source``, ``.plan``, ``.stats`` figures of the compile), waits for
-  that thread (or generates the plan itself if no call started it) and
-  runs the compiled kernels;
+  ``.source``, ``.plan``), waits for that thread (or generates the plan
+  itself if no call started it) and runs the compiled kernels (``.stats``
+  holds the compile's figures once it is done; ``prg.compiled()`` says
+  whether it is);
 * the thread is not a daemon: a process that ends after one call still
   finishes the compile and stores it, so that its next start is warm.
 
@@ -31,15 +32,23 @@ returned, beside the host evaluation: it runs outside Python's lock.
 Code generation waits for the host call (it holds Python's lock most of
 its time, and would stall the host evaluation between NumPy calls).
 
+The part programs of a distributed partition take part too: their first
+calls (the first execution) run on the host, and the executor makes the
+rank's pending plans afterwards in one thread and one OpenCL build
+(:func:`~pytato_like.target.loopy.lazy.compile_parts_in_background`).
+The budget holds for all programs whose host call is still to come
+(:func:`reserve`), so a rank's whole first execution stays within it.
+
 Not used (the first call compiles, as before) when the option
 :attr:`~pytato_like.target.loopy.options.CodegenOptions.host_first_call`
 (``PYTATO_LIKE_HOST_FIRST_CALL``) is off, for programs with run-time
-checks, with symbolic shapes, with data bound on the device, for part
-programs of a distributed partition, and for programs whose plan another
-process is generating.
+checks, with symbolic shapes, with data bound on the device, and for
+programs whose translation unit is read (or transformed) before their
+first call.
 
 .. autodata:: HOST_BUDGET_S
 .. autofunction:: estimated_host_seconds
+.. autofunction:: reserve
 .. autofunction:: pending_plan
 .. autoclass:: PendingPlan
     :members: result, start, started, done, take_host_call
@@ -73,8 +82,11 @@ Made = tuple["ProgramPlan", Union["list[lp.TranslationUnit]", None]]
 
 logger = logging.getLogger("pytato_like.codegen")
 
-#: the most estimated seconds of a host evaluation run instead of waiting
-#: for the compile (a cold compile takes 1 s or more here)
+#: the most estimated seconds of host evaluation run instead of waiting
+#: for the compile (a cold compile takes 1 s or more here): for one
+#: program, and for all programs whose host call is still to come (the
+#: part programs of a distributed execution are generated before their
+#: calls: their first execution stays within it)
 HOST_BUDGET_S = 0.5
 #: the NumPy target's cost per node and per element of a node's value,
 #: measured on the 2-D heat stencil (256x256, 10-200 steps: 0.034 s for
@@ -96,6 +108,20 @@ def estimated_host_seconds(order: Sequence[Array]) -> float | None:
             size *= int(extent)
         elements += size
     return len(order) * SECONDS_PER_NODE + elements * SECONDS_PER_ELEMENT
+
+
+# estimated host seconds of the pending plans whose host call is to come
+_RESERVED = [0.0]
+
+
+def reserve(seconds: float) -> bool:
+    """Take *seconds* of :data:`HOST_BUDGET_S` for a program's host call
+    to come; False (nothing taken) when they do not fit."""
+    with _PENDING_LOCK:
+        if _RESERVED[0] + seconds > HOST_BUDGET_S:
+            return False
+        _RESERVED[0] += seconds
+        return True
 
 
 # key -> the pending plan of that DAG (until it is made): a second
@@ -123,9 +149,13 @@ class PendingPlan:
     execution (:func:`~pytato_like.target.loopy.lazy.compile_parts_in_background`).
     """
 
-    def __init__(self, key: str, make: Callable[[], Made]) -> None:
+    def __init__(self, key: str, make: Callable[[], Made],
+                 reserved: float = 0.0) -> None:
         self.key = key
         self._make = make
+        # the budget taken by reserve(), given back once the host call is
+        # taken or the plan is made
+        self._reserved = reserved
         # held while the plan is made
         self._lock = threading.Lock()
         self._flag_lock = threading.Lock()
@@ -145,7 +175,13 @@ class PendingPlan:
             if self._host_call_taken or self.started():
                 return False
             self._host_call_taken = True
-            return True
+        self._give_back()
+        return True
+
+    def _give_back(self) -> None:
+        with _PENDING_LOCK:
+            _RESERVED[0] = max(0.0, _RESERVED[0] - self._reserved)
+            self._reserved = 0.0
 
     def done(self) -> bool:
         """Whether the plan is made (or making it failed)."""
@@ -189,6 +225,7 @@ class PendingPlan:
                     with _PENDING_LOCK:
                         if _PENDING.get(self.key) is self:
                             del _PENDING[self.key]
+                    self._give_back()
             return self._outcome
 
     def result(self) -> Made:
