@@ -3,7 +3,7 @@ while they compile: ``mpiexec -n N python host_first_execution.py
 [--budget SECONDS]`` (see tests/test_host_first_call.py).
 
 Every rank builds the demo's periodic heat DAG (examples/distributed_heat.py)
-on its share of the domain, with device inputs, and runs three executions
+on its share of the domain (``_alike_heat.alike_parts``), with device inputs, and runs three executions
 with the test's empty disk cache. Each rank checks every execution's
 results against serial NumPy, and reports how its part programs' calls
 ran (``replay_counts``) after the first and after the second execution;
@@ -29,7 +29,8 @@ from mpi4py import MPI
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
 import pytato_like as pt  # noqa: E402
-from distributed_heat import build_heat_dag, initial_field, serial_heat  # noqa: E402
+from _alike_heat import alike_parts  # noqa: E402
+from distributed_heat import initial_field, serial_heat  # noqa: E402
 from pytato_like.distributed import abort_on_error  # noqa: E402
 from pytato_like.target.loopy import host_first_call  # noqa: E402
 
@@ -52,12 +53,8 @@ def main() -> None:
         host_first_call.HOST_BUDGET_S = args.budget
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    n_total = N_LOCAL * size
-    mine = slice(rank * N_LOCAL, (rank + 1) * N_LOCAL)
-    dag = build_heat_dag(rank, size, N_LOCAL, N_FIELDS, N_STEPS, halo=HALO)
-    partition = pt.find_distributed_partition(comm, dag)
-    partition, _ = pt.number_distributed_tags(comm, partition, base_tag=100)
-    prgs = pt.generate_code_for_partition(partition)
+    partition, prgs, mine, n_total = alike_parts(comm, N_LOCAL, N_FIELDS,
+                                                 N_STEPS, HALO)
     queue = cl.CommandQueue(cl.create_some_context(interactive=False))
     inputs = {f"u{f}": cla.to_device(queue, initial_field(n_total, f)[mine])
               for f in range(N_FIELDS)}
