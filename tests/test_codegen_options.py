@@ -29,9 +29,11 @@ def queue():
 
 @pytest.fixture(autouse=True)
 def _no_codegen_variables(monkeypatch):
-    """Each test starts without any code-generation variable set."""
+    """Each test starts without any code-generation variable set (but
+    the first call compiled, as the suite has it: see conftest.py)."""
     for variable in CodegenOptions.environment_variables().values():
         monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PYTATO_LIKE_HOST_FIRST_CALL", "0")
 
 
 def _stencil():
