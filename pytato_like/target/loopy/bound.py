@@ -126,7 +126,9 @@ class BoundPyOpenCLProgram(BoundProgram):
 
     .. attribute:: plan
 
-        The :class:`~pytato_like.target.loopy.codegen.ProgramPlan`.
+        The :class:`~pytato_like.target.loopy.codegen.ProgramPlan` (read
+        after a first call on the host, it waits for the compile: see
+        :mod:`~pytato_like.target.loopy.host_first_call`).
 
     .. attribute:: stats
 
@@ -134,6 +136,7 @@ class BoundPyOpenCLProgram(BoundProgram):
         compile phase times and per-call launch times.
 
     .. automethod:: __call__
+    .. automethod:: compiled
     .. automethod:: replay_counts
     .. automethod:: copy
     .. automethod:: with_transformed_program
