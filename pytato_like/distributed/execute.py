@@ -346,7 +346,9 @@ def _run(partition: DistributedGraphPartition,
             exchange = plan.begin(recorder)
             if control is not None:
                 control.exchange = exchange
-            hold_part_compiles(prg_per_partition)
+            first = plan.n_executions == 0
+            if first:
+                hold_part_compiles(prg_per_partition)
             n_done, context, scheduler = _schedule(
                 partition, prg_per_partition, queue, exchange, allocator,
                 input_args, recorder)
@@ -362,9 +364,11 @@ def _run(partition: DistributedGraphPartition,
         plan.n_executions += 1
     finally:
         plan.end_turn()
-    # parts whose first call ran on the host while nothing was compiled
-    # compile now, together, in a thread the next execution waits for
-    compile_parts_in_background(prg_per_partition, queue)
+    if first:
+        # parts whose first call ran on the host while nothing was
+        # compiled compile now, together, in a thread the next execution
+        # waits for
+        compile_parts_in_background(prg_per_partition, queue)
     stats.update(n_parts_run=n_done, n_messages_sent=exchange.n_messages_sent,
                  n_messages_received=exchange.n_messages_received,
                  bytes_sent=exchange.bytes_sent,

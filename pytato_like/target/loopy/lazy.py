@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from pytato_like.target.program import BoundProgram
 
 __all__ = ["LazyPartProgram", "codegen_while_waiting",
-           "compile_parts_in_background"]
+           "compile_parts_in_background", "hold_part_compiles"]
 
 logger = logging.getLogger("pytato_like.codegen")
 
