@@ -222,6 +222,33 @@ def test_the_same_dag_generated_twice_shares_one_plan(queue, rng):
     assert second.replay_counts()["host"] == 0
 
 
+def test_programs_with_calls_kept_outlined(queue, rng):
+    # the definitions' programs are generated like any program: their
+    # first calls (inside the caller's first call) run on the host too
+    from pytato_like.function import trace_call
+
+    def smooth(w, *, xp):
+        return 0.25 * xp.roll(w, 1) + 0.5 * w + 0.25 * xp.roll(w, -1)
+    u = pt.make_placeholder("u", (24,), np.float64)
+    y = u
+    for _ in range(30):
+        y = trace_call(lambda w: smooth(w, xp=pt), y)
+    prg = pt.generate_loopy(y, options=ON)
+    a = rng.standard_normal(24)
+    expected = a
+    for _ in range(30):
+        expected = smooth(expected, xp=np)
+    for _ in range(3):
+        _, (got,) = prg(queue, u=a)
+        np.testing.assert_allclose(got, expected, rtol=1e-13)
+    (definition,) = prg.definition_programs.values()
+    counts = definition.replay_counts()
+    # the body's program: called 30 times, the first on the host
+    assert counts["host"] == 1 and counts["full"] + counts["replayed"] \
+        + counts["frozen"] == 3 * 30 - 1
+    assert definition.compiled()
+
+
 _ONE_CALL = r"""
 import json, sys
 import numpy as np
