@@ -362,13 +362,13 @@ def _run(partition: DistributedGraphPartition,
                 plan.broken = True
             raise
         plan.n_executions += 1
+        if first:
+            # parts whose first call ran on the host while nothing was
+            # compiled compile now, together, in a thread the next
+            # execution (which may start once this turn ends) waits for
+            compile_parts_in_background(prg_per_partition, queue)
     finally:
         plan.end_turn()
-    if first:
-        # parts whose first call ran on the host while nothing was
-        # compiled compile now, together, in a thread the next execution
-        # waits for
-        compile_parts_in_background(prg_per_partition, queue)
     stats.update(n_parts_run=n_done, n_messages_sent=exchange.n_messages_sent,
                  n_messages_received=exchange.n_messages_received,
                  bytes_sent=exchange.bytes_sent,
