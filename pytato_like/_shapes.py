@@ -33,6 +33,7 @@ __all__ = [
     "Polynomial",
     "are_shape_components_equal",
     "are_shapes_equal",
+    "concrete_size",
     "dim_to_index_lambda_components",
     "get_shape_after_broadcasting",
     "is_one",
@@ -229,6 +230,17 @@ def are_shapes_equal(shape1, shape2) -> bool:
     """Whether two shapes have equal length and equal components."""
     return len(shape1) == len(shape2) and all(
         are_shape_components_equal(d1, d2) for d1, d2 in zip(shape1, shape2))
+
+
+def concrete_size(shape: Iterable[ShapeComponent]) -> int | None:
+    """The number of elements of *shape*; None when a component is
+    symbolic (a size known only at a call)."""
+    total = 1
+    for dim in shape:
+        if not isinstance(dim, int):
+            return None
+        total *= dim
+    return total
 
 
 def is_one(dim: ShapeComponent) -> bool:

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, cast
 
 import pymbolic.primitives as prim
 
+from pytato_like._shapes import concrete_size
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
     Array,
@@ -246,15 +247,6 @@ def _expression_children(e) -> tuple:
 # }}}
 
 
-def _size(ary: Array) -> int | None:
-    total = 1
-    for d in ary.shape:
-        if not isinstance(d, int):
-            return None
-        total *= d
-    return total
-
-
 def _named_expr(node: NamedArray) -> Array | None:
     """The expression *node* names, or ``None`` for the results of
     containers computed by their own kernel (loopy calls)."""
@@ -347,7 +339,7 @@ def decide_storage(outputs: list[Array], model: CostModel | None = None,
     for node in order:
         info = _own_cost(node, model, memo, outlined)
         own.append(info)
-        node_size = sizes[id(node)] = _size(node)
+        node_size = sizes[id(node)] = concrete_size(node.shape)
         for child, n, elw, selected in info[2]:
             child_size = sizes[id(child)]
             if (node_size is not None and child_size and node_size != child_size

@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
+from pytato_like._shapes import concrete_size
 from pytato_like.target.loopy.cache import PlanClaimedElsewhere
 from pytato_like.target.numpy import NumpyBoundProgram
 
@@ -101,11 +102,9 @@ def estimated_host_seconds(order: Sequence[Array]) -> float | None:
     only at the call)."""
     elements = 0
     for node in order:
-        size = 1
-        for extent in node.shape:
-            if not isinstance(extent, (int, np.integer)):
-                return None
-            size *= int(extent)
+        size = concrete_size(node.shape)
+        if size is None:
+            return None
         elements += size
     return len(order) * SECONDS_PER_NODE + elements * SECONDS_PER_ELEMENT
 
