@@ -286,23 +286,31 @@ def compile_parts_in_background(programs: Mapping[Hashable, BoundProgram],
     order = sorted(pending, key=lambda pid: -cast(
         BoundPyOpenCLProgram, programs[pid]).stats.n_nodes)
 
-    def body() -> None:
+    def make(pid: Hashable) -> None:
         try:
-            deferred = []
-            with cache.deferring_claimed_plans():
-                for pid in order:
-                    try:
-                        pending[pid].result()
-                    except cache.PlanClaimedElsewhere:
-                        deferred.append(pid)
-            for pid in deferred:
-                pending[pid].result()
-            if queue is not None and opencl_build.pending_kernels():
+            pending[pid].result()
+        except cache.PlanClaimedElsewhere:
+            raise
+        except Exception:  # noqa: BLE001 - logged by the plan, raised again
+            pass           # by the part's next call; the others go on
+
+    def body() -> None:
+        deferred = []
+        with cache.deferring_claimed_plans():
+            for pid in order:
+                try:
+                    make(pid)
+                except cache.PlanClaimedElsewhere:
+                    deferred.append(pid)
+        for pid in deferred:
+            make(pid)
+        if queue is not None and opencl_build.pending_kernels():
+            try:
                 opencl_build.build_pending(queue.context)
-        except Exception as exc:  # noqa: BLE001 - raised again by the call
-            logger.warning("compiling the part programs after a first "
-                           "execution on the host failed (raised again by "
-                           "the next execution): %s", exc)
+            except Exception as exc:  # noqa: BLE001 - raised again by a call
+                logger.warning("the OpenCL build of the part programs after "
+                               "a first execution on the host failed (raised "
+                               "again by the next execution): %s", exc)
     return start_jointly(list(pending.values()), body,
                          "pytato_like-compile-parts")
 
