@@ -519,13 +519,14 @@ class BoundPyOpenCLProgram(BoundProgram):
                                allocator if allocator is not None
                                else _pool(queue), wait_for, out_host, kwargs)
         finally:
-            context = queue.context
-
-            def build(plan: ProgramPlan) -> None:
-                if plan.launches:
-                    build_kernel(context, plan.kernels[plan.launches[0].kernel],
-                                 self.stats)
             if pending.start_after_host_call:
+                context = queue.context
+
+                def build(plan: ProgramPlan) -> None:
+                    if plan.launches:
+                        build_kernel(context,
+                                     plan.kernels[plan.launches[0].kernel],
+                                     self.stats)
                 pending.start(after=build)
 
     def last_launch_ns(self) -> int:
