@@ -87,7 +87,8 @@ def test_program_from_the_disk_cache_runs_without_the_code_generator(tmp_path):
         "    ref = ref + 0.1 * (np.roll(ref, 1) - 2 * ref + np.roll(ref, -1))\n"
         "print(json.dumps({'cache': prg.stats.cache,"
         " 'error': float(np.max(np.abs(out - ref))), 'loaded': [m for m in"
-        " ('pytato_like.target.loopy.codegen', 'loopy')"
+        " ('pytato_like.target.loopy.codegen', 'loopy',"
+        " 'pytato_like.transform.materialize_cost')"
         " if m in sys.modules]}))")
     env = dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(tmp_path / "cache"),
                POCL_CACHE_DIR=str(tmp_path / "pocl"), PYTATO_LIKE_CACHE="1")
@@ -100,7 +101,8 @@ def test_program_from_the_disk_cache_runs_without_the_code_generator(tmp_path):
 
     cold, warm = run(), run()
     assert cold["cache"] == "miss"
-    assert "pytato_like.target.loopy.codegen" in cold["loaded"]
+    assert {"pytato_like.target.loopy.codegen",
+            "pytato_like.transform.materialize_cost"} <= set(cold["loaded"])
     assert warm["cache"] == "disk"
     assert warm["loaded"] == []
     assert cold["error"] == 0.0 and warm["error"] == 0.0
@@ -167,3 +169,44 @@ def test_lazy_table_matches_type_checking_imports():
     lazy = dict(pytato_like._NAME_TO_MODULE)
     assert declared == lazy
     assert submodules == set(pytato_like._LAZY_SUBMODULES)
+
+
+def test_transform_names_load_their_submodule_on_first_use():
+    result = _run(
+        "import json, sys\n"
+        "import pytato_like.transform.deduplicate\n"
+        "module = sys.modules['pytato_like.transform.deduplicate']\n"
+        "from pytato_like import transform\n"
+        "before = 'pytato_like.transform.materialize' in sys.modules\n"
+        "from pytato_like.transform import materialize_with_mpms\n"
+        "from pytato_like.transform.materialize import materialize_with_mpms"
+        " as defined\n"
+        "print(json.dumps({'before': before,"
+        " 'same': materialize_with_mpms is defined,"
+        " 'deduplicate': transform.deduplicate is module.deduplicate,"
+        " 'submodule': transform.lower_to_index_lambda.__name__,"
+        " 'star': len(__import__('pytato_like.transform',"
+        " fromlist=['*']).__all__)}))")
+    assert result["before"] is False and result["same"] is True
+    # the function, not its submodule of the same name, imported first
+    assert result["deduplicate"] is True
+    assert result["submodule"] == "pytato_like.transform.lower_to_index_lambda"
+
+
+def test_transform_lazy_table_matches_type_checking_imports():
+    import pytato_like.transform as transform
+    tree = ast.parse((REPO / "pytato_like" / "transform" / "__init__.py")
+                     .read_text())
+    block = next(node for node in tree.body if isinstance(node, ast.If)
+                 and getattr(node.test, "id", None) == "TYPE_CHECKING")
+    declared: dict[str, str] = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        if node.module == "pytato_like.transform":
+            continue        # submodules, reached as attributes
+        for alias in node.names:
+            declared[alias.name] = node.module.rsplit(".", 1)[1]
+    assert declared == transform._DEFINED_IN
+    # every exported name resolves
+    assert all(getattr(transform, name) is not None
+               for name in transform.__all__)

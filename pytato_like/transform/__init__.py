@@ -53,6 +53,9 @@ apply_distributive_property_to_einsums`,
 Graph queries: :func:`get_dependencies`, :func:`tag_user_nodes`,
 :func:`rec_get_user_nodes`.
 
+Each name is imported from its submodule at its first use (a warm start,
+which needs a few mappers, skips the rest of the family: ~10 ms).
+
 ``_verify_is_array(expr)`` (a name pytato's tests use) returns *expr* when it
 is an :class:`~pytato_like.array.Array` and raises
 :class:`~pytato_like.diagnostic.NotAnArrayError` otherwise.
@@ -60,72 +63,155 @@ is an :class:`~pytato_like.array.Array` and raises
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from pytato_like.array import Array
 from pytato_like.diagnostic import NotAnArrayError, UnsupportedArrayError
 
-# the rewrites import the mappers above, so they come last
-from pytato_like.transform import (  # noqa: I001
-    dead_code_elimination,
-    lower_to_index_lambda,
-    remove_broadcasts_einsum,
-)
-from pytato_like.transform.combine import (
-    CombineMapper,
-    DependencyMapper,
-    InputGatherer,
-    ListOfInputsGatherer,
-    NodeCollector,
-    SizeParamGatherer,
-    SubsetDependencyMapper,
-    collect_nodes,
-    get_dependencies,
-)
-from pytato_like.transform.copy import (
-    CachedMapAndCopyMapper,
-    CopyMapper,
-    CopyMapperWithExtraArgs,
-    EdgeCachedMapper,
-    copy_dict_of_named_arrays,
-    map_and_copy,
-)
-from pytato_like.transform.deduplicate import (
-    DataWrapperDeduplicator,
-    Deduplicator,
-    deduplicate,
-    deduplicate_data_wrappers,
-)
-from pytato_like.transform.mapper import (
-    ArrayOrNames,
-    ArrayOrNamesTc,
-    CacheCollisionError,
-    CachedMapper,
-    CachedMapperCache,
-    CacheExprT,
-    CacheInputsWithKey,
-    CacheKeyT,
-    CacheResultT,
-    ForeignObjectError,
-    FunctionResultT,
-    Mapper,
-    MapperCreatedDuplicateError,
-    P,
-    ResultT,
-    TransformMapper,
-    TransformMapperCache,
-    TransformMapperWithExtraArgs,
-)
-from pytato_like.transform.materialize import materialize_with_mpms
-from pytato_like.transform.materialize_cost import (
-    explain_materialization,
-    materialize_with_cost_model,
-)
-from pytato_like.transform.metadata import unify_axes_tags
-from pytato_like.transform.users import (
-    UsersCollector,
-    rec_get_user_nodes,
-    tag_user_nodes,
-)
-from pytato_like.transform.walk import CachedWalkMapper, TopoSortMapper, WalkMapper
+# (the function shares its submodule's name: bound here, before another
+# import of the submodule would set the name to the module)
+from pytato_like.transform.deduplicate import deduplicate
+
+if TYPE_CHECKING:
+    # (what the names below are, for type checkers)
+    from pytato_like.transform import (  # noqa: I001
+        dead_code_elimination,
+        lower_to_index_lambda,
+        remove_broadcasts_einsum,
+    )
+    from pytato_like.transform.combine import (
+        CombineMapper,
+        DependencyMapper,
+        InputGatherer,
+        ListOfInputsGatherer,
+        NodeCollector,
+        SizeParamGatherer,
+        SubsetDependencyMapper,
+        collect_nodes,
+        get_dependencies,
+    )
+    from pytato_like.transform.copy import (
+        CachedMapAndCopyMapper,
+        CopyMapper,
+        CopyMapperWithExtraArgs,
+        EdgeCachedMapper,
+        copy_dict_of_named_arrays,
+        map_and_copy,
+    )
+    from pytato_like.transform.deduplicate import (
+        DataWrapperDeduplicator,
+        Deduplicator,
+        deduplicate_data_wrappers,
+    )
+    from pytato_like.transform.mapper import (
+        ArrayOrNames,
+        ArrayOrNamesTc,
+        CacheCollisionError,
+        CachedMapper,
+        CachedMapperCache,
+        CacheExprT,
+        CacheInputsWithKey,
+        CacheKeyT,
+        CacheResultT,
+        ForeignObjectError,
+        FunctionResultT,
+        Mapper,
+        MapperCreatedDuplicateError,
+        P,
+        ResultT,
+        TransformMapper,
+        TransformMapperCache,
+        TransformMapperWithExtraArgs,
+    )
+    from pytato_like.transform.materialize import materialize_with_mpms
+    from pytato_like.transform.materialize_cost import (
+        explain_materialization,
+        materialize_with_cost_model,
+    )
+    from pytato_like.transform.metadata import unify_axes_tags
+    from pytato_like.transform.users import (
+        UsersCollector,
+        rec_get_user_nodes,
+        tag_user_nodes,
+    )
+    from pytato_like.transform.walk import CachedWalkMapper, TopoSortMapper, WalkMapper
+
+# name -> the submodule defining it. A submodule is imported at the first
+# use of one of its names (or of the submodule itself): code that needs
+# one mapper, as a warm start does, then does without the ~20 modules of
+# the whole family.
+_DEFINED_IN = {
+    "CombineMapper": "combine",
+    "DependencyMapper": "combine",
+    "InputGatherer": "combine",
+    "ListOfInputsGatherer": "combine",
+    "NodeCollector": "combine",
+    "SizeParamGatherer": "combine",
+    "SubsetDependencyMapper": "combine",
+    "collect_nodes": "combine",
+    "get_dependencies": "combine",
+    "CachedMapAndCopyMapper": "copy",
+    "CopyMapper": "copy",
+    "CopyMapperWithExtraArgs": "copy",
+    "EdgeCachedMapper": "copy",
+    "copy_dict_of_named_arrays": "copy",
+    "map_and_copy": "copy",
+    "DataWrapperDeduplicator": "deduplicate",
+    "Deduplicator": "deduplicate",
+    "deduplicate_data_wrappers": "deduplicate",
+    "ArrayOrNames": "mapper",
+    "ArrayOrNamesTc": "mapper",
+    "CacheCollisionError": "mapper",
+    "CachedMapper": "mapper",
+    "CachedMapperCache": "mapper",
+    "CacheExprT": "mapper",
+    "CacheInputsWithKey": "mapper",
+    "CacheKeyT": "mapper",
+    "CacheResultT": "mapper",
+    "ForeignObjectError": "mapper",
+    "FunctionResultT": "mapper",
+    "Mapper": "mapper",
+    "MapperCreatedDuplicateError": "mapper",
+    "P": "mapper",
+    "ResultT": "mapper",
+    "TransformMapper": "mapper",
+    "TransformMapperCache": "mapper",
+    "TransformMapperWithExtraArgs": "mapper",
+    "materialize_with_mpms": "materialize",
+    "explain_materialization": "materialize_cost",
+    "materialize_with_cost_model": "materialize_cost",
+    "unify_axes_tags": "metadata",
+    "UsersCollector": "users",
+    "rec_get_user_nodes": "users",
+    "tag_user_nodes": "users",
+    "CachedWalkMapper": "walk",
+    "TopoSortMapper": "walk",
+    "WalkMapper": "walk",
+}
+
+
+def __getattr__(name: str) -> object:
+    module_name = _DEFINED_IN.get(name)
+    if module_name is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module_name}"),
+                        name)
+    else:
+        # a submodule not imported yet (e.g. ``lower_to_index_lambda``)
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(
+                f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value  # the next access is a plain attribute lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_DEFINED_IN) | set(__all__))
+
 
 __all__ = [
     "CachedMapAndCopyMapper", "CachedMapper", "CachedWalkMapper",
