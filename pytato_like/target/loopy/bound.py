@@ -463,10 +463,11 @@ class BoundPyOpenCLProgram(BoundProgram):
 
         :arg placed_outputs: output name -> a device array (contiguous,
             offset 0, the output's shape and dtype) the output is computed
-            into where it can be: on a replayed call, for an output that is
+            into where it can be: on a replayed call (the first call of a
+            layout records its replay and runs it), for an output that is
             not another output or an input too. Other outputs (and all of a
-            full call) are allocated as usual: the caller compares
-            identities.
+            call that cannot be replayed) are allocated as usual: the caller
+            compares identities.
         :arg reuse_outputs: the caller will not use this call's outputs
             once it calls again with ``reuse_outputs=True``: a replayed call
             with outputs on the device and nothing to wait for may then run
@@ -605,6 +606,20 @@ class BoundPyOpenCLProgram(BoundProgram):
         for name, ph in self.inputs.placeholders.items():
             buf = plan.placeholder_buffers[name]
             check_input_value(values[name], ph, concrete(plan.buffers[buf].shape))
+        if layout is not None:
+            # the inputs are checked: the call is recorded, then replayed
+            # (what the launches do is the same; the replay skips loopy's
+            # launchers and makes no array per temporary)
+            if len(replays) >= MAX_REPLAYS:
+                del replays[next(iter(replays))]
+            # (False: not replayable)
+            replay = LaunchReplay.record(self, queue, kwargs, sizes,
+                                         layout) or False
+            replays[context, layout] = replay
+            if isinstance(replay, LaunchReplay):
+                self._last_replay = replay
+                return replay.run(self, queue, pool, wait_for, out_host,
+                                  kwargs, t_start, placed, counted=False)
         names = list(self.inputs.placeholders)
         for name, ary in zip(names, to_device_all(
                 queue, [values[name] for name in names]), strict=True):
@@ -670,15 +685,6 @@ class BoundPyOpenCLProgram(BoundProgram):
             if ary.dtype == np.int8 and plan.buffers[
                     plan.outputs[out_name]].dtype == np.bool_:
                 results[out_name] = ary.view(np.bool_)  # an input passed through
-        if layout is not None:
-            if len(replays) >= MAX_REPLAYS:
-                del replays[next(iter(replays))]
-            # False: not replayable, do not try again
-            replay = LaunchReplay.record(self, queue, kwargs, sizes,
-                                         layout) or False
-            replays[context, layout] = replay
-            if isinstance(replay, LaunchReplay):
-                self._last_replay = replay
         return self._finish_call(queue, evt, wait_for, results, out_host,
                                  t_start, launch_times)
 

@@ -16,10 +16,11 @@ parameter, with shape, dtype and strides (the value, for a size
 parameter); see :func:`layout_key` -- records a :class:`LaunchReplay`:
 which buffer goes in which argument of which launch, the constant size
 arguments, the outputs' and temporaries' shapes and byte counts and the
-peak device memory beyond the inputs. A later call with the same layout
-replays it: the inputs' buffers into their slots, outputs and temporaries
-from the allocator,
-and per launch the kernel enqueues loopy's generated launcher would make.
+peak device memory beyond the inputs -- once its inputs are checked,
+before anything is launched -- and runs it; a later call with the same
+layout replays it: the inputs' buffers into their slots, outputs and
+temporaries from the allocator, and per launch the kernel enqueues
+loopy's generated launcher would make.
 What a launcher does is found once, by :func:`capture_launcher` running its
 code on stand-ins; a replay then sets the kernel arguments and enqueues
 directly (a third of the launcher's cost), or calls the launcher itself if
@@ -296,10 +297,12 @@ class LaunchReplay:
     def run(self, program: BoundPyOpenCLProgram, queue: cl.CommandQueue,
             pool: MemoryPool, wait_for: Sequence[cl.Event] | None,
             out_host: bool, kwargs: dict[str, Any], t_start: float,
-            placed: dict[str, cla.Array] | None = None):
+            placed: dict[str, cla.Array] | None = None, *,
+            counted: bool = True):
         """Replay the recorded call with *kwargs* (of the recorded layout:
         :func:`layout_key` said so); returns what the program's call
-        returns. Outputs named in *placed* are computed into those arrays
+        returns (*counted* false: the call that recorded it, counted as a
+        full call). Outputs named in *placed* are computed into those arrays
         where they are outputs of their own (see
         :meth:`~pytato_like.target.loopy.bound.BoundPyOpenCLProgram\
 .__call__`, ``placed_outputs``)."""
@@ -323,6 +326,8 @@ class LaunchReplay:
                 if s is not None:
                     values.append(value)
                     bufs[s] = value.base_data
+        if not counted:
+            self.n_runs -= 1    # (_run counts it)
         return self._run(program, queue, pool, wait_for, out_host, bufs,
                          values, t_start, placed)
 
