@@ -184,6 +184,29 @@ def test_the_budget_covers_every_host_call_to_come(queue, monkeypatch):
     first.plan, third.plan  # noqa: B018 - the compiles end inside this test
 
 
+def test_a_program_dropped_uncalled_gives_its_share_back(queue, monkeypatch):
+    import gc
+
+    from pytato_like._traversal import topological_order
+    x = pt.make_placeholder("x", (30, 30), np.float64)
+    dropped_dag, kept_dag = x * 0.75 + 4, x / 3 - 1
+    each = host_first_call.estimated_host_seconds(topological_order([kept_dag]))
+    monkeypatch.setattr(host_first_call, "HOST_BUDGET_S", 1.5 * each)
+    dropped = pt.generate_loopy(dropped_dag, options=ON)
+    assert not dropped.compiled()
+    # while it may still be called, its share is taken
+    assert pt.generate_loopy(x * x + 2, options=ON).compiled()
+    del dropped
+    gc.collect()
+    kept = pt.generate_loopy(kept_dag, options=ON)
+    assert not kept.compiled()
+    a = np.linspace(-2, 2, 900).reshape(30, 30)
+    _, (out,) = kept(queue, x=a)
+    assert kept.replay_counts()["host"] == 1
+    np.testing.assert_allclose(out, a / 3 - 1, rtol=1e-14)
+    kept.plan  # noqa: B018 - the compile ends inside this test
+
+
 def test_a_failed_compile_is_raised_by_the_next_call(queue, monkeypatch,
                                                      caplog):
     from pytato_like.target.loopy import codegen

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -299,6 +300,9 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
                                outputs, options, stats, target=target,
                                loopy_options=lp_options, checks=checks)
     prg.key = key
+    if isinstance(plan, host_first_call.PendingPlan):
+        # a program dropped before its first call gives its share back
+        weakref.finalize(prg, plan.give_back)
     if translation_units is not None:
         prg._translation_units = translation_units
     return prg

@@ -174,10 +174,12 @@ class PendingPlan:
             if self._host_call_taken or self.started():
                 return False
             self._host_call_taken = True
-        self._give_back()
+        self.give_back()
         return True
 
-    def _give_back(self) -> None:
+    def give_back(self) -> None:
+        """Return the budget this plan's host call took (once the call
+        is taken, the plan made, or the program dropped uncalled)."""
         with _PENDING_LOCK:
             _RESERVED[0] = max(0.0, _RESERVED[0] - self._reserved)
             self._reserved = 0.0
@@ -224,7 +226,7 @@ class PendingPlan:
                     with _PENDING_LOCK:
                         if _PENDING.get(self.key) is self:
                             del _PENDING[self.key]
-                    self._give_back()
+                    self.give_back()
             return self._outcome
 
     def result(self) -> Made:
