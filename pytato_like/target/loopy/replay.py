@@ -47,6 +47,7 @@ call), Python scalars for 0-d inputs, zero-size buffers.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -186,6 +187,11 @@ class LaunchReplay:
         def concrete(shape: tuple) -> tuple[int, ...]:
             return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
+        def stored_bytes(spec) -> int:
+            # (math.prod: np.prod costs ~3 µs a call, paid per temporary)
+            return (math.prod(concrete(spec.shape))
+                    * storage_dtype(spec.dtype).itemsize)
+
         slots: dict[str, int] = {}
 
         def slot(buf: str) -> int:
@@ -222,7 +228,7 @@ class LaunchReplay:
                 spec = plan.buffers[buf]
                 shape = concrete(spec.shape)
                 dtype = np.dtype(spec.dtype)
-                size = int(np.prod(shape, dtype=np.int64))
+                size = math.prod(shape)
                 if size == 0:
                     return None
                 strides = _c_strides(shape, dtype.itemsize)
@@ -250,9 +256,7 @@ class LaunchReplay:
         for i, launch in enumerate(plan.launches):
             allocated = []
             for name in allocate_before.get(i, ()):
-                spec = plan.buffers[name]
-                nbytes = int(np.prod(concrete(spec.shape), dtype=np.int64)
-                             ) * storage_dtype(spec.dtype).itemsize
+                nbytes = stored_bytes(plan.buffers[name])
                 if nbytes == 0:
                     return None
                 allocated.append((slot(name), nbytes))
@@ -270,9 +274,7 @@ class LaunchReplay:
                     buffer_args.append((arg, slots[name]))
             released = [slots[name] for name in release_after.get(i, ())]
             for name in release_after.get(i, ()):
-                spec = plan.buffers[name]
-                live -= int(np.prod(concrete(spec.shape), dtype=np.int64)
-                            ) * storage_dtype(spec.dtype).itemsize
+                live -= stored_bytes(plan.buffers[name])
             self.launches.append((host, kernels, constant_args, buffer_args,
                                   allocated, released,
                                   capture_launcher(host, kernels,
