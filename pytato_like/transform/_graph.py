@@ -156,28 +156,33 @@ def structural_representatives(order: list[Array]) -> list[Array]:
 
 _SPACER_LOCALS = 1100  # slots of 8 bytes; a default chunk has 2048
 
-_spacer_namespace: dict[str, object] = {}
-exec(  # noqa: S102 -- builds a function with a large frame, no user input
-    "def _spacer(fn, *args):\n"
-    "    return fn(*args)\n"
-    "    " + " = ".join(f"_slot{i}" for i in range(_SPACER_LOCALS)) + " = None\n",
-    _spacer_namespace)
-_spacer: Callable[..., object] = cast(
-    "Callable[..., object]", _spacer_namespace["_spacer"])
+@functools.cache
+def _spacer() -> Callable[..., object]:
+    # made at the first walk, not at import (compiling its 1100 locals
+    # costs ~1.5 ms, which a warm start that walks nothing need not pay)
+    namespace: dict[str, object] = {}
+    exec(  # noqa: S102 -- builds a function with a large frame, no user input
+        "def _spacer(fn, *args):\n"
+        "    return fn(*args)\n"
+        "    " + " = ".join(f"_slot{i}" for i in range(_SPACER_LOCALS))
+        + " = None\n", namespace)
+    return cast("Callable[..., object]", namespace["_spacer"])
 
 
 def with_stack_headroom(fn: Callable[..., _R], *args: object) -> _R:
     """``fn(*args)``, called where the interpreter's frame stack has room
     for the frames *fn*'s loop creates (costs a few microseconds: use it
     for loops over a whole DAG, not per node)."""
-    return cast("_R", _spacer(_spacer, fn, *args))
+    spacer = _spacer()
+    return cast("_R", spacer(spacer, fn, *args))
 
 
 def stack_headroom(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """Decorator: run *func* through :func:`with_stack_headroom`."""
     @functools.wraps(func)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return cast("_R", _spacer(_spacer, lambda: func(*args, **kwargs)))
+        spacer = _spacer()
+        return cast("_R", spacer(spacer, lambda: func(*args, **kwargs)))
     return wrapper
 
 # }}}
