@@ -159,6 +159,36 @@ def test_estimate_grows_with_nodes_and_elements():
         [pt.make_placeholder("z", (n,), np.float64)]) is None
 
 
+def test_estimate_counts_an_einsums_contraction(queue, monkeypatch):
+    # a matmul's value has n^2 elements and costs n^3 multiply-adds: with
+    # a budget its elements fit but its products do not, it compiles first
+    from pytato_like._traversal import topological_order
+    n = 64
+    a = pt.make_placeholder("a", (n, n), np.float64)
+    b = pt.make_placeholder("b", (n, n), np.float64)
+    order = topological_order([a @ b])
+    elements_only = (3 * host_first_call.SECONDS_PER_NODE
+                     + 3 * n * n * host_first_call.SECONDS_PER_ELEMENT)
+    products = n ** 3 * host_first_call.SECONDS_PER_PRODUCT
+    assert host_first_call.estimated_host_seconds(order) == pytest.approx(
+        elements_only + products, rel=1e-12)
+    monkeypatch.setattr(host_first_call, "HOST_BUDGET_S",
+                        elements_only + products / 2)
+    product = pt.generate_loopy(a @ b, options=ON)
+    # the elementwise sum of the same inputs has as many elements: host
+    total = pt.generate_loopy(a + b, options=ON)
+    assert not total.compiled() and product.compiled()
+    av = np.linspace(-1, 1, n * n).reshape(n, n)
+    bv = np.cos(av)
+    _, (s_out,) = total(queue, a=av, b=bv)
+    _, (p_out,) = product(queue, a=av, b=bv)
+    assert total.replay_counts()["host"] == 1
+    assert product.replay_counts()["host"] == 0
+    np.testing.assert_allclose(s_out, av + bv, rtol=1e-15)
+    np.testing.assert_allclose(p_out, av @ bv, rtol=1e-12, atol=1e-12)
+    total.plan  # noqa: B018 - the compile ends inside this test
+
+
 def test_the_budget_covers_every_host_call_to_come(queue, monkeypatch):
     # two programs generated before either is called: the host work of
     # both would exceed the budget, so the second compiles at its call;
