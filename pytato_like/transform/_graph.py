@@ -181,8 +181,7 @@ def stack_headroom(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """Decorator: run *func* through :func:`with_stack_headroom`."""
     @functools.wraps(func)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        spacer = _spacer()
-        return cast("_R", spacer(spacer, lambda: func(*args, **kwargs)))
+        return with_stack_headroom(lambda: func(*args, **kwargs))
     return wrapper
 
 # }}}

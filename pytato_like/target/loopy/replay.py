@@ -328,8 +328,8 @@ class LaunchReplay:
                 if s is not None:
                     values.append(value)
                     bufs[s] = value.base_data
-        if not counted:
-            self.n_runs -= 1    # (_run counts it)
+        if counted:
+            self.n_runs += 1
         return self._run(program, queue, pool, wait_for, out_host, bufs,
                          values, t_start, placed)
 
@@ -346,6 +346,7 @@ class LaunchReplay:
         bound = self.bind_same_layout(queue, kwargs)
         if bound is None:
             return None
+        self.n_runs += 1
         return self._run(program, queue, pool, wait_for, out_host, *bound,
                          t_start, placed)
 
@@ -434,7 +435,6 @@ class LaunchReplay:
              placed: dict[str, cla.Array] | None):
         """The replay, the inputs' buffers in *bufs* (the device arrays
         *values*)."""
-        self.n_runs += 1
         arrays = self.constant_arrays.copy()
         for i, s in self.passed_through:
             arrays[s] = values[i]
