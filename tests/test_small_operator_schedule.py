@@ -103,3 +103,31 @@ def test_wide_indices_from_environment(monkeypatch):
         environ={variable: "0"}).small_operator_wide_indices
     with pytest.raises(ConfigurationError, match=variable):
         CodegenOptions.from_environment(environ={variable: "maybe"})
+
+
+def test_code_generation_of_ilp_schedules_is_quiet(queue, monkeypatch):
+    """The small-operator (DG) and register-tiled (matmul) schedules tag
+    their accumulators ``ilp``, for which loopy falls back to its v1
+    scheduler: that is expected, so no warning reaches the user through
+    generate_loopy, the call, or reading the source. (Shapes of this test
+    only and no disk cache: the kernels are generated here.)"""
+    import warnings
+    monkeypatch.setenv("PYTATO_LIKE_CACHE", "0")
+    rng = np.random.default_rng(4)
+    d, u = rng.standard_normal((35, 35)), rng.standard_normal((1003, 35))
+    a = rng.standard_normal((72, 72))
+    pd = pt.make_placeholder("d", d.shape, np.float64)
+    pu = pt.make_placeholder("u", u.shape, np.float64)
+    pa = pt.make_placeholder("a", a.shape, np.float64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dg = pt.generate_loopy(pu + 0.01 * pt.einsum("ij,ej->ei", pd, pu),
+                               options={"host_first_call": False})
+        mm = pt.generate_loopy(pa @ pa, options={"host_first_call": False})
+        (got_dg,) = dg(queue, d=d, u=u)[1]
+        (got_mm,) = mm(queue, a=a)[1]
+        assert "__kernel" in dg.source and "__kernel" in mm.source
+    assert [str(w.message) for w in caught] == []
+    np.testing.assert_allclose(got_dg, u + 0.01 * np.einsum("ij,ej->ei", d, u),
+                               rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(got_mm, a @ a, rtol=1e-12, atol=1e-12)

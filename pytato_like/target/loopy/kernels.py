@@ -204,8 +204,15 @@ class KernelGenerator:
             # and sizes may be derived: loopy cannot prove bounds there
             options=lp.Options(enforce_array_accesses_within_bounds="no_check",
                                return_dict=True),
+            # (v1_scheduler_fallback: loopy's v1 scheduler for the ilp
+            # accumulators of schedule.py is expected; measured on
+            # einsum("ij,ej->ei") code generation it cost the same as the
+            # v2 scheduler on the same unrolled body for 6 and 10 columns,
+            # 355 vs 374 ms and 497 vs 546 ms, and +280 ms of 744 ms at
+            # 20: loopy 2025.2, its cache off, median of 7; issue 35)
             silenced_warnings=["inferred_iname", "unused_inames",
-                               "single_writer_after_creation"])
+                               "single_writer_after_creation",
+                               "v1_scheduler_fallback"])
         knl = register_helpers(knl, spec["helpers"])
         knl = parallelize(knl, spec["groups"], self.options,
                           reduction_groups=spec["reduction_groups"])
