@@ -11,7 +11,8 @@ Programs (all float64):
     per element, ``D`` staged in local memory, 64-bit indices; run with
     ``PYTATO_LIKE_SMALL_OPERATOR_OUTPUTS=0`` for the generic schedule it
     replaced, with ``PYTATO_LIKE_SMALL_OPERATOR_WIDE_INDICES=0`` for
-    32-bit indices).
+    32-bit indices, with ``PYTATO_LIKE_SMALL_OPERATOR_PAD_BYTES=0`` for
+    35 accumulators per element instead of 36).
 (c) ``heat``: 10 explicit steps of the 2-D heat equation on 1024^2 written
     with ``roll``.
 (d) ``sum``: the sum of 10^8 float64 (a full reduction: two parallel

@@ -68,9 +68,11 @@ def test_every_integer_setting_is_covered():
     # the schedule's, the chunks', the pieces' and the time tiles'
     assert {"PYTATO_LIKE_WORK_GROUP_SIZE", "PYTATO_LIKE_CONTIGUOUS_RUN",
             "PYTATO_LIKE_SMALL_OPERATOR_MIN_BATCH",
+            "PYTATO_LIKE_SMALL_OPERATOR_PAD_BYTES",
+            "PYTATO_LIKE_SMALL_OPERATOR_PAD_MIN_OUTPUTS",
             "PYTATO_LIKE_MAX_KERNEL_READS", "PYTATO_LIKE_PIECES_MAX",
             "PYTATO_LIKE_TIME_TILE", "PYTATO_LIKE_TIME_TILE_STAGES"} <= names
-    assert len(names) == 17
+    assert len(names) == 19
 
 
 def test_malformed_codegen_variables_raise():

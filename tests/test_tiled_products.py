@@ -176,25 +176,31 @@ def test_dg_steps_with_data_wrapper_operator(queue, n_el):
     np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-14)
 
 
-def test_small_operator_schedule_is_chosen(queue):
+@pytest.mark.parametrize("pad_bytes", [32, 0])
+def test_small_operator_schedule_is_chosen(queue, pad_bytes):
     """The DG einsum at the bench's shape runs the small-operator schedule:
     the 35 outputs of an element are ilp accumulators, the batch axis is
     l.0 in work-groups of SMALL_OPERATOR_LOCAL, and the operator is staged
-    in local memory with the output axis contiguous (stride 1)."""
+    in local memory with the output axis contiguous (stride 1). By default
+    the accumulators are padded to 36 (9 vectors of 4 doubles) and the
+    staged operator has a 36th, zero row; with ``pad_bytes`` 0 neither."""
     n_el, n = 5000, 35
+    rows = 36 if pad_bytes else n
     pd = pt.make_placeholder("d", (n, n), np.float64)
     pu = pt.make_placeholder("u", (n_el, n), np.float64)
-    prg = pt.generate_loopy(pu + 0.1 * pt.einsum("ij,ej->ei", pd, pu))
+    prg = pt.generate_loopy(pu + 0.1 * pt.einsum("ij,ej->ei", pd, pu),
+                            options={"small_operator_pad_bytes": pad_bytes})
     (ilp, staged, local_l0, knl), = _small_operator_kernels(prg)
-    assert [knl.get_constant_iname_length(i) for i in ilp] == [n]
+    assert sorted(knl.get_constant_iname_length(i) for i in ilp) == sorted(
+        {n, rows})
     assert any(knl.get_constant_iname_length(i) == OPTIONS.small_operator_local
                for i in local_l0)
     (tv,) = staged.values()
-    assert tuple(tv.shape) == (n, n)
+    assert tuple(tv.shape) == (rows, n)
     # axis 0 of d (the output axis i) is the contiguous one in the copy
-    assert [t.stride for t in tv.dim_tags] == [1, n]
+    assert [t.stride for t in tv.dim_tags] == [1, rows]
     # the plain schedule's accumulator count was REDUCTION_ILP
-    assert f"[{n - 1}]" in prg.source
+    assert f"[{rows - 1}]" in prg.source
     rng = np.random.default_rng(0)
     d, u = rng.random((n, n)), rng.random((n_el, n))
     _, got = prg(queue, d=d, u=u)

@@ -164,6 +164,18 @@ class CodegenOptions:
     small_operator_wide_indices: bool = _knob(
         True, "PYTATO_LIKE_SMALL_OPERATOR_WIDE_INDICES", _switch,
         "64-bit indices in kernels of the small-operator schedule")
+    #: vector width (bytes) to which that schedule pads the accumulators
+    #: of an element's outputs, with zero rows in the staged operator
+    #: (0: no padding)
+    small_operator_pad_bytes: int = _knob(
+        32, "PYTATO_LIKE_SMALL_OPERATOR_PAD_BYTES", _integer(0),
+        "vector width (bytes) the small-operator schedule pads an "
+        "element's accumulators to (0: none)")
+    #: fewest outputs per element for that padding (below, the kernel is
+    #: bound by memory and the extra outputs were measured to cost)
+    small_operator_pad_min_outputs: int = _knob(
+        27, "PYTATO_LIKE_SMALL_OPERATOR_PAD_MIN_OUTPUTS", _integer(0),
+        "fewest outputs per element the small-operator schedule pads")
 
     # }}}
 
