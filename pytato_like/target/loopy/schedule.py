@@ -244,12 +244,12 @@ def _padded_outputs(kernel, g: str, stage: dict[str, int],
 
 
 def _split_off_reductions(insns: list, short: str, short_padded: str,
-                          padded: int, temps: dict, new_name) -> list:
+                          padded: int, temps: dict, new_name, new_id) -> list:
     """*insns* with each reduction over the outputs (iname *short*) moved
     to an instruction of its own over *short_padded* (``0 <= . <
-    padded``), which stores it in a new private array of *padded*
-    elements (added to *temps*); the instruction it came from reads that
-    array at *short*."""
+    padded``; the instruction's predicates with it), which stores it in a
+    new private array of *padded* elements (added to *temps*); the
+    instruction it came from reads that array at *short*."""
     import loopy as lp
     from loopy.symbolic import ReductionCallbackMapper, SubstitutionMapper
     from pymbolic import var
@@ -266,15 +266,18 @@ def _split_off_reductions(insns: list, short: str, short_padded: str,
             continue
         stored = {}
         ids = set()
+        predicates: frozenset = frozenset(
+            to_padded(p) for p in insn.predicates)
         for red in reductions:
             name = new_name(f"{insn.id}_red")
             temps[name] = lp.TemporaryVariable(
                 name, dtype=None, shape=(padded,),
                 address_space=lp.AddressSpace.PRIVATE)
-            red_id = f"{name}_insn"
+            red_id = new_id(f"{name}_insn")
             result.append(lp.Assignment(
                 Subscript(var(name), (var(short_padded),)), to_padded(red),
                 id=red_id, depends_on=insn.depends_on,
+                predicates=predicates,
                 within_inames=(insn.within_inames - {short})
                 | {short_padded}))
             stored[red] = Subscript(var(name), (var(short),))
@@ -394,8 +397,9 @@ def _small_operator(knl, g: str, stage: dict[str, int], local_size: int,
         short_padded = new_name(f"{short}_pad")
         domains.append(isl.BasicSet(
             f"{{ [{short_padded}] : 0 <= {short_padded} < {padded} }}"))
-        insns = _split_off_reductions(insns, short, short_padded, padded,
-                                      temps, new_name)
+        insns = _split_off_reductions(
+            insns, short, short_padded, padded, temps, new_name,
+            kernel.get_instruction_id_generator())
     extra: dict[str, object] = {}
     if wide_indices:
         from loopy.types import to_loopy_type
