@@ -9,13 +9,12 @@ multiples of the vector width, every read the extra outputs make being
 of a zero row), that padded and unpadded kernels give bitwise equal
 values (each real output sums the same terms in the same order) and
 values equal to NumPy's, that an operand read in place along the outputs
-turns the padding off (it has no zero rows to read), the options'
-environment variables, and a 100 000-deep chain feeding a padded einsum
-at the default recursion limit."""
+turns the padding off (it has no zero rows to read), an operator of three
+axes, and the options' environment variables. (A 100 000-deep chain
+feeding a padded einsum:
+``test_tiled_products.test_small_operator_after_a_deep_chain``.)"""
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 import pytest
@@ -123,30 +122,6 @@ def test_options_from_environment():
             CodegenOptions.from_environment(environ={variable: "wide"})
         with pytest.raises(ConfigurationError, match=variable):
             CodegenOptions.from_environment(environ={variable: "-1"})
-
-
-def test_padded_einsum_after_a_deep_chain(queue):
-    """A 100 000-deep elementwise chain feeding a padded einsum (7 outputs
-    padded to 8) compiles at the default recursion limit and matches
-    NumPy."""
-    assert sys.getrecursionlimit() <= 1000 + 100
-    n_el, n = 301, 7
-    pu = pt.make_placeholder("u", (n_el, n), np.float64)
-    pd = pt.make_placeholder("d", (n, n), np.float64)
-    y = pu
-    for _ in range(100_000):
-        y = 0.5 * y + 1.0
-    prg = pt.generate_loopy(pt.einsum("ij,ej->ei", pd, y), options={
-        "small_operator_pad_min_outputs": 1, "small_operator_min_batch": 1})
-    assert (8, n) in _staged_shapes(prg)
-    rng = np.random.default_rng(5)
-    u, d = rng.random((n_el, n)), rng.random((n, n))
-    ref = u.copy()
-    for _ in range(100_000):
-        ref = 0.5 * ref + 1.0
-    (got,) = prg(queue, u=u, d=d)[1]
-    np.testing.assert_allclose(got, np.einsum("ij,ej->ei", d, ref),
-                               rtol=1e-12)
 
 
 def test_operator_of_three_axes_is_padded(queue):

@@ -241,10 +241,13 @@ def test_small_operator_not_chosen_outside_its_range(queue, op_shape,
 # }}}
 
 
-def test_small_operator_after_a_deep_chain(queue):
+@pytest.mark.parametrize("pad_min_outputs,rows", [(27, 7), (1, 8)])
+def test_small_operator_after_a_deep_chain(queue, pad_min_outputs, rows):
     """A 100 000-deep elementwise chain feeding the DG einsum compiles at
     the default recursion limit (the schedule's walks over kernel
-    expressions see chunked, bounded expressions) and matches NumPy."""
+    expressions see chunked, bounded expressions) and matches NumPy, with
+    the 7 accumulators of an element as they are and padded to 8 (the
+    padding's walks and reduction split included)."""
     import sys
     assert sys.getrecursionlimit() <= 1000 + 100
     n_el, n = 301, 7
@@ -253,7 +256,8 @@ def test_small_operator_after_a_deep_chain(queue):
     y = pu
     for _ in range(100_000):
         y = 0.5 * y + 1.0
-    prg = pt.generate_loopy(pt.einsum("ij,ej->ei", pd, y))
+    prg = pt.generate_loopy(pt.einsum("ij,ej->ei", pd, y), options={
+        "small_operator_pad_min_outputs": pad_min_outputs})
     rng = np.random.default_rng(5)
     u, d = rng.random((n_el, n)), rng.random((n, n))
     ref = u.copy()
@@ -263,4 +267,6 @@ def test_small_operator_after_a_deep_chain(queue):
     got = got[0] if isinstance(got, (tuple, list)) else got
     np.testing.assert_allclose(got, np.einsum("ij,ej->ei", d, ref),
                                rtol=1e-12)
-    assert any(staged for _, staged, _, _ in _small_operator_kernels(prg))
+    assert any(tuple(tv.shape) == (rows, n)
+               for _, staged, _, _ in _small_operator_kernels(prg)
+               for tv in staged.values())
