@@ -24,7 +24,10 @@ Programs (all float64):
 ``dg`` and ``matmul`` also run as ``jax.jit`` functions (float64, results
 waited for) when JAX is importable: JAX's ratio to NumPy measured in the
 same run is printed beside ours, with the ratio of the two times (target
-for ``dg``: at least 2x JAX's speed, issue 39).
+for ``dg``: at least 2x JAX's speed, issue 39), and then the medians of
+rounds that alternate one call of ours and one of JAX's (JAX's time moves
+by 2x between sittings, ours less: alternating compares the two under
+the same load of the shared machine).
 
 For each: time per run of NumPy eager and of the compiled program (median
 of several runs after a warm-up), their ratio, the bandwidth floor (minimal
@@ -271,7 +274,7 @@ def run_program(name: str, queue, bandwidth: float, quick: bool, repeat: int,
 
     t_lazy = _median_time(run_lazy, repeat)
     t_eager = _median_time(lambda: eager(**inputs), max(3, repeat // 2))
-    t_jax = _jax_time(eager, inputs, repeat)
+    t_jax, interleaved = _jax_times(eager, inputs, repeat, run_lazy)
     floor = min_bytes / bandwidth
     warm = _warm_start(name, quick, cache_dir)
     return {
@@ -285,24 +288,40 @@ def run_program(name: str, queue, bandwidth: float, quick: bool, repeat: int,
         "kernels": len(prg.plan.kernels), "launches": len(prg.plan.launches),
         "stored_arrays": prg.plan.n_stored,
         "jax_s": t_jax,
+        # medians of rounds alternating one call of each (both see the
+        # same state of the shared machine)
+        "interleaved_loopy_s": interleaved[0], "interleaved_jax_s": interleaved[1],
         "jax_speedup_vs_numpy": t_eager / t_jax if t_jax else None,
     }
 
 
-def _jax_time(eager, inputs: dict, repeat: int) -> float | None:
+def _jax_times(eager, inputs: dict, repeat: int, run_lazy
+               ) -> tuple[float | None, tuple[float | None, float | None]]:
     """Median time of the program's JAX version (jit, float64, results
-    waited for), when it has one and JAX is importable; else None."""
+    waited for), when it has one and JAX is importable (else None); then
+    the medians of ours and JAX's over 3 x *repeat* rounds that alternate
+    one call of each (JAX's time moves by 2x between sittings: this
+    compares the two under the same load)."""
     if not hasattr(eager, "jax"):
-        return None
+        return None, (None, None)
     try:
         import jax
     except ImportError:
-        return None
+        return None, (None, None)
     jax.config.update("jax_enable_x64", True)
     run = eager.jax()
     args = {k: jax.device_put(v) for k, v in inputs.items()}
-    run(**args).block_until_ready()  # compile
-    return _median_time(lambda: run(**args).block_until_ready(), repeat)
+
+    def run_jax():
+        run(**args).block_until_ready()
+
+    run_jax()  # compile
+    t_jax = _median_time(run_jax, repeat)
+    ours, theirs = [], []
+    for _ in range(3 * repeat):
+        ours.append(_median_time(run_lazy, 1))
+        theirs.append(_median_time(run_jax, 1))
+    return t_jax, (float(np.median(ours)), float(np.median(theirs)))
 
 
 def sweep_work_group_sizes(sizes: list[int], programs: list[str], quick: bool,
@@ -405,6 +424,11 @@ def main(argv=None) -> dict:
                   f"{f['jax_speedup_vs_numpy']:.2f} x NumPy; loopy "
                   f"{f['speedup_vs_numpy']:.2f} x NumPy (same run); "
                   f"loopy {f['jax_s'] / f['loopy_s']:.2f} x JAX")
+            print(f"{name}: interleaved rounds: loopy "
+                  f"{f['interleaved_loopy_s'] * 1e3:.2f} ms, JAX "
+                  f"{f['interleaved_jax_s'] * 1e3:.2f} ms; loopy "
+                  f"{f['interleaved_jax_s'] / f['interleaved_loopy_s']:.2f}"
+                  " x JAX")
     if "matmul" in figures:
         print(f"matmul: loopy reaches {100 * figures['matmul']['speedup_vs_numpy']:.1f}"
               " % of NumPy/BLAS speed (target >= 25 %)")
