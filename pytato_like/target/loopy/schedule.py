@@ -237,10 +237,11 @@ def _padded_outputs(kernel, g: str, stage: dict[str, int],
             names = set(dom.get_var_dict())
             if names & set(red.inames) and short in names:
                 return None
-    widest = max(itemsizes)
-    lanes = pad_bytes // widest if widest else 1
-    padded = -(-extent // lanes) * lanes if lanes > 1 else extent
-    return padded if usable[0] and padded != extent else None
+    lanes = pad_bytes // max(itemsizes) if max(itemsizes) else 1
+    if not usable[0] or lanes < 2:
+        return None
+    padded = -(-extent // lanes) * lanes
+    return padded if padded != extent else None
 
 
 def _split_off_reductions(insns: list, short: str, short_padded: str,
@@ -293,8 +294,7 @@ def _split_off_reductions(insns: list, short: str, short_padded: str,
 
 
 def _small_operator(knl, g: str, stage: dict[str, int], local_size: int,
-                    wide_indices: bool, pad_bytes: int = 0,
-                    pad_min_outputs: int = 0):
+                    wide_indices: bool, pad_bytes: int, pad_min_outputs: int):
     """One work-item per batch element (``{g}_0``, ``l.0``/``g.0``), all
     outputs along the short axis ``{g}_1`` as ``ilp`` accumulators; the
     operands in *stage* are copied once per work-group into local memory
