@@ -23,7 +23,13 @@ printed below each row:
   the kernel on an unchanged program: the program binaries saved by the
   cold run are loaded);
 * **jax**: ``jax.jit`` of the same steps in a fresh process with JAX's
-  persistent compilation cache off (when ``jax`` is importable).
+  persistent compilation cache off (when ``jax`` is importable);
+* **floor**: after each warm run, a fresh process doing only what a warm
+  start cannot do without: importing pyopencl and the third-party modules
+  ``import pytato_like`` loads (pymbolic, pytools, constantdict) and
+  making the context and queue. The line "ours" is each warm run less the
+  floor run after it (median): the part of a warm start that is this
+  package's.
 
 The package is byte-compiled first, as an installed one is (an editable
 checkout under ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every
@@ -69,7 +75,18 @@ def step(u, m):
                     + m.roll(u, 1, axis=1) + m.roll(u, -1, axis=1) - 4 * u)
 
 t_imports = time.perf_counter()
-if kind == "jax":
+if kind == "floor":
+    # what a warm start cannot do without: the imports of the third-party
+    # modules ``import pyopencl, pytato_like`` loads and the context
+    import pyopencl as cl
+    import constantdict, pymbolic.primitives, pytools.tag  # noqa: F401
+    queue = cl.CommandQueue(cl.create_some_context(interactive=False))
+    t0 = time.perf_counter()
+    result = u0
+    for _ in range(steps):
+        result = step(result, np)
+    elapsed = 0.0
+elif kind == "jax":
     import jax
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
@@ -92,7 +109,9 @@ else:
     _, (result,) = prg(queue, u=u0)  # NumPy in, NumPy out
     elapsed = time.perf_counter() - t0
 t_end = time.perf_counter()
-if kind != "jax":
+if kind == "floor":
+    t_end = t0  # (NumPy's result only makes the check below pass)
+if kind not in ("jax", "floor"):
     host_calls = prg.replay_counts()["host"]
     # the second call: the compiled kernels (after the compile a first
     # call on the host left running)
@@ -103,7 +122,7 @@ ref = u0
 for _ in range(steps):
     ref = step(ref, np)
 err = float(np.max(np.abs(result - ref)))
-if kind != "jax":
+if kind not in ("jax", "floor"):
     err = max(err, float(np.max(np.abs(compiled - ref))))
 # seconds: imports of the framework, context/queue, DAG, compile, first
 # result (numpy and the input data excluded, same for both);
@@ -112,7 +131,7 @@ if kind != "jax":
 info = {"seconds": t_end - t_imports, "after_imports": elapsed,
         "imports": t0 - t_imports, "process": t_end - T_START,
         "max_error": err}
-if kind != "jax":
+if kind not in ("jax", "floor"):
     info.update(host_calls=host_calls, compiled=t_compiled - t_imports,
                 cache=stats.cache, kernels=stats.n_kernels,
                 launches=stats.n_launches,
@@ -146,7 +165,7 @@ def measure(steps_list: list[int], repeat: int = 3, verbose: bool = True
     rows = []
     jax = _have_jax()
     for steps in steps_list:
-        colds, compileds, warms, jaxs = [], [], [], []
+        colds, compileds, warms, jaxs, floors = [], [], [], [], []
         for _ in range(repeat):
             with tempfile.TemporaryDirectory() as tmp:
                 # every cache empty, the first call compiled
@@ -157,6 +176,8 @@ def measure(steps_list: list[int], repeat: int = 3, verbose: bool = True
                 env = dict(empty_caches_env(tmp), PYTATO_LIKE_HOST_FIRST_CALL="1")
                 colds.append(_run("pytato_like", steps, env))
                 warms.append(_run("pytato_like", steps, env))
+                # right after each warm run, under the same load
+                floors.append(_run("floor", steps, env))
                 if jax:
                     jenv = dict(env, JAX_ENABLE_COMPILATION_CACHE="false",
                                 JAX_PLATFORMS="cpu")
@@ -168,7 +189,11 @@ def measure(steps_list: list[int], repeat: int = 3, verbose: bool = True
                "warm_after_imports": sorted(r["after_imports"]
                                             for r in warms)[len(warms) // 2],
                "warm_imports": sorted(r["imports"]
-                                      for r in warms)[len(warms) // 2]}
+                                      for r in warms)[len(warms) // 2],
+               "floor": sorted(r["seconds"] for r in floors)[len(floors) // 2],
+               # each warm run less the floor run that followed it
+               "ours": sorted(w["seconds"] - f["seconds"] for w, f
+                              in zip(warms, floors))[len(warms) // 2]}
         if jaxs:
             row["jax"] = _median(jaxs)
         for kind in ("cold", "compiled", "warm", "jax"):
@@ -187,6 +212,10 @@ def measure(steps_list: list[int], repeat: int = 3, verbose: bool = True
                   f"{row['cold']['after_imports']:.2f}, warm "
                   f"{row['warm_after_imports']:.3f}{jax_after}; warm imports "
                   f"and context {row['warm_imports']:.3f}", flush=True)
+            print(f"      warm: the floor (import of pyopencl, pymbolic, "
+                  f"pytools, constantdict; the context) {row['floor']:.3f}, "
+                  f"ours (warm less the floor, run by run) "
+                  f"{row['ours']:.3f}", flush=True)
             print(f"      cold: {row['cold']['host_calls']} first call on the "
                   f"host; compiled result of its second call after "
                   f"{row['cold']['compiled']:.2f} s", flush=True)
