@@ -160,19 +160,28 @@ def structurally_equal_many(xs: list[Array], ys: list[Array]) -> bool:
         if key in compared:
             continue
         compared.add(key)
-        if (type(a) is not type(b) or a._hash != b._hash
-                or a.axes != b.axes or a.tags != b.tags):
+        if a._hash != b._hash or not fields_pair(a, b, stack):
             return False
-        if type(a) is NamedArray:
-            na = cast("NamedArray", a)  # (so is b: same type)
-            nb = cast("NamedArray", b)
-            if na.name != nb.name:
-                return False
-            stack.append((na.expr, nb.expr))
-            continue
-        for name, kind in a._fields:
-            if not kind.pair(getattr(a, name), getattr(b, name), stack):
-                return False
+    return True
+
+
+def fields_pair(a: Array, b: Array, pairs: list[tuple[Array, Array]]) -> bool:
+    """Whether nodes *a* and *b* are alike but for the arrays they refer
+    to: the same class, field values, axes and tags. If so, their arrays,
+    position by position, are appended to *pairs* (for a named array, its
+    array)."""
+    if type(a) is not type(b) or a.axes != b.axes or a.tags != b.tags:
+        return False
+    if type(a) is NamedArray:
+        na = cast("NamedArray", a)  # (so is b: same type)
+        nb = cast("NamedArray", b)
+        if na.name != nb.name:
+            return False
+        pairs.append((na.expr, nb.expr))
+        return True
+    for name, kind in a._fields:
+        if not kind.pair(getattr(a, name), getattr(b, name), pairs):
+            return False
     return True
 
 

@@ -71,8 +71,9 @@ def test_every_integer_setting_is_covered():
             "PYTATO_LIKE_SMALL_OPERATOR_PAD_BYTES",
             "PYTATO_LIKE_SMALL_OPERATOR_PAD_MIN_OUTPUTS",
             "PYTATO_LIKE_MAX_KERNEL_READS", "PYTATO_LIKE_PIECES_MAX",
-            "PYTATO_LIKE_TIME_TILE", "PYTATO_LIKE_TIME_TILE_STAGES"} <= names
-    assert len(names) == 19
+            "PYTATO_LIKE_TIME_TILE", "PYTATO_LIKE_TIME_TILE_STAGES",
+            "PYTATO_LIKE_REPEATED_STEPS_MIN"} <= names
+    assert len(names) == 20
 
 
 def test_malformed_codegen_variables_raise():

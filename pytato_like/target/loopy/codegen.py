@@ -86,6 +86,13 @@ from pytato_like.target.loopy.plan import (
     ProgramPlan,
     storage_dtype,
 )
+from pytato_like.target.loopy.repeated_steps import (
+    StepRun,
+    SubPlan,
+    find_step_run,
+    splice_plans,
+    split_step_run,
+)
 from pytato_like.target.loopy.report import progress
 from pytato_like.transform.materialize_cost import decide_storage
 
@@ -112,7 +119,9 @@ class PlanBuilder:
     after the other (:meth:`build`):
 
     1. :meth:`_materialize`: which arrays are stored, the DAG order and
-       the program inputs;
+       the program inputs (a DAG ending in a long run of alike steps is
+       instead built as two small programs, one repeated:
+       :mod:`~pytato_like.target.loopy.repeated_steps`);
     2. :meth:`_declare_buffers`: program names
        (:class:`~pytato_like.target.loopy.naming.ProgramNames`) and the
        buffers of inputs and outputs;
@@ -130,9 +139,12 @@ class PlanBuilder:
     """
 
     def __init__(self, outputs: dict[str, Array], options: CodegenOptions,
-                 known_order: list[Array] | None = None) -> None:
+                 known_order: list[Array] | None = None,
+                 find_repeated_steps: bool = True) -> None:
         self.outputs = outputs
         self.options = options
+        #: look for a run of alike steps (not in the plans of such a run)
+        self.find_repeated_steps = find_repeated_steps
         #: a topological order of the DAG of ``outputs.values()`` (in the
         #: given order), when the caller has one, else None
         self.known_order = known_order
@@ -149,7 +161,17 @@ class PlanBuilder:
         """Run all stages; the plan of the program."""
 
         t0 = time.perf_counter()
-        out_nodes, order, costs = self._materialize()
+        out_nodes, order = self._ordered_outputs()
+        if self.find_repeated_steps and self.options.repeated_steps_min \
+                and not self.inputs.size_params:
+            run = find_step_run(order, list(out_nodes.values()),
+                                self.options.repeated_steps_min)
+            if run is not None:
+                self.times["repeated_steps"] = time.perf_counter() - t0
+                plan = self._build_repeated(run, out_nodes, order)
+                if plan is not None:
+                    return plan
+        costs = self._decide_storage(out_nodes, order)
         self.times["materialize"] = time.perf_counter() - t0
         progress("materialize", self.times["materialize"])
 
@@ -185,11 +207,53 @@ class PlanBuilder:
                           option(self.options, "passes", None),
                           option(self.options, "disabled_passes", ()))
 
+    def _build_repeated(self, run: StepRun, out_nodes: dict[str, Array],
+                        order: list[Array]) -> ProgramPlan | None:
+        """The plan of a program ending in the *run* of alike steps: the
+        plans of its head and body spliced
+        (:mod:`~pytato_like.target.loopy.repeated_steps`); None when they
+        cannot be (the whole DAG is then generated as usual)."""
+        programs = split_step_run(run, order, out_nodes)
+        subs: dict[str, SubPlan | None] = {}
+        units: list = []
+        for label, outputs in (("head", programs.head), ("body", programs.body),
+                               ("tail", programs.tail)):
+            if not outputs:
+                subs[label] = None
+                continue
+            builder = PlanBuilder(outputs, self.options,
+                                  find_repeated_steps=False)
+            builder.need_translation_units = self.need_translation_units
+            subs[label] = SubPlan(builder.build(),
+                                  tuple(builder.names.data_wrappers))
+            units += builder.translation_units
+        body = subs["body"]
+        assert body is not None     # (the body has outputs)
+        spliced = splice_plans(programs, subs["head"], body, subs["tail"],
+                               self.inputs.placeholders,
+                               list(self.inputs.data_wrappers))
+        if spliced is None:
+            return None
+        self.translation_units = units
+        return dataclasses.replace(spliced, phase_times={
+            **spliced.phase_times, "repeated_steps": self.times["repeated_steps"]})
+
     def _materialize(self) -> tuple[dict[str, Array], list[Array], dict]:
         """The output arrays (unwrapped, by name), all arrays in
         topological order and the storage decision of each
         (:func:`~pytato_like.transform.materialize_cost.decide_storage`);
         sets :attr:`inputs`."""
+        out_nodes, order = self._ordered_outputs()
+        return out_nodes, order, self._decide_storage(out_nodes, order)
+
+    def _decide_storage(self, out_nodes: dict[str, Array], order: list[Array]
+                        ) -> dict:
+        return decide_storage(list(out_nodes.values()), self.options.cost_model,
+                              order)
+
+    def _ordered_outputs(self) -> tuple[dict[str, Array], list[Array]]:
+        """The output arrays (unwrapped, by name) and all arrays in
+        topological order; sets :attr:`inputs`."""
 
         out_nodes = {}
         # numbered names in numeric order (``out_8`` before ``out_65``): the
@@ -210,9 +274,7 @@ class PlanBuilder:
         self.inputs = gather_program_inputs(
             order if _same_nodes(given_nodes, sorted_nodes)
             else topological_order(given_nodes))
-        model = self.options.cost_model
-        costs = decide_storage(list(out_nodes.values()), model, order)
-        return out_nodes, order, costs
+        return out_nodes, order
 
     def _declare_buffers(self, out_nodes: dict[str, Array]
                          ) -> tuple[dict[int, list[str]], dict[str, str]]:

@@ -220,6 +220,12 @@ class CodegenOptions:
     time_tile_roll: bool = _knob(
         True, "PYTATO_LIKE_TIME_TILE_ROLL", _switch,
         "alike middle steps of a fused run as one loop over the steps")
+    #: fewest alike blocks (steps of a time loop) whose code is generated
+    #: for a few of them and launched for all
+    #: (:mod:`~pytato_like.target.loopy.repeated_steps`; 0: never)
+    repeated_steps_min: int = _knob(
+        256, "PYTATO_LIKE_REPEATED_STEPS_MIN", _integer(0),
+        "fewest alike steps generated once and launched for all (0: never)")
     #: constant sizes and offsets of a kernel passed as arguments, so that
     #: kernels differing only in them are one kernel
     sizes_as_arguments: bool = _knob(
