@@ -46,8 +46,8 @@ def _check(queue, outputs, inputs, ref, min_blocks=8, spliced=True):
     got = _both(queue, outputs, inputs, min_blocks)
     prg, out = got["repeated"]
     whole_prg, whole = got["whole"]
-    assert ("repeated_steps" in prg.stats.phases) == spliced
-    assert "repeated_steps" not in whole_prg.stats.phases
+    assert ("repeated_steps" in prg.plan.phase_times) == spliced
+    assert "repeated_steps" not in whole_prg.plan.phase_times
     for name, value in ref.items():
         np.testing.assert_allclose(out[name], value, rtol=1e-12, atol=1e-12)
         # the same kernels on the same values
@@ -225,7 +225,7 @@ def test_random_steps(queue):
         for _prg, out in got.values():
             np.testing.assert_allclose(out["a"], ra, rtol=1e-11, atol=1e-11)
             np.testing.assert_allclose(out["b"], rb, rtol=1e-11, atol=1e-11)
-        if "repeated_steps" in got["repeated"][0].stats.phases:
+        if "repeated_steps" in got["repeated"][0].plan.phase_times:
             spliced += 1
             for name in "ab":
                 np.testing.assert_array_equal(got["repeated"][1][name],
@@ -239,7 +239,7 @@ def test_deep_chain_is_repeated(queue, deep_chain):
     x, y = deep_chain
     x0 = np.array([1.0, -2.0, 0.5])
     prg = pt.generate_loopy(y, options={"host_first_call": False})
-    assert "repeated_steps" in prg.stats.phases
+    assert "repeated_steps" in prg.plan.phase_times
     _, (out,) = prg(queue, x=x0)
     # y -> 2 is the fixed point of 0.5 y + 1: after 100 000 steps, 2
     np.testing.assert_allclose(out, 2.0)

@@ -3,10 +3,10 @@ for all of them.
 
 An explicit time loop written in Python unrolls into a DAG of ``K`` alike
 *blocks*: the nodes of step ``k`` are those of step ``k - 1``, each
-reading the step before where that one read its own step before, and the
-same *invariant* arrays (inputs, operators computed once). Generating
-code per step (storage decision, lowering, chunk specs: ~1 ms a step)
-made a 20 000-step stencil take 20 s to compile. Here:
+reading the steps before where that one read its own steps before, and
+the same *invariant* arrays (inputs, operators computed once).
+Generating code per step (storage decision, lowering, chunk specs: ~1 ms
+a step) made a 20 000-step stencil take 17 s to generate. Here:
 
 1. :func:`find_step_run` finds such a run in the DAG's topological order,
    which a loop unrolls into as ``K`` consecutive blocks of ``P`` nodes:
@@ -14,26 +14,31 @@ made a 20 000-step stencil take 20 s to compile. Here:
    same class, field values, axes and tags; see
    :func:`~pytato_like._traversal.fields_pair`), and each array of node
    ``i`` either the array of node ``i - P`` shifted one block (a value of
-   the step before: *carried*) or the very same array, from before the
-   run (*invariant*). One scan from the output back, linear in the DAG;
-   the outputs must be in the last block.
-2. :func:`split_step_run` cuts the program in two: a *head* (what comes
-   before the run and its first ``K mod M`` blocks) computing the carried
-   values the run starts from and the invariants that are not inputs,
-   and a *body* of ``M`` blocks whose carried and invariant arrays are
-   placeholders (``M`` = :data:`BODY_BLOCKS`, at most a quarter of ``K``).
-3. Code generation builds the two plans, and :func:`splice_plans` makes
-   the program's plan: the head's launches, then the body's launches
+   the steps before, at most :data:`MAX_LAG` blocks back: *carried*) or
+   the very same array, from before the run (*invariant*). The run may
+   end up to :data:`MAX_SUFFIX` nodes before the end of the order; those
+   nodes (the outputs computed after the loop) and the outputs may read
+   the run's last :data:`MAX_LAG` blocks only. Scans back from the end,
+   at most a few node comparisons per node of the DAG.
+2. :func:`split_step_run` cuts the program in three: a *head* (what
+   comes before the run and its first ``K mod M`` blocks) computing the
+   carried values the run starts from and the invariants that are not
+   inputs, a *body* of ``M`` blocks whose carried and invariant arrays
+   are placeholders, and a *tail* (the nodes after the run, on
+   placeholders of what they read of it).
+3. Code generation builds their plans, and :func:`splice_plans` makes
+   the program's plan: the head's launches, the body's launches
    ``(K - K mod M) / M`` times, each time reading the carried buffers the
    time before wrote (two sets, used in turn) and writing temporaries of
-   its own (so a program still holds one step's temporaries at a time).
+   its own (so a program still holds one step's temporaries at a time),
+   then the tail's.
 
-The plan runs the same kernels in the same order on the same values as
-the plan of the whole DAG would (each step's storage decision and
-kernels are the body's), so the results are those of the unrolled
-program; only kernels fused across steps (time tiles) restart at each
-repetition of the body. ``CodegenOptions.repeated_steps_min`` (default
-256 blocks; 0: never) sets the fewest blocks for which this is done.
+The plan runs, step by step, the kernels the plan of the whole DAG would
+(each step's storage decision and kernels are the body's), so the values
+are those of the unrolled program; only kernels fused across steps (time
+tiles) end where a repetition of the body ends.
+``CodegenOptions.repeated_steps_min`` (default 256 blocks; 0: never)
+sets the fewest blocks for which this is done.
 
 .. autoclass:: StepRun
 .. autofunction:: find_step_run
@@ -42,6 +47,9 @@ repetition of the body. ``CodegenOptions.repeated_steps_min`` (default
 .. autoclass:: SubPlan
 .. autofunction:: splice_plans
 .. autodata:: BODY_BLOCKS
+.. autodata:: BODY_NODES
+.. autodata:: MAX_LAG
+.. autodata:: MAX_SUFFIX
 """
 
 from __future__ import annotations
