@@ -120,7 +120,7 @@ class PlanBuilder:
 
     1. :meth:`_materialize`: which arrays are stored, the DAG order and
        the program inputs (a DAG ending in a long run of alike steps is
-       instead built as two small programs, one repeated:
+       instead built as a head, a body repeated and a tail:
        :mod:`~pytato_like.target.loopy.repeated_steps`);
     2. :meth:`_declare_buffers`: program names
        (:class:`~pytato_like.target.loopy.naming.ProgramNames`) and the
@@ -210,7 +210,7 @@ class PlanBuilder:
     def _build_repeated(self, run: StepRun, out_nodes: dict[str, Array],
                         order: list[Array]) -> ProgramPlan | None:
         """The plan of a program ending in the *run* of alike steps: the
-        plans of its head and body spliced
+        plans of its head, body and tail spliced
         (:mod:`~pytato_like.target.loopy.repeated_steps`); None when they
         cannot be (the whole DAG is then generated as usual)."""
         programs = split_step_run(run, order, out_nodes)
