@@ -3,13 +3,16 @@ a DAG ending in a long run of alike steps is generated as a head and a
 body of a few steps, whose launches the plan repeats.
 
 Checked: the run is found (period, blocks, carried values, invariants)
-and not found where the steps differ or an output sits inside the run;
+and not found where the steps differ or an output sits early inside the
+run;
 a spliced program gives NumPy's values, bitwise those of the program
 generated whole (``repeated_steps_min=0``), with its launches; carried
 values of two fields, a leapfrog reading two steps back (found as a
 period of two steps), invariants that are placeholders, data wrappers or
 computed before the loop, a computed starting value, a run whose length
-is no multiple of the body's, random steps; a 100 000-step chain at
+is no multiple of the body's, outputs after the loop (a reduction, a
+boolean) and the same output under two names, a reduction and an einsum
+in each step, random steps; a 100 000-step chain at
 Python's default recursion limit; the option's environment variable."""
 
 from __future__ import annotations
@@ -178,6 +181,36 @@ def test_leapfrog_reading_two_steps_back(queue, rng):
                              + 0.01 * (np.roll(rcur, 1) - 2 * rcur
                                        + np.roll(rcur, -1)))
     _check(queue, {"u": cur}, {"x": x0}, {"u": rcur})
+
+
+def test_reduction_in_each_step_and_outputs_alike(queue, rng):
+    """A step normalising by a sum (a reduction in the body), the last
+    value under two names, and a boolean computed after the loop."""
+    x0 = rng.standard_normal(64)
+    x = pt.make_placeholder("x", (64,), np.float64)
+    u, ref = x, x0
+    for _ in range(30):
+        u = u / (1 + 0.1 * pt.sum(u * u)) + 0.01 * pt.roll(u, 1)
+        ref = ref / (1 + 0.1 * np.sum(ref * ref)) + 0.01 * np.roll(ref, 1)
+    prg, _ = _check(queue, {"a": u, "b": u, "positive": u > 0}, {"x": x0},
+                    {"a": ref, "b": ref, "positive": ref > 0})
+    _, out = prg(queue, x=x0)
+    assert out["positive"].dtype == np.bool_
+    assert out["a"] is not out["b"]
+
+
+def test_small_operator_loop(queue, rng):
+    """40 DG-like steps ``u + dt einsum("ij,ej->ei", D, u)``, the operator
+    bound data (an invariant input of the body)."""
+    d0 = rng.standard_normal((10, 10)) / 10
+    u0 = rng.standard_normal((300, 10))
+    d = pt.make_data_wrapper(d0)
+    u = pt.make_placeholder("u", u0.shape, np.float64)
+    ref = u0
+    for _ in range(40):
+        u = u + 0.01 * pt.einsum("ij,ej->ei", d, u)
+        ref = ref + 0.01 * np.einsum("ij,ej->ei", d0, ref)
+    _check(queue, {"u": u}, {"u": u0}, {"u": ref})
 
 
 def _random_step(seed: int):
