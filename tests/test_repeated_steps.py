@@ -74,6 +74,8 @@ def test_run_of_a_stencil_loop():
     assert run.carried == (1,)
     assert order[run.start - 1] is x
     assert find_step_run(order, [u], 41) is None
+    # (at least 2 * MAX_LAG blocks: the body repeats at least twice)
+    assert find_step_run(order, [u], 2) == run
 
 
 def test_no_run_where_steps_differ():

@@ -212,9 +212,12 @@ def find_step_run(order: list[Array], outputs: Sequence[Array],
     a DAG, whose suffix and *outputs* read only its last :data:`MAX_LAG`
     blocks; None if there is none (the latest end, then the shortest
     period, is taken). Linear in the DAG (at most a few node comparisons
-    per node: then it gives up); no recursion."""
+    per node: then it gives up); no recursion. Runs of fewer than
+    ``2 * MAX_LAG`` blocks are not looked for (the body repeats at least
+    twice)."""
     n = len(order)
-    if min_blocks < 2 or n < 2 * min_blocks:
+    min_blocks = max(min_blocks, 2 * MAX_LAG)
+    if n < 2 * min_blocks:
         return None
     index = {id(node): i for i, node in enumerate(order)}
     budget = _Budget(n)
