@@ -222,7 +222,8 @@ class CodegenOptions:
         "alike middle steps of a fused run as one loop over the steps")
     #: fewest alike blocks (steps of a time loop) whose code is generated
     #: for a few of them and launched for all
-    #: (:mod:`~pytato_like.target.loopy.repeated_steps`; 0: never)
+    #: (:mod:`~pytato_like.target.loopy.repeated_steps`; 0: never; a
+    #: value from 1 to 7 counts as 8)
     repeated_steps_min: int = _knob(
         256, "PYTATO_LIKE_REPEATED_STEPS_MIN", _integer(0),
         "fewest alike steps generated once and launched for all (0: never)")
