@@ -12,7 +12,8 @@ period of two steps), invariants that are placeholders, data wrappers or
 computed before the loop, a computed starting value, a run whose length
 is no multiple of the body's, outputs after the loop (a reduction, a
 boolean) and the same output under two names, a reduction and an einsum
-in each step, random steps; a 100 000-step chain at
+in each step, an input named as the body's own placeholders would be,
+random steps; a 100 000-step chain at
 Python's default recursion limit; the option's environment variable."""
 
 from __future__ import annotations
@@ -213,6 +214,21 @@ def test_small_operator_loop(queue, rng):
         u = u + 0.01 * pt.einsum("ij,ej->ei", d, u)
         ref = ref + 0.01 * np.einsum("ij,ej->ei", d0, ref)
     _check(queue, {"u": u}, {"u": u0}, {"u": ref})
+
+
+def test_input_named_like_the_runs_own_inputs(queue, rng):
+    """An input every step reads, named as the body's placeholder of the
+    value carried from the step before would be: the body's own
+    placeholders take another prefix."""
+    name = "_pt_rs_carry_in1"
+    x0, c0 = rng.standard_normal(N), rng.standard_normal(N)
+    x = pt.make_placeholder("x", (N,), np.float64)
+    c = pt.make_placeholder(name, (N,), np.float64)
+    u, ref = x, x0
+    for _ in range(40):
+        u = u + 0.01 * pt.roll(u, 1) * (c + u)
+        ref = ref + 0.01 * np.roll(ref, 1) * (c0 + ref)
+    _check(queue, {"u": u}, {"x": x0, name: c0}, {"u": ref})
 
 
 def _random_step(seed: int):

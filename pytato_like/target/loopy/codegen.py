@@ -213,7 +213,8 @@ class PlanBuilder:
         plans of its head, body and tail spliced
         (:mod:`~pytato_like.target.loopy.repeated_steps`); None when they
         cannot be (the whole DAG is then generated as usual)."""
-        programs = split_step_run(run, order, out_nodes)
+        programs = split_step_run(run, order, out_nodes,
+                                  self.inputs.placeholders)
         subs: dict[str, SubPlan | None] = {}
         units: list = []
         for label, outputs in (("head", programs.head), ("body", programs.body),

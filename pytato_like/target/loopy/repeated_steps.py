@@ -55,7 +55,8 @@ sets the fewest blocks for which this is done.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pytato_like._traversal import fields_pair
@@ -89,12 +90,26 @@ MAX_LAG = 4
 #: most nodes after the run (the outputs computed from the last steps;
 #: the last steps of a loop of several fields, ordered otherwise)
 MAX_SUFFIX = 64
-#: the names the body's and head's own inputs and outputs take
-CARRY_IN = "_pt_carry_in"
-CARRY_OUT = "_pt_carry_out"
-INVARIANT = "_pt_invariant"
-RESULT = "_pt_result"
-TAIL_IN = "_pt_tail_in"
+#: the kinds of the names the head's, body's and tail's own inputs and
+#: outputs take (after a prefix no input name starts with)
+CARRY_IN = "carry_in"
+CARRY_OUT = "carry_out"
+INVARIANT = "invariant"
+RESULT = "result"
+TAIL_IN = "tail_in"
+
+
+def _unused_prefix(names: Collection[str]) -> str:
+    """``_pt_rs_``, with underscores added until no name of *names* (the
+    program's placeholders) starts with it."""
+    prefix = "_pt_rs_"
+    while any(name.startswith(prefix) for name in names):
+        prefix += "_"
+    return prefix
+
+
+def _named(prefix: str, kind: str, key: object) -> str:
+    return f"{prefix}{kind}{key}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,7 +268,9 @@ class StepPrograms:
     holding it (after the last repetition); ``tail``: the program's
     other outputs, computed after the last repetition from its
     placeholders, each the body output (``tail_from_body``) or head
-    output (``tail_from_head``) of that name."""
+    output (``tail_from_head``) of that name. Their own inputs and outputs
+    are named :meth:`name` (a prefix no placeholder name of the program
+    starts with, then their kind)."""
 
     head: dict[str, Array]
     body: dict[str, Array]
@@ -263,15 +280,27 @@ class StepPrograms:
     tail: dict[str, Array]
     tail_from_body: dict[str, str]
     tail_from_head: dict[str, str]
+    #: what every name of these programs' own inputs and outputs starts with
+    prefix: str
+
+    def name(self, kind: str, key: object) -> str:
+        """The name of the input or output of *kind* for *key*."""
+        return _named(self.prefix, kind, key)
 
 
 def split_step_run(run: StepRun, order: list[Array],
-                   outputs: dict[str, Array]) -> StepPrograms:
+                   outputs: dict[str, Array],
+                   input_names: Collection[str]) -> StepPrograms:
     """The head, body and tail programs of *run* (in the topological
-    *order* of the DAG computing *outputs*). The body has
+    *order* of the DAG computing *outputs*, whose placeholders are named
+    *input_names*: the placeholders made here are named otherwise). The
+    body has
     :data:`BODY_BLOCKS` blocks, or more to make :data:`BODY_NODES` nodes,
     but at most a quarter of the run."""
     period, end = run.period, run.end
+    prefix = _unused_prefix(input_names)
+    name_of = functools.partial(_named, prefix)
+
     blocks_in_body = max(MAX_LAG, min(max(BODY_BLOCKS, BODY_NODES // period),
                                       run.blocks // 4))
     rest = run.blocks % blocks_in_body
@@ -289,34 +318,34 @@ def split_step_run(run: StepRun, order: list[Array],
         if isinstance(node, InputArgumentBase):
             start[d] = node
         else:
-            start[d] = name = f"{CARRY_OUT}{d}"
+            start[d] = name = name_of(CARRY_OUT, d)
             head[name] = node
     # the body: the run's last blocks, rebuilt on placeholders
     first = end - blocks_in_body * period
     new: dict[int, Array] = {}
     for d in carried:
         node = order[first - d]
-        new[id(node)] = Placeholder(f"{CARRY_IN}{d}", node.shape, node.dtype,
+        new[id(node)] = Placeholder(name_of(CARRY_IN, d), node.shape, node.dtype,
                                     axes=node.axes)
     for k, i in enumerate(run.invariants):
         node = order[i]
         if not isinstance(node, InputArgumentBase):
-            head[f"{INVARIANT}{k}"] = node
-            new[id(node)] = Placeholder(f"{INVARIANT}{k}", node.shape,
+            head[name_of(INVARIANT, k)] = node
+            new[id(node)] = Placeholder(name_of(INVARIANT, k), node.shape,
                                         node.dtype, axes=node.axes)
     for node in order[first:end]:
         new[id(node)] = rebuild_with(node, lambda c: new.get(id(c), c))
-    body = {f"{CARRY_OUT}{d}": new[id(order[end - d])] for d in carried}
+    body = {name_of(CARRY_OUT, d): new[id(order[end - d])] for d in carried}
     # a value of the run read after it: a carried one is that body output
     # (the last repetition writes it where the reader wants it); any other
     # is a body output of its own
-    exported = {id(order[end - d]): f"{CARRY_OUT}{d}" for d in carried}
+    exported = {id(order[end - d]): name_of(CARRY_OUT, d) for d in carried}
 
     def export(node: Array) -> str:
         """The body output holding *node* (made if need be)."""
         name = exported.get(id(node))
         if name is None:
-            name = exported[id(node)] = f"{RESULT}{len(exported)}"
+            name = exported[id(node)] = name_of(RESULT, len(exported))
             body[name] = new[id(node)]
         return name
 
@@ -327,7 +356,7 @@ def split_step_run(run: StepRun, order: list[Array],
         if id(node) in in_body:
             body_name = export(node)
             if body_name in claimed:     # (an output twice: a copy of its own)
-                body_name = f"{RESULT}{len(exported)}_{name}"
+                body_name = name_of(RESULT, f"{len(exported)}_{name}")
                 body[body_name] = new[id(node)]
             claimed.add(body_name)
             results[name] = body_name
@@ -342,12 +371,12 @@ def split_step_run(run: StepRun, order: list[Array],
         if known is not None:
             return known
         if id(node) in in_body:
-            name = f"{TAIL_IN}{len(tail_from_body)}"
+            name = name_of(TAIL_IN, len(tail_from_body))
             tail_from_body[name] = export(node)
         elif isinstance(node, InputArgumentBase):
             return node
         else:
-            name = f"{TAIL_IN}head{len(tail_from_head)}"
+            name = name_of(TAIL_IN, f"head{len(tail_from_head)}")
             tail_from_head[name] = name
             head[name] = node
         tail_new[id(node)] = ph = Placeholder(name, node.shape, node.dtype,
@@ -359,7 +388,7 @@ def split_step_run(run: StepRun, order: list[Array],
     tail = {name: tail_new[id(node)] for name, node in outputs.items()
             if name not in results}
     return StepPrograms(head, body, start, copies, results, tail,
-                        tail_from_body, tail_from_head)
+                        tail_from_body, tail_from_head, prefix)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -487,7 +516,7 @@ def splice_plans(programs: StepPrograms, head: SubPlan | None, body: SubPlan,
     launches: list[Launch] = []
     head_out: dict[str, str] = {}
     if head is not None:
-        renamed = names.of_sub_plan(head, "_pt_head_", "_pt_head_size_",
+        renamed = names.of_sub_plan(head, "_pt_head_", "_pt_hsize_",
                                     {}, {})
         launches += _launches(head.plan, renamed, kernel_map["head"])
         head_out = {name: renamed[buf] for name, buf in head.plan.outputs.items()}
@@ -502,25 +531,26 @@ def splice_plans(programs: StepPrograms, head: SubPlan | None, body: SubPlan,
         else:
             current[d] = names.placeholder[value.name]  # type: ignore[attr-defined]
     invariants = {name: buf for name, buf in head_out.items()
-                  if name.startswith(INVARIANT)}
+                  if name.startswith(programs.name(INVARIANT, ""))}
     plan = body.plan
     results = {body_name: user for user, body_name in programs.results.items()}
     outputs: dict[str, str] = {}
     renamed = {}
     for c in range(programs.copies):
         last = c == programs.copies - 1
-        inputs = {f"{CARRY_IN}{d}": buf for d, buf in current.items()}
+        inputs = {programs.name(CARRY_IN, d): buf for d, buf in current.items()}
         inputs.update(invariants)
         targets: dict[str, tuple[str, str]] = {
-            f"{CARRY_OUT}{d}": (f"_pt_carry{c % 2}_{d}", "temporary")
+            programs.name(CARRY_OUT, d): (f"_pt_carry{c % 2}_{d}", "temporary")
             for d in current}
         if last:
             for body_name, user in results.items():
                 targets[body_name] = (f"_pt_out_{user}", "output")
-        renamed = names.of_sub_plan(body, f"_pt_r{c}_", "_pt_body_size_",
+        renamed = names.of_sub_plan(body, f"_pt_r{c}_", "_pt_bsize_",
                                     inputs, targets)
         launches += _launches(plan, renamed, kernel_map["body"])
-        current = {d: renamed[plan.outputs[f"{CARRY_OUT}{d}"]] for d in current}
+        current = {d: renamed[plan.outputs[programs.name(CARRY_OUT, d)]]
+                   for d in current}
     for body_name, user in results.items():
         outputs[user] = renamed[plan.outputs[body_name]]
     if tail is not None:
@@ -529,7 +559,7 @@ def splice_plans(programs: StepPrograms, head: SubPlan | None, body: SubPlan,
         inputs.update({ph: head_out[name]
                        for ph, name in programs.tail_from_head.items()})
         targets = {user: (f"_pt_out_{user}", "output") for user in programs.tail}
-        tail_renamed = names.of_sub_plan(tail, "_pt_tail_", "_pt_tail_size_",
+        tail_renamed = names.of_sub_plan(tail, "_pt_tail_", "_pt_tsize_",
                                          inputs, targets)
         launches += _launches(tail.plan, tail_renamed, kernel_map["tail"])
         for user in programs.tail:
