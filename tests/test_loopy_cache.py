@@ -93,6 +93,52 @@ def test_version_change_invalidates(tmp_path, monkeypatch):
     assert cache.cache_dir() != d1
 
 
+def test_library_versions_are_the_installed_ones():
+    # read from the dist-info folders' names, without importing loopy
+    from importlib.metadata import version
+    from pytato_like.target.loopy import cache
+    for name in cache._KEYED_LIBRARIES:
+        assert cache.installed_version(name) == version(name), name
+
+
+def test_installed_version_without_a_dist_info_folder(tmp_path, monkeypatch):
+    # a module with no dist-info beside it: importlib.metadata decides
+    from importlib.metadata import PackageNotFoundError
+    from pytato_like.target.loopy import cache
+    (tmp_path / "pt_like_no_dist_module.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PackageNotFoundError):
+        cache.installed_version("pt_like_no_dist_module")
+
+
+def test_source_fingerprint_follows_the_python_files(tmp_path, monkeypatch):
+    import pytato_like
+    from pytato_like.target.loopy import cache
+    (tmp_path / "sub" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "sub" / "mod.py").write_text("x = 1\n")
+    monkeypatch.setattr(pytato_like, "__file__", str(tmp_path / "__init__.py"))
+
+    def fingerprint():
+        cache._source_fingerprint.cache_clear()
+        return cache._source_fingerprint()
+    try:
+        first = fingerprint()
+        # byte code and other files do not count
+        (tmp_path / "sub" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"x")
+        (tmp_path / "notes.txt").write_text("notes")
+        assert fingerprint() == first
+        # an edited module (another size) or a new one does
+        (tmp_path / "sub" / "mod.py").write_text("x = 12\n")
+        second = fingerprint()
+        assert second != first
+        (tmp_path / "sub" / "new.py").write_text("")
+        assert fingerprint() not in (first, second)
+    finally:
+        monkeypatch.undo()
+        cache._source_fingerprint.cache_clear()
+
+
 def _key(y):
     outs = {"_pt_out": y}
     return dag_key(outs, topological_order([y]))
