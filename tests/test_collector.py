@@ -1,5 +1,5 @@
 """Pausing Python's garbage collector during repeated executions
-(pytato_like/runtime/collector.py): the switch itself (nesting, threads, a
+(pytato_like/collector.py): the switch itself (nesting, threads, a
 collector the program disabled, the environment setting) and the
 executions that pause it."""
 
@@ -21,7 +21,7 @@ from pytato_like.distributed import (
     number_distributed_tags,
     staple_distributed_send,
 )
-from pytato_like.runtime.collector import collection_paused, pausing_enabled
+from pytato_like.collector import collection_paused, pausing_enabled
 
 
 @pytest.fixture
@@ -139,3 +139,63 @@ def test_executions_after_the_first_run_with_the_collector_paused(
         assert gc.isenabled()       # back on after each
     paused = setting is None
     assert per_execution == [{True}] + [{not paused}] * 2
+
+
+def test_the_decorator_pauses_each_call(collector_enabled, monkeypatch):
+    from pytato_like.collector import paused_collection
+
+    @paused_collection
+    def work(x):
+        """Doc."""
+        if x < 0:
+            raise ValueError(x)
+        return gc.isenabled(), x
+
+    assert work.__name__ == "work" and work.__doc__ == "Doc."
+    assert work(1) == (False, 1)
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        work(-1)
+    assert gc.isenabled()
+    # the setting is read at each call
+    monkeypatch.setenv("PYTATO_LIKE_PAUSE_GC", "0")
+    assert work(2) == (True, 2)
+
+
+@pytest.mark.parametrize("setting", [None, "0"])
+def test_code_generation_and_the_first_call_run_with_the_collector_paused(
+        collector_enabled, monkeypatch, queue, setting):
+    # a DAG's key (code generation) and the recording of its first call
+    from pytato_like.target.loopy import cache
+    from pytato_like.target.loopy.replay import LaunchReplay
+    if setting is None:
+        monkeypatch.delenv("PYTATO_LIKE_PAUSE_GC", raising=False)
+    else:
+        monkeypatch.setenv("PYTATO_LIKE_PAUSE_GC", setting)
+    seen: dict[str, bool] = {}
+    dag_key, record = cache.dag_key, LaunchReplay.record
+
+    def watched_key(*args, **kwargs):
+        seen["key"] = gc.isenabled()
+        return dag_key(*args, **kwargs)
+
+    def watched_record(*args, **kwargs):
+        seen["record"] = gc.isenabled()
+        return record(*args, **kwargs)
+    monkeypatch.setattr(cache, "dag_key", watched_key)
+    monkeypatch.setattr(LaunchReplay, "record", staticmethod(watched_record))
+    x = pt.make_placeholder("x", (50,), np.float64)
+    y = x
+    for _ in range(30):
+        y = 0.5 * pt.roll(y, 1) + 0.25 * y
+    prg = pt.generate_loopy(y)
+    assert gc.isenabled()
+    a = np.random.default_rng(1).standard_normal(50)
+    _, (got,) = prg(queue, x=a)
+    assert gc.isenabled()
+    want = a
+    for _ in range(30):
+        want = 0.5 * np.roll(want, 1) + 0.25 * want
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+    paused = setting is None
+    assert seen == {"key": not paused, "record": not paused}

@@ -93,7 +93,7 @@ from pytato_like.distributed.safety import (
     track_execution,
 )
 from pytato_like.distributed.steady import SteadyParts
-from pytato_like.runtime.collector import collection_paused, pausing_enabled
+from pytato_like.collector import collection_paused, pausing_enabled
 from pytato_like.runtime.handles import Handle
 from pytato_like.runtime.pool import get_buffer_pool
 from pytato_like.runtime.trace import Trace, TraceRecord, TraceRecorder
@@ -640,7 +640,7 @@ def execute_distributed_partition(
     run_stats = handle.stats
 
     def run(control: DistributedExecution | None = None) -> dict[str, PartValue]:
-        # (after the first execution of the plan: see runtime.collector)
+        # (after the first execution of the plan: see pytato_like.collector)
         pause = plan.n_executions >= 1 and pausing_enabled()
         try:
             with collection_paused(pause):

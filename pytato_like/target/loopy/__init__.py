@@ -45,6 +45,7 @@ from pytato_like import _pocl_cache
 from pytato_like._traversal import topological_order
 from pytato_like.array import make_dict_of_named_arrays
 from pytato_like.diagnostic import ConfigurationError, PytatoLikeError
+from pytato_like.collector import paused_collection
 from pytato_like.target import (
     BoundProgram,
     Target,
@@ -175,6 +176,8 @@ def _check_tag_types(keyword: str, value) -> None:
             f"subclasses; got {bad!r}")
 
 
+# (allocation-heavy: the collector's full collections walk the whole DAG)
+@paused_collection
 def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
                    target: LoopyTarget | None = None,
                    options: CodegenOptions | dict | lp.Options | None = None, *,

@@ -38,6 +38,7 @@ import numpy as np
 
 from pytato_like._traversal import topological_order
 from pytato_like.diagnostic import PytatoLikeError, QueueError, UnexpectedInputError
+from pytato_like.collector import collection_paused, pausing_enabled
 from pytato_like.target import (
     BoundProgram,
     check_input_value,
@@ -613,8 +614,9 @@ class BoundPyOpenCLProgram(BoundProgram):
             if len(replays) >= MAX_REPLAYS:
                 del replays[next(iter(replays))]
             # (False: not replayable)
-            replay = LaunchReplay.record(self, queue, kwargs, sizes,
-                                         layout) or False
+            with collection_paused(pausing_enabled()):
+                replay = LaunchReplay.record(self, queue, kwargs, sizes,
+                                             layout) or False
             replays[context, layout] = replay
             if isinstance(replay, LaunchReplay):
                 self._last_replay = replay
