@@ -175,6 +175,27 @@ def test_key_tells_apart_operand_order_names_shapes_and_tags():
                                - pt.make_placeholder("y", (4,), np.float64))
 
 
+def test_key_tells_apart_arrays_inside_indices_and_shapes():
+    # fields mixing arrays with other values (indices, symbolic shapes)
+    # are written with each array's position: one such object shared by
+    # two nodes, or two equal objects, give the text of their own arrays
+    def indexed(first, second):
+        x = pt.make_placeholder("x", (6, 5), np.float64)
+        i = pt.make_placeholder("i", (3,), np.int64)
+        j = pt.make_placeholder("j", (3,), np.int64)
+        picks = {"i": i, "j": j}
+        return x[picks[first], 1:4] + x[picks[second], 1:4]
+    keys = [_key(indexed("i", "j")), _key(indexed("j", "i")),
+            _key(indexed("i", "i")), _key(indexed("j", "j"))]
+    assert len(set(keys)) == 4
+    assert _key(indexed("i", "j")) == keys[0]
+
+    def sized(n):
+        return 2 * pt.make_placeholder("x", (n, 3), np.float64)
+    n = pt.make_size_param("n")
+    assert _key(sized(n)) == _key(sized(n)) != _key(sized(pt.make_size_param("m")))
+
+
 def test_key_of_a_dag_100000_deep():
     # the key is one loop over the topological order: no recursion
     assert sys.getrecursionlimit() <= 10_000
