@@ -207,15 +207,15 @@ def _disk_enabled() -> bool:
 # arguments, not part of the key); arrays by their position in the order;
 # other fields holding arrays (shapes, indices) by the repr of their
 # canonical form, made once per object.
-_VALUE_TEXT = "value_text(node.{name})"
+# (a known value is one dict lookup, inline; a new one is written once)
+_VALUE_TEXT = "(texts.get(id(node.{name})) or value_text(node.{name}))"
 _FIELD_TEXTS = {
-    id(ARRAY): "'@' + str(index[id(node.{name})])",
-    id(ARRAY_TUPLE): "'(' + ','.join(['@' + str(index[id(a)]) "
-                     "for a in node.{name}]) + ')'",
-    id(BINDINGS): "'{{' + ','.join([repr(k) + ':@' + str(index[id(v[k])]) "
+    id(ARRAY): "at[id(node.{name})]",
+    id(ARRAY_TUPLE): "'(' + ','.join([at[id(a)] for a in node.{name}]) + ')'",
+    id(BINDINGS): "'{{' + ','.join([repr(k) + ':' + at[id(v[k])] "
                   "for v in (node.{name},) for k in sorted(v)]) + '}}'",
 }
-# class -> its writer: (node, index, value_text, other_text) -> its line
+# class -> its writer: (node, at, texts, value_text, other_text) -> its line
 _NODE_WRITERS: dict[type, Callable[..., str]] = {}
 
 
@@ -241,7 +241,7 @@ def _node_writer(cls: type) -> Callable[..., str]:
     texts += [_VALUE_TEXT.format(name="dtype"), _VALUE_TEXT.format(name="axes")]
     joined = ", ".join(texts)
     source = (
-        "def write(node, index, value_text, other_text):\n"
+        "def write(node, at, texts, value_text, other_text):\n"
         f"    line = ';'.join(({joined}))\n"
         "    if node.tags:\n"
         "        line += ';' + repr(sorted(map(repr, node.tags)))\n"
@@ -259,53 +259,54 @@ def dag_key(outputs: dict[str, Array], order: list[Array], extra: str = "") -> s
 
     One line per node (:func:`_node_writer`), children written as their
     position in *order*: linear in the DAG, ~3 us per node."""
-    index: dict[int, int] = {}
+    # id -> "@<position in order>"
+    at: dict[int, str] = {}
     h = hashlib.sha256()
     # id -> text of a value (written once per object); the objects are kept
     # alive so ids stay unique
-    reprs: dict[int, str] = {}
+    texts: dict[int, str] = {}
     alive: list[object] = []
 
     def value_text(value: object) -> str:
-        text = reprs.get(id(value))
+        text = texts.get(id(value))
         if text is None:
-            text = reprs[id(value)] = repr(value)
+            text = texts[id(value)] = repr(value)
             alive.append(value)
         return text
 
     def ref(array: Array) -> ArrayRef:
-        return ArrayRef(index[id(array)])
+        return ArrayRef(int(at[id(array)][1:]))
 
-    canonical_reprs: dict[int, str] = {}
+    canonical_texts: dict[int, str] = {}
 
     def other_text(value: object, kind) -> str:
         # (the arrays of one object have their one position each: written
         # once per object too)
-        text = canonical_reprs.get(id(value))
+        text = canonical_texts.get(id(value))
         if text is None:
-            text = canonical_reprs[id(value)] = repr(kind.canonical(value, ref))
+            text = canonical_texts[id(value)] = repr(kind.canonical(value, ref))
             alive.append(value)
         return text
 
     writers = _NODE_WRITERS
     lines: list[str] = []
     for i, node in enumerate(order):
-        index[id(node)] = i
         cls = type(node)
         if cls is NamedArray:
             named = cast(NamedArray, node)
-            lines.append(f"N:{named.name}:@{index[id(named.expr)]}")
-            continue
-        writer = writers.get(cls) or _node_writer(cls)
-        lines.append(writer(node, index, value_text, other_text))
+            lines.append(f"N:{named.name}:{at[id(named.expr)]}")
+        else:
+            writer = writers.get(cls) or _node_writer(cls)
+            lines.append(writer(node, at, texts, value_text, other_text))
+        at[id(node)] = f"@{i}"
         if len(lines) >= 4096:
             h.update("\n".join(lines).encode())
             h.update(b"\n")
             lines.clear()
     h.update("\n".join(lines).encode())
     h.update(b"\n")
-    h.update(repr(sorted((name, index[id(a)]) for name, a in outputs.items()))
-             .encode())
+    h.update(repr(sorted((name, int(at[id(a)][1:]))
+                         for name, a in outputs.items())).encode())
     h.update(extra.encode())
     h.update(_versions().encode())
     return h.hexdigest()
