@@ -435,6 +435,70 @@ def test_batches_from_summaries_by_hand():
         _comm_batches(summaries)
 
 
+def _batches_by_expansion(summaries):
+    # the definition: a send's batch is one more than the largest batch
+    # of the sends of the receives its mask holds (0 when none)
+    from pytato_like.distributed.partition import CommID
+    needs = {}
+    for rank, (sends, recvs) in enumerate(summaries):
+        for dest, tag, mask in sends:
+            needs[CommID(rank, dest, tag)] = [
+                CommID(src, rank, rtag) for i, (src, rtag) in enumerate(recvs)
+                if mask >> i & 1]
+    for rank, (_, recvs) in enumerate(summaries):
+        for src, tag in recvs:
+            needs.setdefault(CommID(src, rank, tag), [])
+    batch = {}
+    for _ in range(len(needs) + 1):      # (acyclic: settles)
+        for c, needed in needs.items():
+            batch[c] = max((batch.get(n, 0) + 1 for n in needed), default=0)
+    return batch
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_batches_of_nested_and_random_masks_by_definition(seed):
+    # sends whose masks nest (a time loop: each step's sends need every
+    # earlier receive) and masks drawn at random, on 2-4 ranks
+    from pytato_like.distributed.partition import _comm_batches
+    rng = np.random.default_rng(seed)
+    n_ranks, steps = int(rng.integers(2, 5)), int(rng.integers(1, 30))
+    summaries = []
+    for rank in range(n_ranks):
+        left, right = (rank - 1) % n_ranks, (rank + 1) % n_ranks
+        recvs = []
+        sends = []
+        for k in range(steps):
+            # step k's sends need the receives of steps < k (all of them,
+            # or a random part: not nested then)
+            mask = (1 << len(recvs)) - 1
+            if rng.random() < 0.3:
+                mask &= int(rng.integers(0, 1 << 62)) | (1 << len(recvs)) >> 1
+            sends += [(left, ("l", k), mask), (right, ("r", k), mask)]
+            recvs += [(right, ("l", k)), (left, ("r", k))]
+        rng.shuffle(sends)
+        summaries.append((sends, recvs))
+    assert _comm_batches(summaries) == _batches_by_expansion(summaries)
+
+
+def test_batches_of_a_20000_step_loop():
+    # every step's sends need the receives of all earlier steps: masks of
+    # up to 40 000 receives (each a long integer); the batches are the
+    # steps (expanding every mask would take minutes)
+    from pytato_like.distributed.partition import CommID, _comm_batches
+    steps = 20_000
+    summaries = []
+    for rank in range(2):
+        other = 1 - rank
+        sends = [(other, (side, k), (1 << 2 * k) - 1)
+                 for k in range(steps) for side in "lr"]
+        recvs = [(other, (side, k)) for k in range(steps) for side in "lr"]
+        summaries.append((sends, recvs))
+    batches = _comm_batches(summaries)
+    assert batches == {CommID(rank, 1 - rank, (side, k)): k
+                       for rank in range(2) for k in range(steps)
+                       for side in "lr"}
+
+
 def test_verifier_finds_cycle_in_hand_made_partition():
     # partitions that would deadlock: each rank's only part both receives and
     # sends (find_partition would never build this; verification must see it)
