@@ -323,8 +323,12 @@ def memoized_elementwise(operation: tuple, operands: tuple,
                     else {_binding_name(k): a for k, a in enumerate(arrays)})
         return IndexLambda(expr, shape, dtype, bindings, None, None, NO_TAGS)
     result = build()
-    # e.g. a comparison decided by the scalar alone binds no array
-    if isinstance(result, IndexLambda) and len(result.bindings) == len(arrays):
+    # e.g. a comparison decided by the scalar alone binds no array; a
+    # shape with size parameters is not kept (a later call would get this
+    # call's size parameter objects: an equal DAG with other sharing,
+    # hence another cache key)
+    if (isinstance(result, IndexLambda) and len(result.bindings) == len(arrays)
+            and all(type(d) is int for d in result.shape)):
         if len(_ELEMENTWISE_MEMO) > 100_000:
             _ELEMENTWISE_MEMO.clear()
         _ELEMENTWISE_MEMO[signature] = (result.expr, result.dtype, result.shape)
