@@ -14,6 +14,7 @@ structurally equal but distinct subgraphs.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
@@ -165,22 +166,52 @@ def structurally_equal_many(xs: list[Array], ys: list[Array]) -> bool:
     return True
 
 
+# class -> (all its fields at once, each field's pair function or None
+# for a value compared with ==)
+_PAIR_PLANS: dict[type, tuple[Callable[[Any], Any], tuple]] = {}
+
+
+def _pair_plan(cls: type) -> tuple[Callable[[Any], Any], tuple]:
+    fields = cls._fields  # type: ignore[attr-defined]
+    names = [name for name, _ in fields]
+    get: Callable[[Any], Any]
+    if len(names) > 1:
+        get = operator.attrgetter(*names)
+    else:
+        # (attrgetter of one name gives the value, not a 1-tuple)
+        getters = [operator.attrgetter(name) for name in names]
+
+        def get(node: Any) -> tuple:
+            return tuple(read(node) for read in getters)
+    pair_of = tuple(None if not kind.holds_arrays and not kind.by_identity
+                    else kind.pair for _, kind in fields)
+    _PAIR_PLANS[cls] = plan = (get, pair_of)
+    return plan
+
+
 def fields_pair(a: Array, b: Array, pairs: list[tuple[Array, Array]]) -> bool:
     """Whether nodes *a* and *b* are alike but for the arrays they refer
     to: the same class, field values, axes and tags. If so, their arrays,
     position by position, are appended to *pairs* (for a named array, its
     array)."""
-    if type(a) is not type(b) or a.axes != b.axes or a.tags != b.tags:
+    cls = type(a)
+    if cls is not type(b) or a.axes != b.axes or a.tags != b.tags:
         return False
-    if type(a) is NamedArray:
+    if cls is NamedArray:
         na = cast("NamedArray", a)  # (so is b: same type)
         nb = cast("NamedArray", b)
         if na.name != nb.name:
             return False
         pairs.append((na.expr, nb.expr))
         return True
-    for name, kind in a._fields:
-        if not kind.pair(getattr(a, name), getattr(b, name), pairs):
+    get, pair_of = _PAIR_PLANS.get(cls) or _pair_plan(cls)
+    # (one attrgetter call per node; a value field shared by both nodes,
+    # as the expressions of a time loop's steps are, is one identity test)
+    for pair, va, vb in zip(pair_of, get(a), get(b)):
+        if pair is None:
+            if va is not vb and va != vb:
+                return False
+        elif not pair(va, vb, pairs):
             return False
     return True
 

@@ -289,7 +289,7 @@ class _BindingsKind(FieldKind["Mapping[str, Array]"]):
     def pair(self, a: Mapping[str, Array], b: Mapping[str, Array], pairs: list) -> bool:
         if a.keys() != b.keys():
             return False
-        pairs.extend((a[k], b[k]) for k in a)
+        pairs += [(a[k], b[k]) for k in a]
         return True
 
     def slots(self, value: Mapping[str, Array]) -> tuple:
@@ -324,7 +324,10 @@ class _MixedKind(FieldKind["tuple"]):
         if len(a) != len(b):
             return False
         for va, vb in zip(a, b):
-            if isinstance(va, Array):
+            if type(va) is int:     # (most entries: a size)
+                if type(vb) is not int or va != vb:
+                    return False
+            elif isinstance(va, Array):
                 if not isinstance(vb, Array):
                     return False
                 pairs.append((va, vb))
