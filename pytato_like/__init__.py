@@ -123,7 +123,6 @@ from pytato_like._argreduce import argmax, argmin
 # in is filled here, before any user code runs (FrontEndOperations).
 from pytato_like import _frontend, _indexing, _shapes, _traversal
 from pytato_like.array import FRONT_END as _FRONT_END
-from pytato_like.collector import paused_collection as _paused_collection
 
 
 # (printing and drawing code loads on first use, as the lazy names below do)
@@ -340,7 +339,6 @@ _NAME_TO_MODULE = {name: module for module, names in _LAZY_NAMES.items()
                    for name in names}
 
 
-@_paused_collection  # (importing makes objects, not garbage)
 def __getattr__(name: str) -> object:
     import importlib
 

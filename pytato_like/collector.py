@@ -23,8 +23,8 @@ slowest execution 9 ms.
 
 Code generation (:func:`~pytato_like.generate_loopy`, decorated with
 :func:`paused_collection`, as are the package's transforms and analyses,
-:func:`~pytato_like.find_distributed_partition` and the lazy imports of
-``pytato_like``) and the recording of a program's first call allocate and free millions of small tuples, lists and dicts next to the
+:func:`~pytato_like.find_distributed_partition`) and the recording of a
+program's first call allocate and free millions of small tuples, lists and dicts next to the
 user's DAG, and the full collections they trigger walk that DAG. Measured
 on a 20 000-step stencil (80 000 nodes), every cache empty: two full
 collections during ``generate_loopy`` and two during its first call took
