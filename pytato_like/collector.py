@@ -22,17 +22,18 @@ same rank: 120 executions with two collections in all, none full, the
 slowest execution 9 ms.
 
 Code generation (:func:`~pytato_like.generate_loopy`, decorated with
-:func:`paused_collection`, as are the package's transforms and analyses,
-:func:`~pytato_like.find_distributed_partition`) and the recording of a
-program's first call allocate and free millions of small tuples, lists and dicts next to the
-user's DAG, and the full collections they trigger walk that DAG. Measured
-on a 20 000-step stencil (80 000 nodes), every cache empty: two full
-collections during ``generate_loopy`` and two during its first call took
-0.35-0.4 s; paused, code generation went from 2.1-2.3 s to 1.55-1.63 s
-and the first call from 0.74-0.79 s to 0.5-0.6 s. What they leave behind
-(loopy's garbage on a cache miss included) is collected by the
-collections that follow the pause. A warm start saves the few
-milliseconds of young collections its code generation triggered.
+:func:`paused_collection`, as are the package's transforms and analyses
+and :func:`~pytato_like.find_distributed_partition`) and the recording
+of a program's first call allocate and free millions of small tuples,
+lists and dicts next to the user's DAG, and the full collections they
+trigger walk that DAG. Measured on a 20 000-step stencil (80 000 nodes),
+every cache empty: two full collections during ``generate_loopy`` and
+two during its first call took 0.35-0.4 s; paused, code generation went
+from 2.1-2.3 s to 1.55-1.63 s and the first call from 0.74-0.79 s to
+0.5-0.6 s. What they leave behind (loopy's garbage on a cache miss
+included) is collected by the collections that follow the pause. A warm
+start saves the few milliseconds of young collections its code
+generation triggered.
 
 Pausing is process-wide (the collector has one switch): an asynchronous
 execution's thread pauses collection for the main thread too, until it
@@ -71,7 +72,7 @@ _RESUME = False
 
 
 def pausing_enabled() -> bool:
-    """Whether executions pause the collector (``PYTATO_LIKE_PAUSE_GC``,
+    """Whether the package pauses the collector (``PYTATO_LIKE_PAUSE_GC``,
     on by default; read on each call).
 
     :raises ~pytato_like.diagnostic.ConfigurationError: for a value that
