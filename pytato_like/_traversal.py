@@ -168,20 +168,20 @@ def structurally_equal_many(xs: list[Array], ys: list[Array]) -> bool:
 
 # class -> (all its fields at once, each field's pair function or None
 # for a value compared with ==)
-_PAIR_PLANS: dict[type, tuple[Callable[[Any], Any], tuple]] = {}
+_PAIR_PLANS: dict[type, tuple[Callable[[Array], tuple], tuple]] = {}
 
 
-def _pair_plan(cls: type) -> tuple[Callable[[Any], Any], tuple]:
+def _pair_plan(cls: type) -> tuple[Callable[[Array], tuple], tuple]:
     fields = cls._fields  # type: ignore[attr-defined]
     names = [name for name, _ in fields]
-    get: Callable[[Any], Any]
+    get: Callable[[Array], tuple]
     if len(names) > 1:
         get = operator.attrgetter(*names)
     else:
         # (attrgetter of one name gives the value, not a 1-tuple)
         getters = [operator.attrgetter(name) for name in names]
 
-        def get(node: Any) -> tuple:
+        def get(node: Array) -> tuple:
             return tuple(read(node) for read in getters)
     pair_of = tuple(None if not kind.holds_arrays and not kind.by_identity
                     else kind.pair for _, kind in fields)
