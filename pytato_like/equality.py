@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+from pytato_like.collector import paused_collection
 from pytato_like._traversal import structurally_equal_many
 from pytato_like.array import Array, DictOfNamedArrays
-from pytato_like.transform._graph import gc_paused, stack_headroom
+from pytato_like.transform._graph import stack_headroom
 
 __all__ = ["EqualityComparer"]
 
@@ -24,7 +25,7 @@ class EqualityComparer:
     any depth works.
     """
 
-    @gc_paused
+    @paused_collection
     @stack_headroom
     def __call__(self, expr1: object, expr2: object) -> bool:
         if expr1 is expr2:

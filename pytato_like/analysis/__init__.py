@@ -34,6 +34,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, TypeGuard
 
 
+from pytato_like.collector import paused_collection
 from pytato_like._einsum import parse_subscripts as parse
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
@@ -52,7 +53,6 @@ from pytato_like.diagnostic import UnsupportedArrayError
 from pytato_like.function import Call
 from pytato_like.tags import ImplStored
 from pytato_like.transform._graph import (
-    gc_paused,
     stack_headroom,
     structural_representatives,
     walk_children,
@@ -92,7 +92,7 @@ __all__ = [
 ]
 
 
-@gc_paused
+@paused_collection
 @stack_headroom
 def get_nusers(outputs: Array | DictOfNamedArrays) -> Mapping[Array, int]:
     """For every node of the DAG *outputs*, the number of times a node uses
@@ -121,7 +121,7 @@ def get_nusers(outputs: Array | DictOfNamedArrays) -> Mapping[Array, int]:
     return result
 
 
-@gc_paused
+@paused_collection
 @stack_headroom
 def get_list_of_users(outputs: Array | DictOfNamedArrays
                       ) -> Mapping[Array, list[Array]]:
@@ -143,7 +143,7 @@ def get_list_of_users(outputs: Array | DictOfNamedArrays
     return result
 
 
-@gc_paused
+@paused_collection
 @stack_headroom
 def get_num_nodes(outputs: Array | DictOfNamedArrays,
                   count_duplicates: bool = False) -> int:
@@ -399,7 +399,7 @@ class CallSiteCountMapper(CachedWalkMapper[[]]):
         return self.count
 
 
-@gc_paused
+@paused_collection
 def get_num_call_sites(outputs: Array | DictOfNamedArrays
                        | dict[str, Array]) -> int:
     """The number of call sites in *outputs* (an array, a

@@ -7,9 +7,7 @@
 * :func:`structural_representatives` -- for each node, the first node of
   the DAG that is structurally equal (``==``) to it, found in linear time;
 * :func:`with_stack_headroom` -- run a long loop where CPython's frame stack
-  has room;
-* :func:`gc_paused` -- no cyclic garbage collection while a pass of ours
-  builds a DAG.
+  has room.
 
 All of them are iterative, so DAG depth never reaches Python's recursion
 limit.
@@ -20,7 +18,6 @@ limit.
 .. autofunction:: structural_representatives
 .. autofunction:: with_stack_headroom
 .. autofunction:: stack_headroom
-.. autodata:: gc_paused
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import ParamSpec, TypeVar, cast
 
 from pytato_like._traversal import ArrayRef, topological_order
-from pytato_like.collector import paused_collection
 from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
@@ -187,17 +183,3 @@ def stack_headroom(func: Callable[_P, _R]) -> Callable[_P, _R]:
 # }}}
 
 
-# {{{ garbage collection
-
-#: Decorator: run a pass of ours with the cyclic garbage collector paused
-#: (:func:`pytato_like.collector.paused_collection`). Why: CPython's full
-#: collections walk every tracked object, and a pass that allocates
-#: hundreds of thousands of nodes next to a large live DAG triggers enough
-#: of them to make the pass super-linear (measured: 16.7 us/node for
-#: 40 000 nodes, 22.6 us/node for 400 000; 16.7 for both with collection
-#: paused). Only for our own passes, which create no garbage cycles; user
-#: callbacks (mapper subclasses) run with the collector as the user left
-#: it.
-gc_paused = paused_collection
-
-# }}}

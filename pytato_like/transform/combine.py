@@ -38,6 +38,7 @@ if sys.version_info >= (3, 11):
 else:  # requires-python is 3.10
     from typing_extensions import Never
 
+from pytato_like.collector import paused_collection
 from pytato_like._traversal import depth_first, topological_order
 from pytato_like.array import (
     AbstractResultWithNamedArrays,
@@ -48,7 +49,6 @@ from pytato_like.array import (
     output_arrays,
 )
 from pytato_like.transform._graph import (
-    gc_paused,
     stack_headroom,
     structural_representatives,
     walk_children,
@@ -124,7 +124,7 @@ class _NodeCollector(CombineMapper[frozenset, Never]):
             self._keepalive.append(expr)
         return self._results[key]
 
-    @gc_paused
+    @paused_collection
     @stack_headroom
     def _collect_by_traversal(self, expr: ArrayOrNames) -> frozenset:
         order = topological_order(output_arrays(expr))

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pytato_like.collector import paused_collection
 from pytato_like.array import Array, IndexLambda, NamedArray, default_axes
 from pytato_like.scalar_expr import get_dependencies
-from pytato_like.transform._graph import gc_paused, walk_children
+from pytato_like.transform._graph import walk_children
 from pytato_like.transform.copy import CopyMapper
 from pytato_like.transform.mapper import ArrayOrNamesTc
 
@@ -78,7 +79,7 @@ class DeadCodeEliminator(CopyMapper):
         return self.rec(expr.expr)
 
 
-@gc_paused
+@paused_collection
 def eliminate_dead_code(expr: ArrayOrNamesTc) -> ArrayOrNamesTc:
     """*expr* (an array or a
     :class:`~pytato_like.array.DictOfNamedArrays`) without unused bindings

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
+from pytato_like.collector import paused_collection
 from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
     DataWrapper,
     DictOfNamedArrays,
 )
-from pytato_like.transform._graph import gc_paused
 from pytato_like.transform.copy import CopyMapper
 from pytato_like.transform.mapper import (
     ArrayOrNames,
@@ -65,7 +65,7 @@ def deduplicate(expr: AbstractResultWithNamedArrays
                 ) -> AbstractResultWithNamedArrays: ...
 
 
-@gc_paused
+@paused_collection
 def deduplicate(expr: ArrayOrNames) -> ArrayOrNames:
     """*expr* with structurally equal sub-DAGs merged into one node (the
     first met); *expr* itself when it has no duplicates.
@@ -130,7 +130,7 @@ class DataWrapperDeduplicator(CopyMapper):
         return self.data_wrapper_cache.setdefault(key, expr)
 
 
-@gc_paused
+@paused_collection
 def deduplicate_data_wrappers(array_or_names: ArrayOrNamesTc
                               ) -> ArrayOrNamesTc:
     """*array_or_names* with every :class:`~pytato_like.array.DataWrapper`

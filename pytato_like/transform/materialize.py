@@ -46,6 +46,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, cast
+from pytato_like.collector import paused_collection
 from pytato_like._traversal import depth_first
 
 if sys.version_info >= (3, 11):
@@ -64,7 +65,6 @@ from pytato_like.diagnostic import NotAnArrayError
 from pytato_like.tags import ImplementationStrategy, ImplStored
 from pytato_like.transform._graph import (
     data_operands,
-    gc_paused,
     stack_headroom,
 )
 from pytato_like.transform.copy import CopyMapper, rebuild_with
@@ -194,7 +194,7 @@ class _Tagger(CopyMapper):
         return super()._map_default(expr)
 
 
-@gc_paused
+@paused_collection
 @stack_headroom
 def materialize_with_mpms(expr: DictOfNamedArrays | Array) -> DictOfNamedArrays | Array:
     """*expr* with :class:`~pytato_like.tags.ImplStored` added to the nodes

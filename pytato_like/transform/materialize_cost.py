@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, cast
 
 import pymbolic.primitives as prim
 
+from pytato_like.collector import paused_collection
 from pytato_like._shapes import concrete_size
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
@@ -71,7 +72,6 @@ from pytato_like.array import (
 from pytato_like.diagnostic import CannotBeLoweredToIndexLambda
 from pytato_like.scalar_expr import Reduce, TypeCast
 from pytato_like.tags import ImplInlined, ImplStored
-from pytato_like.transform._graph import gc_paused
 from pytato_like.transform.copy import rebuild_with
 from pytato_like.transform.lower_to_index_lambda import (
     SELECT_CHAIN_MAX,
@@ -311,7 +311,7 @@ def _own_cost(node: Array, model: CostModel, memo: dict | None = None,
     return facts.ops, facts.depth, uses
 
 
-@gc_paused
+@paused_collection
 def decide_storage(outputs: list[Array], model: CostModel | None = None,
                    order: list[Array] | None = None) -> dict[int, NodeCost]:
     """The cost model's verdict for every array reachable from *outputs*,

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pytato_like.collector import paused_collection
 from pytato_like.array import (
     BasicIndex,
     Einsum,
     EinsumElementwiseAxis,
     NormalizedSlice,
 )
-from pytato_like.transform._graph import gc_paused
 from pytato_like.transform.copy import CopyMapper
 from pytato_like.transform.mapper import ArrayOrNamesTc
 from pytato_like.utils import is_one
@@ -66,7 +66,7 @@ class EinsumBroadcastRemover(CopyMapper):
                       axes=expr.axes, tags=expr.tags)
 
 
-@gc_paused
+@paused_collection
 def rewrite_einsums_with_no_broadcasts(expr: ArrayOrNamesTc) -> ArrayOrNamesTc:
     """*expr* with every einsum rewritten so that no operand axis is
     broadcast (see the module documentation).

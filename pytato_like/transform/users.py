@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
+from pytato_like.collector import paused_collection
 from pytato_like._traversal import depth_first, topological_order
 from pytato_like.array import Array, DictOfNamedArrays
 from pytato_like.transform._graph import (
-    gc_paused,
     stack_headroom,
     structural_representatives,
     walk_children,
@@ -33,7 +33,7 @@ class UsersCollector:
     def __init__(self) -> None:
         self.node_to_users: dict[Array, set[Array | DictOfNamedArrays]] = {}
 
-    @gc_paused
+    @paused_collection
     @stack_headroom
     def __call__(self, expr: Array | DictOfNamedArrays) -> None:
         roots = (list(expr._data.values()) if isinstance(expr, DictOfNamedArrays)
