@@ -29,6 +29,7 @@ from pytato_like.distributed.overlap_cost import (
     MIN_OVERLAP_ELEMENTS,
     decide_split,
     send_path_work,
+    split_cannot_pay,
 )
 from tests._mpiexec import run_ranks
 from tests._periodic_heat import C, numpy_heat, periodic_heat, run_on_one_rank
@@ -67,9 +68,14 @@ def test_decisions_on_two_ranks_and_results_equal_numpy():
         assert split == 0, reason
         assert f"< {MIN_OVERLAP_ELEMENTS}" in reason
     # faces gathered by index arrays: every element depends on the ghosts
-    # (and written boundary first by hand, nothing is left to split either)
+    # (and written boundary first by hand, nothing is left to split
+    # either); at 10^4 elements a rank the work on the path of the sends
+    # is below the threshold already, so the split is not even tried
     for split, reason in found["mesh"] + found["mesh_bf"]:
-        assert split == 0 and "nothing to split" in reason, reason
+        assert split == 0, reason
+        assert re.search(r"nothing to split|interior per exchange at most "
+                         rf"\d+ elements < {MIN_OVERLAP_ELEMENTS}", reason), \
+            reason
 
 # }}}
 
@@ -147,6 +153,75 @@ def test_the_mesh_has_nothing_to_split():
     np.testing.assert_array_equal(run_on_one_rank(partition, {"u": x})["out"], want)
 
 
+def _ghosted_steps(n: int, steps: int):
+    """*steps* stencil steps on *n* cells, each sending its first cell,
+    whose ghosts are placeholders of times 1, 2, ...: the outputs and
+    their *source_time*."""
+    u = pt.make_placeholder("u", (n,))
+    times = {}
+    for k in range(steps):
+        gl = pt.make_placeholder(f"gl{k}", (1,))
+        gr = pt.make_placeholder(f"gr{k}", (1,))
+        times[gl.name] = times[gr.name] = k + 1
+        ext = pt.concatenate([gl, u, gr])
+        u = u + C * (ext[:-2] - 2 * u + ext[2:])
+        u = staple_distributed_send(u[:1], 0, ("first", k), u)
+    outputs = {"u": u, "s": u[:1]}
+
+    def source_time(ary):
+        return times.get(ary.name) if isinstance(ary, Placeholder) else None
+
+    return outputs, source_time
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+def test_no_split_tried_only_where_none_could_be_kept(steps):
+    # the bound (the work on the path of the sends) against the decision
+    # on the split actually made, from tiny fields to large ones
+    verdicts = []
+    for n in (8, 1_000, 12_000, 40_000, 100_000):
+        outputs, source_time = _ghosted_steps(n, steps)
+        hopeless = split_cannot_pay(outputs, source_time)
+        split, n_split = split_interior_from_boundary(outputs, source_time)
+        made = decide_split(outputs, split, n_split, source_time)
+        if hopeless is not None:
+            assert not made.split, (n, made.reason)
+            assert not hopeless.split and hopeless.mode == "auto"
+            assert hopeless.exchanges == steps
+            work = send_path_work(outputs, source_time)
+            assert f"at most {work.on_send_path // steps} elements < " \
+                   f"{MIN_OVERLAP_ELEMENTS}" in hopeless.reason
+        verdicts.append((hopeless is None, made.split))
+    # both sides seen: small fields skip the pass, large ones are split
+    assert (False, False) in verdicts and (True, True) in verdicts
+
+
+def test_auto_skips_the_split_pass_of_a_small_field(monkeypatch):
+    import pytato_like.distributed.partition as partition_module
+    calls = []
+    real = partition_module.split_interior_from_boundary
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(partition_module, "split_interior_from_boundary",
+                        counted)
+    n, steps = 10, 3
+    dag = periodic_heat(n, steps)
+    auto = find_distributed_partition(None, dag)
+    assert not calls
+    assert not auto.overlap_decision.split
+    assert "interior per exchange at most" in auto.overlap_decision.reason
+    forced = find_distributed_partition(None, dag, split_interior=True)
+    assert len(calls) == 1 and forced.overlap_decision.mode is True
+    u = np.random.default_rng(4).standard_normal(n)
+    for partition in (auto, forced):
+        np.testing.assert_allclose(
+            run_on_one_rank(partition, {"u0": u})["u0"],
+            numpy_heat(u, steps), rtol=1e-13, atol=1e-13)
+
+
 def test_forcing_true_keeps_a_split_the_model_rejects():
     # a split made below the size threshold: the model says no, True keeps it
     u = pt.make_placeholder("u", (64,))
@@ -209,6 +284,8 @@ def test_send_path_work_on_a_deep_chain():
     assert decision.saved_elements == 0 and decision.exchanges == 1
     assert f"interior per exchange 0 elements < {MIN_OVERLAP_ELEMENTS}" \
         in decision.reason
+    # the bound is the whole chain (80 elements a step): no pass skipped
+    assert split_cannot_pay(outputs, source_time) is None
 
 # }}}
 

@@ -31,6 +31,7 @@ iterative passes over a topological order.
 .. autoclass:: OverlapDecision
 .. autoclass:: DagLists
 .. autofunction:: decide_split
+.. autofunction:: split_cannot_pay
 .. autofunction:: send_path_work
 .. data:: MIN_OVERLAP_ELEMENTS
 .. data:: KERNEL_ELEMENTS
@@ -195,6 +196,31 @@ def _walk(outputs: Mapping[str, Array],
             on_send_path += n
     return Work(exchanges=max(time, default=0), total=total,
                 on_send_path=on_send_path), computing
+
+
+def split_cannot_pay(original: Mapping[str, Array],
+                     source_time: Callable[[Array], int | None],
+                     dag: DagLists | None = None) -> OverlapDecision | None:
+    """The ``"auto"`` decision not to split *original*, made before any
+    split, when no split could be kept: the saved work is at most the work
+    on the path of the sends, so when that is below
+    :data:`MIN_OVERLAP_ELEMENTS` per exchange the split pass (a rebuild of
+    the DAG, ~2.5 ms a step of a time loop) is not run. None when a split
+    might pay. *dag*: the DAG of *original* as :class:`DagLists`, if the
+    caller has it."""
+    before, _ = _walk(original, source_time, dag)
+    bound = before.on_send_path // max(before.exchanges, 1)
+    if bound >= MIN_OVERLAP_ELEMENTS:
+        return None
+    if not before.on_send_path:
+        reason = ("not split (nothing to split): no work between a receive "
+                  "and a send that waits for it")
+    else:
+        reason = (f"not split: interior per exchange at most {bound} "
+                  f"elements < {MIN_OVERLAP_ELEMENTS} (the work on the path "
+                  f"of the sends: {before.on_send_path} elements, "
+                  f"{before.exchanges} exchanges)")
+    return OverlapDecision(False, "auto", reason, exchanges=before.exchanges)
 
 
 def decide_split(original: Mapping[str, Array], split: Mapping[str, Array],

@@ -74,7 +74,11 @@ from pytato_like.diagnostic import (
 )
 from pytato_like.distributed.nodes import DistributedRecv, DistributedSend
 from pytato_like.distributed.overlap import split_interior_from_boundary
-from pytato_like.distributed.overlap_cost import OverlapDecision, decide_split
+from pytato_like.distributed.overlap_cost import (
+    OverlapDecision,
+    decide_split,
+    split_cannot_pay,
+)
 from pytato_like.distributed.safety import (
     allgather_or_raise,
     as_communicator,
@@ -693,6 +697,10 @@ def _split_interior(local: _LocalAnalysis, batches: dict[CommID, int],
         return (_recv_time(ary, rank, batches)
                 if isinstance(ary, DistributedRecv) else None)
 
+    if mode == "auto":
+        hopeless = split_cannot_pay(local.output_map, recv_time, local.dag)
+        if hopeless is not None:
+            return local, hopeless
     outputs, n_split = split_interior_from_boundary(
         local.output_map, recv_time, deep_interiors=deep_interiors)
     if not n_split and mode == "auto":
