@@ -338,3 +338,38 @@ def test_inputs_named_like_options_on_the_replay(queue):
                                       np.full(3, k + 2 * (1 + k)
                                               + 3 * (2 + k)))
     assert n_replayed(prg) == 2
+
+
+def test_a_time_loops_launches_share_their_capture_with_own_slots(queue):
+    # 300 steps of a stencil over a size parameter: the steps' launches
+    # are of a few forms, captured once each, and every launch sets its
+    # own buffers (temporaries of its step) and the sizes of this call
+    n = pt.make_size_param("n")
+    u = pt.make_placeholder("u", (n, 8), np.float64)
+    x = u
+    for _ in range(300):
+        x = x + 0.1 * (pt.roll(x, 1, axis=0) + pt.roll(x, -1, axis=0)
+                       - 2 * x)
+    prg = pt.generate_loopy(x)
+    rng = np.random.default_rng(5)
+    for length in (40, 40, 17):
+        uv = rng.standard_normal((length, 8))
+        _, (out,) = prg(queue, u=cla.to_device(queue, uv))
+        expected = uv
+        for _ in range(300):
+            expected = expected + 0.1 * (np.roll(expected, 1, axis=0)
+                                         + np.roll(expected, -1, axis=0)
+                                         - 2 * expected)
+        np.testing.assert_allclose(out.get(), expected, rtol=1e-11,
+                                   atol=1e-11)
+    (replay, *_), sizes = recorded_replays(prg), set()
+    assert len(replay.launches) >= 300
+    for _, _, constant_args, buffer_args, _, _, direct in replay.launches:
+        assert direct is not None
+        sizes.update(constant_args.values())
+        # each captured enqueue fills slots of this launch's buffers only
+        filled = {s for _, _, fills, *_ in direct for _, s in fills}
+        assert filled <= {s for _, s in buffer_args}
+    assert sizes <= {40, 17} and sizes
+    # the steps' temporaries: many slots among the launches
+    assert len({s for launch in replay.launches for _, s in launch[3]}) > 10

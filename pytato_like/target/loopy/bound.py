@@ -437,13 +437,15 @@ class BoundPyOpenCLProgram(BoundProgram):
         cached = getattr(self, "_lifetimes", None)
         if cached is not None and cached[0] is self.plan:
             return cached[1]
+        temporaries = {name for name, spec in self.plan.buffers.items()
+                       if spec.kind == "temporary"}
         first: dict[str, int] = {}
         last: dict[str, int] = {}
         for i, launch in enumerate(self.plan.launches):
             for name in launch.bindings.values():
-                spec = self.plan.buffers.get(name)
-                if spec is not None and spec.kind == "temporary":
-                    first.setdefault(name, i)
+                if name in temporaries:
+                    if name not in first:
+                        first[name] = i
                     last[name] = i
         allocate_before: dict[int, list[str]] = {}
         release_after: dict[int, list[str]] = {}

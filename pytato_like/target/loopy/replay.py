@@ -187,10 +187,18 @@ class LaunchReplay:
         def concrete(shape: tuple) -> tuple[int, ...]:
             return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
+        # (shape, dtype) -> bytes: a time loop's temporaries share a few
+        layout_bytes: dict[tuple, int] = {}
+
         def stored_bytes(spec) -> int:
-            # (math.prod: np.prod costs ~3 µs a call, paid per temporary)
-            return (math.prod(concrete(spec.shape))
+            key = (spec.shape, spec.dtype)
+            nbytes = layout_bytes.get(key)
+            if nbytes is None:
+                # (math.prod: np.prod costs ~3 µs a call)
+                nbytes = layout_bytes[key] = (
+                    math.prod(concrete(spec.shape))
                     * storage_dtype(spec.dtype).itemsize)
+            return nbytes
 
         slots: dict[str, int] = {}
 
@@ -252,7 +260,11 @@ class LaunchReplay:
                           if len(names) == 1 and s in self.output_layout}
         allocate_before, release_after = program._temporary_lifetimes()
         live = 0
-        captured: dict = {}     # see capture_launcher
+        # per form of launch -- its kernel, and per argument the size it
+        # takes or None for a buffer (a time loop's steps share a few) --
+        # the kernels, launcher, constant arguments, buffer argument names
+        # and captured steps (see capture_launcher), found once
+        forms: dict[tuple, tuple] = {}
         for i, launch in enumerate(plan.launches):
             allocated = []
             for name in allocate_before.get(i, ()):
@@ -262,24 +274,35 @@ class LaunchReplay:
                 allocated.append((slot(name), nbytes))
                 live += nbytes
             self.temporary_peak = max(self.temporary_peak, live)
-            kernels, host = build_kernel(queue.context,
-                                          plan.kernels[launch.kernel],
-                                          program.stats)
-            constant_args = {}
-            buffer_args = []
-            for arg, name in launch.bindings.items():
-                if name in sizes:
-                    constant_args[arg] = sizes[name]
-                else:
-                    buffer_args.append((arg, slots[name]))
+            bindings = launch.bindings
+            form = (launch.kernel, *[(arg, name if name in sizes else None)
+                                     for arg, name in bindings.items()])
+            known = forms.get(form)
+            if known is None:
+                kernels, host = build_kernel(queue.context,
+                                              plan.kernels[launch.kernel],
+                                              program.stats)
+                constant_args = {arg: sizes[name]
+                                 for arg, name in bindings.items()
+                                 if name in sizes}
+                names = [arg for arg, name in bindings.items()
+                         if name not in sizes]
+                # (captured with each buffer argument's position as its
+                # slot: each launch puts its own slots in)
+                known = forms[form] = (
+                    kernels, host, constant_args, names,
+                    capture_launcher(host, kernels, constant_args,
+                                     list(zip(names, range(len(names))))))
+            kernels, host, constant_args, names, steps = known
+            buffer_slots = [slots[name] for name in bindings.values()
+                            if name not in sizes]
             released = [slots[name] for name in release_after.get(i, ())]
             for name in release_after.get(i, ()):
                 live -= stored_bytes(plan.buffers[name])
-            self.launches.append((host, kernels, constant_args, buffer_args,
+            self.launches.append((host, kernels, constant_args,
+                                  list(zip(names, buffer_slots)),
                                   allocated, released,
-                                  capture_launcher(host, kernels,
-                                                   constant_args,
-                                                   buffer_args, captured)))
+                                  _slotted(steps, buffer_slots)))
         self.peak_bytes += self.output_bytes + self.temporary_peak
         self.layout = layout
         self._check_for(queue)
@@ -887,9 +910,14 @@ def capture_launcher(host: types.FunctionType, kernels: object,
         if cache is not None and key is not None:
             # (the kernels object stays alive with the replay's launches)
             cache[key] = steps
+    return _slotted(steps, [s for _, s in buffer_args])
+
+
+def _slotted(steps: tuple | None, slots: Sequence[int]) -> tuple | None:
+    """Captured *steps* (see :func:`_capture`) with the slot ``slots[i]``
+    in place of buffer argument position *i*."""
     if steps is None:
         return None
-    slots = [s for _, s in buffer_args]
     return tuple((knl, template, tuple((pos, slots[i]) for pos, i in fills),
                   *rest) for knl, template, fills, *rest in steps)
 
