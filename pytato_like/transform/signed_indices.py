@@ -62,7 +62,10 @@ def store_unsigned_indices(outputs: dict[str, Array], order: list[Array]
     """*outputs* (name -> array, in topological *order*) with every uint64
     index array of an advanced index replaced by a stored int64 copy;
     *outputs* itself when there is none."""
-    if not any(_has_unsigned_index(node) for node in order):
+    # (no advanced index at all, found in C: most DAGs, at ~1 ms a
+    # 10^5 nodes)
+    if frozenset(_ADVANCED).isdisjoint(map(type, order)) or not any(
+            _has_unsigned_index(node) for node in order):
         return outputs
     mapper = _SignedIndices()
     return {name: mapper(ary) for name, ary in outputs.items()}

@@ -175,7 +175,8 @@ def split_full_reductions(outputs: dict[str, Array], order: list[Array]
     """*outputs* (name -> array, in topological *order*) with every large
     full reduction split in two parallel stages (see the module
     documentation); *outputs* itself when there is none."""
-    if not any(_candidate(node) for node in order):
+    if not any(_candidate(node) for node in order
+               if type(node) is IndexLambda):
         return outputs
     mapper = _Splitter()
     return {name: mapper(ary) for name, ary in outputs.items()}
