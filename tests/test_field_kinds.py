@@ -11,6 +11,8 @@ written out by hand. The walk is checked against hand-built orders and on
 
 from __future__ import annotations
 
+import dataclasses
+
 import pickle
 
 import numpy as np
@@ -86,6 +88,22 @@ def test_children_follow_the_field_table():
     assert children_of(node, include_shape=False) == (x, y, x, z, x, i)
     assert tr.InputGatherer()(node) == frozenset({n, x, y, z, i})
     assert get_num_nodes(node) == 6
+
+
+def test_children_of_a_node_whose_shape_is_all_ints():
+    # (the getter skips a shape of ints: nothing of it is a child)
+    n, x, y, z, i = _inputs()
+    node = dataclasses.replace(_node(n, x, y, z, i), shape=(3, 2))
+    assert children_of(node) == children_of(node, include_shape=False) \
+        == (x, y, x, z, x, i)
+    # a reshape to a size parameter and to ints, through the same getter
+    flat = pt.make_placeholder("f", (2 * n,))
+    (size,) = flat.shape
+    assert children_of(flat) == (size,)
+    assert children_of(flat, include_shape=False) == ()
+    assert children_of(flat.reshape(n, 2)) == (flat, n)
+    assert children_of(flat.reshape(n, 2), include_shape=False) == (flat,)
+    assert children_of(x.reshape(2, 2)) == (x,)
 
 
 def test_copy_maps_every_kind_and_keeps_the_rest():
