@@ -38,6 +38,24 @@ def periodic_heat(n: int, steps: int, fields: int = 1):
     return pt.make_dict_of_named_arrays(outputs)
 
 
+def placeholder_heat(n: int, steps: int, send_first_cell: bool = False):
+    """Heat steps on *n* cells whose halos are placeholders ``gl<k>`` /
+    ``gr<k>`` of time ``k + 1`` (standing for the receives of step *k*),
+    each step sending its first cell (to rank 0) if *send_first_cell*:
+    ``({"u": result}, {placeholder name: time})``."""
+    u = pt.make_placeholder("u", (n,))
+    times = {}
+    for k in range(steps):
+        gl = pt.make_placeholder(f"gl{k}", (1,))
+        gr = pt.make_placeholder(f"gr{k}", (1,))
+        times[gl.name] = times[gr.name] = k + 1
+        ext = pt.concatenate([gl, u, gr])
+        u = u + C * (ext[:-2] - 2 * u + ext[2:])
+        if send_first_cell:
+            u = staple_distributed_send(u[:1], 0, ("first", k), u)
+    return {"u": u}, times
+
+
 def numpy_heat(u: np.ndarray, steps: int) -> np.ndarray:
     """The same steps in NumPy (periodic through ``np.roll``)."""
     for _ in range(steps):

@@ -25,7 +25,11 @@ from pytato_like.distributed import (
 from pytato_like.distributed.overlap import split_interior_from_boundary
 from pytato_like.tags import ImplStored
 from pytato_like.transform._graph import toposort, walk_children
-from tests._periodic_heat import periodic_heat, run_on_one_rank
+from tests._periodic_heat import (
+    periodic_heat,
+    placeholder_heat,
+    run_on_one_rank,
+)
 
 C = 0.25
 
@@ -89,24 +93,10 @@ def _deep_lengths(outputs, times):
                    and time[id(node)] == 0})
 
 
-def _placeholder_heat(n, steps):
-    """Heat steps whose halos are placeholders ``gl<k>``/``gr<k>`` of time
-    ``k + 1`` (standing for the receives of step *k*)."""
-    u = pt.make_placeholder("u", (n,))
-    times = {}
-    for k in range(steps):
-        gl = pt.make_placeholder(f"gl{k}", (1,))
-        gr = pt.make_placeholder(f"gr{k}", (1,))
-        times[gl.name] = times[gr.name] = k + 1
-        ext = pt.concatenate([gl, u, gr])
-        u = u + C * (ext[:-2] - 2 * u + ext[2:])
-    return {"u": u}, times
-
-
 # {{{ the pass on its own
 
 def test_stencil_steps_split_with_interiors_of_the_earlier_time():
-    outputs, times = _placeholder_heat(60, 5)
+    outputs, times = placeholder_heat(60, 5)
     split, n_split = split_interior_from_boundary(
         outputs, _source_time(times), min_interior_elements=8,
         deep_interiors=False)
@@ -125,7 +115,7 @@ def test_stencil_steps_split_with_interiors_of_the_earlier_time():
 
 def test_deep_interiors_of_all_steps_need_no_receive():
     n, steps = 80, 5
-    outputs, times = _placeholder_heat(n, steps)
+    outputs, times = placeholder_heat(n, steps)
     split, n_split = split_interior_from_boundary(
         outputs, _source_time(times), min_interior_elements=8)
     assert n_split == steps     # (the output's step too)
@@ -151,7 +141,7 @@ def test_an_output_that_would_widen_the_strips_too_much_stays_whole():
     # step's strips 9 rows on each side, more than a quarter of 60; the
     # steps before it are split as without the output (strips of 7 rows)
     n, steps = 60, 5
-    outputs, times = _placeholder_heat(n, steps)
+    outputs, times = placeholder_heat(n, steps)
     split, n_split = split_interior_from_boundary(
         outputs, _source_time(times), min_interior_elements=8)
     assert n_split == steps - 1
@@ -165,7 +155,7 @@ def test_an_output_that_would_widen_the_strips_too_much_stays_whole():
 
 
 def test_strips_never_read_deep_rows():
-    outputs, times = _placeholder_heat(80, 6)
+    outputs, times = placeholder_heat(80, 6)
     split, _ = split_interior_from_boundary(
         outputs, _source_time(times), min_interior_elements=8)
     n_reading_strips = 0
@@ -180,7 +170,7 @@ def test_strips_never_read_deep_rows():
 
 def test_strips_wider_than_a_quarter_fall_back_to_steps():
     # 8 steps: strips of up to 13 rows on each side of 40 rows
-    outputs, times = _placeholder_heat(40, 8)
+    outputs, times = placeholder_heat(40, 8)
     split, n_split = split_interior_from_boundary(
         outputs, _source_time(times), min_interior_elements=8)
     per_step, n_per_step = split_interior_from_boundary(

@@ -32,7 +32,13 @@ from pytato_like.distributed.overlap_cost import (
     split_cannot_pay,
 )
 from tests._mpiexec import run_ranks
-from tests._periodic_heat import C, numpy_heat, periodic_heat, run_on_one_rank
+from tests._periodic_heat import (
+    C,
+    numpy_heat,
+    periodic_heat,
+    placeholder_heat,
+    run_on_one_rank,
+)
 
 SCRIPT = Path(__file__).parent / "mpi" / "overlap_decision.py"
 
@@ -157,16 +163,8 @@ def _ghosted_steps(n: int, steps: int):
     """*steps* stencil steps on *n* cells, each sending its first cell,
     whose ghosts are placeholders of times 1, 2, ...: the outputs and
     their *source_time*."""
-    u = pt.make_placeholder("u", (n,))
-    times = {}
-    for k in range(steps):
-        gl = pt.make_placeholder(f"gl{k}", (1,))
-        gr = pt.make_placeholder(f"gr{k}", (1,))
-        times[gl.name] = times[gr.name] = k + 1
-        ext = pt.concatenate([gl, u, gr])
-        u = u + C * (ext[:-2] - 2 * u + ext[2:])
-        u = staple_distributed_send(u[:1], 0, ("first", k), u)
-    outputs = {"u": u, "s": u[:1]}
+    outputs, times = placeholder_heat(n, steps, send_first_cell=True)
+    outputs["s"] = outputs["u"][:1]
 
     def source_time(ary):
         return times.get(ary.name) if isinstance(ary, Placeholder) else None
