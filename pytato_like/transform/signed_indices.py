@@ -62,8 +62,8 @@ def store_unsigned_indices(outputs: dict[str, Array], order: list[Array]
     """*outputs* (name -> array, in topological *order*) with every uint64
     index array of an advanced index replaced by a stored int64 copy;
     *outputs* itself when there is none."""
-    # (no advanced index at all, found in C: most DAGs, at ~1 ms a
-    # 10^5 nodes)
+    # (most DAGs have no advanced index at all: their classes compared in
+    # C, ~3x faster than the test per node)
     if frozenset(_ADVANCED).isdisjoint(map(type, order)) or not any(
             _has_unsigned_index(node) for node in order):
         return outputs
