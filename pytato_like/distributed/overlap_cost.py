@@ -4,7 +4,11 @@
 :func:`~pytato_like.find_distributed_partition` with
 ``split_interior="auto"`` (the default) makes the split, then asks
 :func:`decide_split` whether to keep it, and records the answer, with a
-one-line reason, as the partition's ``overlap_decision``.
+one-line reason, as the partition's ``overlap_decision``; unless
+:func:`split_cannot_pay` finds beforehand that no split could be kept
+(the work on the path of the sends, which bounds what a split saves, is
+below :data:`MIN_OVERLAP_ELEMENTS` per exchange), and then the split is
+not made at all.
 
 How it decides. The work of a DAG is counted in elements of the arrays
 that compute something (index lambdas and einsums; views, concatenations
