@@ -249,32 +249,25 @@ def test_capture_of_two_enqueues_waiting_in_turn():
 
 
 
-def test_a_cached_capture_gets_each_launch_its_own_slots():
-    runs = []
+def test_one_capture_gets_each_launch_its_own_slots():
     host = _launcher("    _lpy_knl._set_arg_multi((0, _pt_a0))\n"
                      "    _lpy_knl._set_arg_buf_pack_multi((1, b'i', _pt_s0))\n"
                      + _ENQUEUE + "    return _lpy_evt\n")
-
-    class Spy(dict):
-        def __setitem__(self, key, value):
-            runs.append(key)
-            super().__setitem__(key, value)
-
-    cache = Spy()
-    first = capture_launcher(host, _Kernels, {"_pt_s0": 7}, [("_pt_a0", 3)],
-                             cache)
-    second = capture_launcher(host, _Kernels, {"_pt_s0": 7}, [("_pt_a0", 9)],
-                              cache)
+    # captured once with positions for slots, as a replay does per form
+    # of launch; each launch puts its own slots in
+    by_position = capture_launcher(host, _Kernels, {"_pt_s0": 7},
+                                   [("_pt_a0", 0)])
+    first = replay_module._slotted(by_position, [3])
+    second = replay_module._slotted(by_position, [9])
     # another size value is another capture (it is packed into the steps)
-    third = capture_launcher(host, _Kernels, {"_pt_s0": 8}, [("_pt_a0", 9)],
-                             cache)
-    assert len(runs) == 2
+    third = capture_launcher(host, _Kernels, {"_pt_s0": 8}, [("_pt_a0", 9)])
     assert first[0][2] == ((1, 3),) and second[0][2] == ((1, 9),)
     assert second[0][3] == (1, b"i", 7) and third[0][3] == (1, b"i", 8)
     assert first[0][1] is second[0][1]      # one template, read only
-    # the same as an uncached capture
+    # the same as a capture with that slot
     assert second == capture_launcher(host, _Kernels, {"_pt_s0": 7},
                                       [("_pt_a0", 9)])
+
 
 def test_placed_arrays_are_checked_when_they_change(queue):
     x = pt.make_placeholder("x", (16,), np.float64)
@@ -340,7 +333,8 @@ def test_inputs_named_like_options_on_the_replay(queue):
     assert n_replayed(prg) == 2
 
 
-def test_a_time_loops_launches_share_their_capture_with_own_slots(queue):
+def test_a_time_loops_launches_share_their_capture_with_own_slots(queue,
+                                                                  monkeypatch):
     # 300 steps of a stencil over a size parameter: the steps' launches
     # are of a few forms, captured once each, and every launch sets its
     # own buffers (temporaries of its step) and the sizes of this call
@@ -351,7 +345,15 @@ def test_a_time_loops_launches_share_their_capture_with_own_slots(queue):
         x = x + 0.1 * (pt.roll(x, 1, axis=0) + pt.roll(x, -1, axis=0)
                        - 2 * x)
     prg = pt.generate_loopy(x)
+    captures = []
+    real_capture = replay_module.capture_launcher
+
+    def counted(*args):
+        captures.append(args)
+        return real_capture(*args)
+
     rng = np.random.default_rng(5)
+    monkeypatch.setattr(replay_module, "capture_launcher", counted)
     for length in (40, 40, 17):
         uv = rng.standard_normal((length, 8))
         _, (out,) = prg(queue, u=cla.to_device(queue, uv))
@@ -364,6 +366,9 @@ def test_a_time_loops_launches_share_their_capture_with_own_slots(queue):
                                    atol=1e-11)
     (replay, *_), sizes = recorded_replays(prg), set()
     assert len(replay.launches) >= 300
+    # one capture per form of launch (kernel, size) and recorded layout,
+    # not one per launch
+    assert 0 < len(captures) <= 2 * len(prg.plan.kernels)
     for _, _, constant_args, buffer_args, _, _, direct in replay.launches:
         assert direct is not None
         sizes.update(constant_args.values())

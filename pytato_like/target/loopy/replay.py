@@ -880,8 +880,7 @@ def _sizes(value: object, none_ok: bool = False) -> bool:
 
 def capture_launcher(host: types.FunctionType, kernels: object,
                      constant_args: dict[str, int],
-                     buffer_args: list[tuple[str, int]],
-                     cache: dict | None = None) -> tuple | None:
+                     buffer_args: list[tuple[str, int]]) -> tuple | None:
     """What loopy's launcher *host* does with these arguments, as steps
     :func:`_launch` repeats: per kernel enqueue, the kernel, the buffer
     arguments to set (argument index -> slot), the packed scalar
@@ -890,26 +889,11 @@ def capture_launcher(host: types.FunctionType, kernels: object,
     ``None`` if it does anything else (touches the queue or the
     allocator, calls another pyopencl function, passes a buffer through a
     scalar or a value through a buffer argument, enqueues nothing), and
-    then the replay calls the launcher itself. With *cache*, a launch of
-    the same launcher, kernels, constant arguments and buffer argument
-    names as one captured before (the steps of a time loop) reuses that
-    capture with its own slots."""
-    names = tuple(arg for arg, _ in buffer_args)
-    key: tuple | None = None
-    if cache is not None:
-        try:
-            key = (host, id(kernels), tuple(sorted(constant_args.items())),
-                   names)
-            hash(key)
-        except TypeError:
-            key = None
-    if cache is not None and key is not None and key in cache:
-        steps = cache[key]
-    else:
-        steps = _capture(host, kernels, constant_args, names)
-        if cache is not None and key is not None:
-            # (the kernels object stays alive with the replay's launches)
-            cache[key] = steps
+    then the replay calls the launcher itself. (A replay captures each
+    form of launch once, with positions for slots, and puts each launch's
+    own slots in with :func:`_slotted`: the steps of a time loop.)"""
+    steps = _capture(host, kernels, constant_args,
+                     tuple(arg for arg, _ in buffer_args))
     return _slotted(steps, [s for _, s in buffer_args])
 
 
