@@ -31,6 +31,7 @@ from pytato_like.transform.copy import CopyMapper
 
 _UINT64 = np.dtype(np.uint64)
 _ADVANCED = (AdvancedIndexInContiguousAxes, AdvancedIndexInNoncontiguousAxes)
+_ADVANCED_CLASSES = frozenset(_ADVANCED)
 
 
 def _has_unsigned_index(node: Array) -> bool:
@@ -64,7 +65,7 @@ def store_unsigned_indices(outputs: dict[str, Array], order: list[Array]
     *outputs* itself when there is none."""
     # (most DAGs have no advanced index at all: their classes compared in
     # C, ~3x faster than the test per node)
-    if frozenset(_ADVANCED).isdisjoint(map(type, order)) or not any(
+    if _ADVANCED_CLASSES.isdisjoint(map(type, order)) or not any(
             _has_unsigned_index(node) for node in order):
         return outputs
     mapper = _SignedIndices()
