@@ -18,6 +18,11 @@ from typing import TYPE_CHECKING
 # unless it configures logging or sets PYTATO_LIKE_REPORT
 _logging.getLogger("pytato_like").addHandler(_logging.NullHandler())
 
+# Before any class is declared: the functions dataclasses compiles for the
+# package's classes (and pymbolic's) come compiled from the disk cache
+from pytato_like import dataclass_code as _dataclass_code  # noqa: I001
+_dataclass_code.install()
+
 # The IR module goes first, then the modules that complete its Array:
 # Python's operators (_frontend), NumPy's protocols (_numpy_interop) and the
 # dataclass protocol (_dataclass_nodes), installed when they are imported.

@@ -10,7 +10,7 @@ catch nor retry. So the files are checked before PoCL sees them:
 
 1. :func:`use_private_pocl_cache` (run by ``import pytato_like``) points
    ``POCL_CACHE_DIR`` at ``<cache folder>/pocl``
-   (:func:`~pytato_like.target.loopy.cache_files.cache_base_dir`) unless
+   (:func:`~pytato_like.cache_files.cache_base_dir`) unless
    the user set ``POCL_CACHE_DIR`` or turned the disk cache off
    (``PYTATO_LIKE_CACHE=0``). PoCL reads the variable when the first
    OpenCL context of the process is created: a context created before
@@ -100,7 +100,7 @@ def pocl_cache_dir() -> str:
         base = os.path.join(xdg if os.path.isabs(xdg)
                             else os.path.expanduser("~/.cache"), "pytato_like")
     if not base:
-        from pytato_like.target.loopy.cache_files import cache_base_dir
+        from pytato_like.cache_files import cache_base_dir
         base = cache_base_dir()
     return os.path.join(base, "pocl")
 

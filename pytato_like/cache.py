@@ -5,7 +5,7 @@ bound, and the entries and bytes per version directory (the one this
 installation uses is marked), and the folder given to PoCL;
 ``python -m pytato_like.cache clear`` deletes every entry of every
 installation and nothing else: other files in the folder, and PoCL's
-folder, stay (:mod:`~pytato_like.target.loopy.cache_files`). The cache
+folder, stay (:mod:`~pytato_like.cache_files`). The cache
 itself (keys, verification, eviction) is
 :mod:`pytato_like.target.loopy.cache`.
 

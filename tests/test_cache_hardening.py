@@ -31,7 +31,8 @@ XV = np.linspace(-1.0, 1.0, 24)
 def _fresh(folder, monkeypatch):
     """The cache module, with *folder* as the cache folder and nothing in
     memory (as a new process)."""
-    from pytato_like.target.loopy import cache, cache_files
+    from pytato_like import cache_files
+    from pytato_like.target.loopy import cache
     monkeypatch.setenv("PYTATO_LIKE_CACHE_DIR", str(folder))
     monkeypatch.delenv("PYTATO_LIKE_CACHE", raising=False)
     cache.clear_memory_cache()
@@ -65,7 +66,7 @@ def _private_tmp(tmp_path, name="cache"):
 
 def test_entry_of_another_program_resigned_for_this_key_is_not_run(
         queue, tmp_path, monkeypatch):
-    from pytato_like.target.loopy import cache_files
+    from pytato_like import cache_files
     cache = _fresh(_private_tmp(tmp_path), monkeypatch)
     prg_a = pt.generate_loopy(_plus_one())
     prg_b = pt.generate_loopy(_times_two())
@@ -107,7 +108,7 @@ class _Planted:
 
 
 def test_planted_pickle_is_never_unpickled(queue, tmp_path, monkeypatch):
-    from pytato_like.target.loopy import cache_files
+    from pytato_like import cache_files
     cache = _fresh(_private_tmp(tmp_path), monkeypatch)
     key = pt.generate_loopy(_plus_one()).key
     path = cache._path("plans", key)
@@ -285,7 +286,7 @@ def test_default_folder_with_a_loose_mode_is_made_private(queue, tmp_path,
 
 def test_files_and_folders_the_package_makes_are_private(tmp_path,
                                                          monkeypatch):
-    from pytato_like.target.loopy import cache_files
+    from pytato_like import cache_files
     folder = tmp_path / "new" / "cache"  # made by the package
     cache = _fresh(folder, monkeypatch)
     old = os.umask(0o002)  # a permissive umask does not loosen them
@@ -303,7 +304,7 @@ def test_files_and_folders_the_package_makes_are_private(tmp_path,
 
 
 def test_secret_readable_by_others_is_replaced(queue, tmp_path, monkeypatch):
-    from pytato_like.target.loopy import cache_files
+    from pytato_like import cache_files
     folder = _private_tmp(tmp_path)
     cache = _fresh(folder, monkeypatch)
     pt.generate_loopy(_plus_one())
@@ -523,7 +524,7 @@ def test_pocl_folder_is_in_the_cache_folder_platformdirs_gives(monkeypatch,
     # pocl_cache computes the folder without importing platformdirs (it
     # runs at import pytato_like); it must agree with cache_files
     from pytato_like._pocl_cache import pocl_cache_dir
-    from pytato_like.target.loopy.cache_files import cache_base_dir
+    from pytato_like.cache_files import cache_base_dir
     monkeypatch.delenv("PYTATO_LIKE_CACHE_DIR", raising=False)
     if xdg is None:
         monkeypatch.delenv("XDG_CACHE_HOME", raising=False)

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytato_like.target.loopy import cache, cache_files
+from pytato_like import cache_files
+from pytato_like.target.loopy import cache
 
 pytest.importorskip("pyopencl")
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from pytato_like import opencl_build
-from pytato_like.target.loopy import cache, cache_files
+from pytato_like import cache_files
+from pytato_like.target.loopy import cache
 
 cl = pytest.importorskip("pyopencl")
 

@@ -19,7 +19,7 @@ kernels (:class:`~pytato_like.opencl_build.KernelSource`) and the
 translation units handed out (:mod:`~pytato_like.target.loopy.unit`) are
 kept in dicts and written to ``<cache dir>/{plans,kernels,units}/<key>.pkl``
 as entries signed with a per-user secret over their key, kind and
-versions (:mod:`~pytato_like.target.loopy.cache_files`: the format, what
+versions (:mod:`~pytato_like.cache_files`: the format, what
 is refused, and why not :mod:`pytools.persistent_dict`). An entry that is
 not a regular file, or whose signature does not match the request, is a
 miss: the program is recompiled, never anything else loaded. The OpenCL
@@ -94,9 +94,9 @@ from pytato_like._env import env_flag
 from pytato_like._traversal import ArrayRef
 from pytato_like.array import ARRAY, ARRAY_TUPLE, BINDINGS, Array, NamedArray
 from pytato_like.diagnostic import ConfigurationError
-from pytato_like.target.loopy import cache_files
+from pytato_like import cache_files
 from pytato_like.opencl_build import note_plan
-from pytato_like.target.loopy.cache_files import cache_base_dir
+from pytato_like.cache_files import cache_base_dir
 from pytato_like.target.loopy.plan import ProgramPlan
 
 
@@ -323,7 +323,7 @@ def _path(kind: str, key: str) -> str:
 def _load(kind: str, key: str):
     """The value stored under *key*, or None: only an entry signed for
     this very key, kind and installation is unpickled
-    (:func:`~pytato_like.target.loopy.cache_files.load`)."""
+    (:func:`~pytato_like.cache_files.load`)."""
     if not _disk_enabled():
         return None
     payload = cache_files.load(_versions(), kind, key)
@@ -439,7 +439,7 @@ def _claimed_elsewhere(kind: str, key: str) -> bool:
 
 def claim_plan(key: str) -> bool:
     """Claim plan *key* before generating it (see
-    :func:`~pytato_like.target.loopy.cache_files.claim`): ranks or
+    :func:`~pytato_like.cache_files.claim`): ranks or
     processes generating alike programs at once then generate each plan
     once. True when this process may generate it (it holds the claim, or
     the disk cache is off); False while another process generates it."""

@@ -19,6 +19,9 @@ uses too) gives the default folder.
         pytato_like-<versions>/     one per installation (release, source, libraries)
             plans/ kernels/ units/  <64 hex digits>.pkl entries, mode 0600
             binaries/ workgroups/   (<64 hex digits>.claim while one is made)
+        pytato_like-code-<python>/  one per interpreter bytecode
+            classes/                the compiled functions of dataclasses
+                                    (:mod:`~pytato_like.dataclass_code`)
         pocl/                       PoCL's binary cache (pocl_cache.py)
 
 Folders the package creates are mode 0700.
@@ -93,7 +96,7 @@ MAGIC = b"pytato_like-ce2\n"  # 16 bytes: "cache entry, format 2"
 _MAC_SIZE = 32
 SECRET_NAME = "pytato_like-secret.key"
 _SECRET_SIZE = 32
-KINDS = ("plans", "kernels", "units", "binaries", "workgroups")
+KINDS = ("plans", "kernels", "units", "binaries", "workgroups", "classes")
 
 #: names of the package's version folders inside the cache folder
 VERSION_DIR_RE = re.compile(r"pytato_like-[A-Za-z0-9._+-]+\Z")

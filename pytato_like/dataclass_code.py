@@ -1,0 +1,204 @@
+"""The functions :mod:`dataclasses` compiles when a class is declared,
+kept compiled on disk from one process to the next.
+
+Declaring a frozen dataclass compiles up to six small functions from
+source text (``__init__``, ``__repr__``, ``__eq__``, ``__hash__``,
+``__setattr__``, ``__delattr__``): ~1.3 ms a class on the development
+machine (Python 3.11), most of it in ``compile``. ``import pytato_like``
+declares about fifty such classes and the pymbolic it imports about forty;
+the first :func:`~pytato_like.generate_loopy` of a process declares about
+twenty-five more. Together that was 50-70 ms of a warm start (a new process
+running a program whose kernels are cached: 0.35-0.45 s from the imports
+to the first result, see :doc:`/codegen`).
+
+:func:`install` (the first thing ``import pytato_like`` does) sets
+``dataclasses.exec``: :mod:`dataclasses` calls ``exec`` by name from its
+own module, so it finds :func:`cached_exec` before the builtin. For a class
+declared in a module of this package, of pymbolic or of pytools, the
+source text is looked up in a table of code objects; a text not in it is
+compiled as ``exec`` would compile it there (no ``__future__`` flags
+inherited) and added. Every other call is the builtin ``exec`` with the
+same arguments. One text always compiles to the same code, so a class
+declared from the table is the class ``exec`` would have made; only the
+compile is skipped.
+
+The table is one entry of the disk cache (:mod:`~pytato_like.cache_files`:
+a private folder, entries signed with the user's secret and checked
+before they are unmarshalled), in a folder named after the interpreter's
+bytecode (``sys.implementation.cache_tag`` and
+:data:`importlib.util.MAGIC_NUMBER`). A process that compiled texts not in
+it writes it at exit: the texts it used together with those stored (merged
+with what another process may have stored meanwhile), or only the texts it
+used once that would exceed :data:`MAX_ENTRIES`.
+
+With ``PYTATO_LIKE_CACHE=0`` (no disk cache) or
+``PYTATO_LIKE_DATACLASS_CODE=0`` (or any value of the two but ``1``,
+``on``, ``yes``, ``true``), :mod:`dataclasses` is left alone. These two and
+``PYTATO_LIKE_CACHE_DIR`` are read when the package is imported: the
+functions are declared then. A cache
+folder the disk cache refuses
+(:class:`~pytato_like.diagnostic.UnsafeCacheFolderError`) is not read or
+written here either: the error is raised by the compile cache, when a
+program is generated, not by the import.
+
+.. autodata:: MAX_ENTRIES
+.. autodata:: SCOPES
+.. autofunction:: install
+.. autofunction:: cached_exec
+.. autofunction:: stats
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import dataclasses
+import importlib.util
+import logging
+import marshal
+import os
+import sys
+import threading
+import types
+from typing import Any
+
+logger = logging.getLogger("pytato_like.cache")
+
+#: most source texts the stored table keeps (a process that would store more
+#: stores only the texts it used)
+MAX_ENTRIES = 4096
+
+#: top-level packages whose classes' functions are taken from the table
+SCOPES = ("pytato_like", "pymbolic", "pytools")
+
+# values of the two switches that leave the table on (unset included)
+_ON = ("", "1", "on", "yes", "true")
+
+_KIND = "classes"
+_KEY = "dataclass-functions"
+
+# source text -> code object: what the disk held, then what was compiled
+_table: dict[str, types.CodeType] = {}
+# the texts this process used (for the bound on the stored table)
+_used: set[str] = set()
+_counts = {"hits": 0, "compiled": 0, "loaded": 0}
+_state = {"installed": False, "save_registered": False}
+_lock = threading.Lock()
+# module name -> in SCOPES (a declaration tests its module once)
+_scoped: dict[str, bool] = {}
+
+
+def _versions() -> str:
+    """The cache's folder for this interpreter's bytecode (a name matching
+    :data:`~pytato_like.cache_files.VERSION_DIR_RE`)."""
+    return (f"pytato_like-code-{sys.implementation.cache_tag}"
+            f"-{importlib.util.MAGIC_NUMBER.hex()}")
+
+
+def _in_scope(module: object) -> bool:
+    if not isinstance(module, str):
+        return False
+    found = _scoped.get(module)
+    if found is None:
+        found = _scoped[module] = module.split(".", 1)[0] in SCOPES
+    return found
+
+
+def _read_table() -> dict[str, types.CodeType]:
+    """The stored table (empty when there is none, or it is not one)."""
+    from pytato_like import cache_files
+    payload = cache_files.load(_versions(), _KIND, _KEY)
+    if payload is None:
+        return {}
+    try:
+        table = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return {}
+    if not (type(table) is dict
+            and all(type(text) is str and type(code) is types.CodeType
+                    for text, code in table.items())):
+        return {}
+    return table
+
+
+def cached_exec(source: Any, globals: Any = None, locals: Any = None,
+                /, *args: Any, **kwargs: Any) -> None:
+    """``exec``, taking the code of a source text declared in a module of
+    :data:`SCOPES` from the table (compiling it once when it is not
+    there)."""
+    if (type(source) is str and not args and not kwargs
+            and type(globals) is dict and _in_scope(globals.get("__name__"))):
+        code = _table.get(source)
+        if code is None:
+            code = _compile(source)
+            with _lock:
+                _table[source] = code
+                _counts["compiled"] += 1
+                if not _state["save_registered"]:
+                    _state["save_registered"] = True
+                    atexit.register(_save)
+        else:
+            _counts["hits"] += 1
+        _used.add(source)
+        return builtins.exec(code, globals, locals)
+    if type(source) is str:
+        source = _compile(source)
+    return builtins.exec(source, globals, locals, *args, **kwargs)
+
+
+def _compile(source: str) -> types.CodeType:
+    """*source* compiled as ``exec`` compiles it in :mod:`dataclasses`,
+    whose module has no ``__future__`` imports. (``exec`` of a string
+    inherits the flags of the module calling it: called from here it
+    would take this module's ``annotations`` and make every annotation of
+    a generated ``__init__`` a string.)"""
+    return compile(source, "<string>", "exec", dont_inherit=True)
+
+
+def _save() -> None:
+    """Store the table: the texts used here merged with those stored
+    (:data:`MAX_ENTRIES` at most, else only the texts used here)."""
+    from pytato_like import cache_files
+    from pytato_like.diagnostic import UnsafeCacheFolderError
+    try:
+        with _lock:
+            used = {text: _table[text] for text in _used}
+        table = _read_table()
+        table.update(used)
+        if len(table) > MAX_ENTRIES:
+            table = used
+        cache_files.store(_versions(), _KIND, _KEY, marshal.dumps(table))
+    except (OSError, UnsafeCacheFolderError, ValueError) as e:
+        logger.info("cache: dataclass functions not stored (%s)", e)
+
+
+def install() -> None:
+    """Read the stored table and make :mod:`dataclasses` call
+    :func:`cached_exec` (once per process; nothing when the disk cache or
+    this switch is off, or the cache folder is refused)."""
+    from pytato_like.diagnostic import UnsafeCacheFolderError
+    if _state["installed"]:
+        return
+    _state["installed"] = True
+    # (read here, not with _env.env_flag: a malformed value must not stop
+    # the import; the compile cache raises for PYTATO_LIKE_CACHE's later)
+    for name in ("PYTATO_LIKE_CACHE", "PYTATO_LIKE_DATACLASS_CODE"):
+        if os.environ.get(name, "").strip().lower() not in _ON:
+            return
+    try:
+        stored = _read_table()
+    except (OSError, UnsafeCacheFolderError) as e:
+        logger.info("cache: dataclass functions not read (%s)", e)
+        return
+    _table.update(stored)
+    _counts["loaded"] = len(stored)
+    dataclasses.exec = cached_exec  # type: ignore[attr-defined]
+
+
+def stats() -> dict[str, int | bool]:
+    """What the table did in this process: ``installed`` (whether
+    :mod:`dataclasses` calls :func:`cached_exec`), ``loaded`` (texts read
+    from disk), ``hits`` (declarations' functions taken from the table),
+    ``compiled`` (texts compiled here)."""
+    return {"installed": getattr(dataclasses, "exec", None) is cached_exec,
+            **_counts}

@@ -1,0 +1,215 @@
+"""The compiled functions of dataclasses kept on disk
+(:mod:`pytato_like.dataclass_code`): a class declared from the table is
+the class ``exec`` makes, the table survives the process, and a table not
+signed with the user's secret is never run."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import inspect
+import json
+import marshal
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from pytato_like import cache_files, dataclass_code
+
+# A module body declaring frozen dataclasses with every kind of field the
+# generated functions handle. No __future__ import: the annotations of the
+# generated __init__ must be the objects themselves, as exec makes them.
+_DECLARATIONS = '''
+import dataclasses
+from typing import ClassVar
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: float = 2.5
+    tags: tuple = dataclasses.field(default_factory=tuple)
+    shared: ClassVar[int] = 7
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Named(Point):
+    name: str = "n"
+    derived: int = dataclasses.field(init=False, default=0)
+    scale: dataclasses.InitVar[int] = 1
+
+    def __post_init__(self, scale):
+        object.__setattr__(self, "derived", self.x * scale)
+
+@dataclasses.dataclass(order=True)
+class Mutable:
+    a: list = dataclasses.field(default_factory=list)
+    b: int = dataclasses.field(default=3, compare=False, repr=False)
+'''
+
+
+def _declare(module_name: str) -> types.ModuleType:
+    module = types.ModuleType(module_name)
+    sys.modules[module_name] = module
+    try:
+        exec(compile(_DECLARATIONS, f"<{module_name}>", "exec",
+                     dont_inherit=True), module.__dict__)
+    finally:
+        del sys.modules[module_name]
+    return module
+
+
+def _behaviour(module: types.ModuleType) -> dict:
+    """What a user sees of the declared classes."""
+    point, named, mutable = module.Point, module.Named, module.Mutable
+    p = point(1)
+    n = named(x=2, y=1.0, name="a", scale=3)
+    m1, m2 = mutable([1], 5), mutable([2], 5)
+    frozen = []
+    for obj, action in ((p, lambda o: setattr(o, "x", 3)),
+                        (p, lambda o: delattr(o, "y"))):
+        try:
+            action(obj)
+        except dataclasses.FrozenInstanceError as e:
+            frozen.append(type(e).__name__)
+    return {
+        "repr": [repr(p), repr(n), repr(m1)],
+        "eq": [p == point(1), p == point(2), n == named(x=2, y=1.0, name="a",
+                                                        scale=3),
+               m1 == mutable([1], 9), m1 < m2],
+        "hash": [hash(p) == hash(point(1)), hash(n) == hash(
+            named(x=2, y=1.0, name="a", scale=3))],
+        "fields": [f.name for f in dataclasses.fields(n)],
+        "derived": n.derived,
+        "defaults": [p.y, p.tags, n.name],
+        "frozen": frozen,
+        "signatures": [str(inspect.signature(cls.__init__))
+                       for cls in (point, named, mutable)],
+        # (by repr: each declaration makes its own InitVar object)
+        "annotations": [{k: repr(v) for k, v in cls.__init__.__annotations__
+                         .items()} for cls in (point, named, mutable)],
+        "replace": repr(dataclasses.replace(p, x=5)),
+        "qualname": point.__init__.__qualname__,
+    }
+
+
+def test_a_class_declared_from_the_table_is_the_class_exec_makes():
+    """Declared in a package module, the functions come from the table (a
+    second declaration compiles nothing); declared elsewhere, exec makes
+    them. Everything a user sees agrees, including the annotations of the
+    generated __init__ (objects, not the strings a __future__ flag would
+    give)."""
+    assert dataclass_code.stats()["installed"]
+    before = dataclass_code.stats()
+    plain = _behaviour(_declare("elsewhere_probe"))
+    after_plain = dataclass_code.stats()
+    assert (after_plain["hits"], after_plain["compiled"]) == (
+        before["hits"], before["compiled"])
+
+    first = _behaviour(_declare("pytato_like._dataclass_code_probe"))
+    after_first = dataclass_code.stats()
+    assert (after_first["hits"] + after_first["compiled"]
+            > before["hits"] + before["compiled"])
+    second = _behaviour(_declare("pytato_like._dataclass_code_probe"))
+    after_second = dataclass_code.stats()
+    assert after_second["compiled"] == after_first["compiled"]
+    assert after_second["hits"] > after_first["hits"]
+
+    assert first == plain and second == plain
+    assert plain["frozen"] == ["FrozenInstanceError"] * 2
+    assert plain["annotations"][0]["x"] == repr(int)
+    assert plain["annotations"][0]["return"] == repr(None)
+
+
+def test_other_calls_of_exec_are_the_builtin():
+    namespace: dict = {"__name__": "pytato_like._probe"}
+    dataclass_code.cached_exec("z = 6 * 7", namespace)
+    assert namespace["z"] == 42
+    code = compile("w = 1", "<probe>", "exec")
+    dataclass_code.cached_exec(code, namespace)
+    assert namespace["w"] == 1
+    with pytest.raises(SyntaxError):
+        dataclass_code.cached_exec("def (", {"__name__": "elsewhere"})
+
+
+_REPORT = ("import json, pytato_like.dataclass_code as d; "
+           "print(json.dumps(d.stats()))")
+
+
+def _fresh_process(folder, **env) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", _REPORT],
+        env=dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(folder), **env),
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _table_files(folder) -> list[str]:
+    return glob.glob(os.path.join(str(folder), "pytato_like-code-*",
+                                  "classes", "*.pkl"))
+
+
+def test_the_table_is_read_by_the_next_process(tmp_path):
+    first = _fresh_process(tmp_path)
+    assert first["installed"] and first["loaded"] == 0
+    assert first["compiled"] > 40  # the package's classes and pymbolic's
+    assert len(_table_files(tmp_path)) == 1
+    second = _fresh_process(tmp_path)
+    assert second["loaded"] >= first["compiled"]
+    assert second["compiled"] == 0
+    assert second["hits"] == first["hits"] + first["compiled"]
+
+
+def test_a_planted_table_is_never_run(tmp_path):
+    """A table signed with another secret (or none) is a miss: its code
+    does not run, and the import compiles the functions itself."""
+    _fresh_process(tmp_path)
+    (path,) = _table_files(tmp_path)
+    marker = tmp_path / "ran"
+    payload_code = compile(f"open({str(marker)!r}, 'w').close()", "<x>",
+                           "exec")
+    stored = marshal.loads(open(path, "rb").read()[len(cache_files.MAGIC)
+                                                    + 32:])
+    planted = marshal.dumps(dict.fromkeys(stored, payload_code))
+    with open(path, "wb") as f:  # right format, signature of another key
+        f.write(cache_files.MAGIC + os.urandom(32) + planted)
+    report = _fresh_process(tmp_path)
+    assert report["loaded"] == 0 and report["compiled"] > 40
+    assert not marker.exists()
+
+
+def test_switches_leave_dataclasses_alone(tmp_path):
+    # (a malformed value leaves it alone too, and the import works)
+    for env in ({"PYTATO_LIKE_DATACLASS_CODE": "0"},
+                {"PYTATO_LIKE_CACHE": "0"},
+                {"PYTATO_LIKE_DATACLASS_CODE": "maybe"}):
+        report = _fresh_process(tmp_path, **env)
+        assert not report["installed"]
+        assert report["hits"] == report["compiled"] == 0
+    assert not _table_files(tmp_path)
+
+
+def test_the_stored_table_merges_and_is_bounded(tmp_path, monkeypatch):
+    """The table written at exit: the texts used here with those already
+    stored; only those used here once the union exceeds MAX_ENTRIES."""
+    monkeypatch.setenv("PYTATO_LIKE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cache_files, "_SECRETS", {})
+    monkeypatch.setattr(cache_files, "_PRIVATE", set())
+    old = {f"x{k} = {k}": compile(f"x{k} = {k}", "<string>", "exec")
+           for k in range(3)}
+    cache_files.store(dataclass_code._versions(), dataclass_code._KIND,
+                      dataclass_code._KEY, marshal.dumps(old))
+    used = dict(list(dataclass_code._table.items())[:2])
+    monkeypatch.setattr(dataclass_code, "_used", set(used))
+    dataclass_code._save()
+    stored = dataclass_code._read_table()
+    assert set(stored) == set(old) | set(used)
+    namespace: dict = {}
+    exec(stored["x2 = 2"], namespace)
+    assert namespace["x2"] == 2
+
+    monkeypatch.setattr(dataclass_code, "MAX_ENTRIES", 4)
+    dataclass_code._save()
+    assert set(dataclass_code._read_table()) == set(used)
