@@ -146,13 +146,29 @@ def cached_exec(source: Any, globals: Any = None, locals: Any = None,
     return builtins.exec(source, globals, locals, *args, **kwargs)
 
 
+def _future_flags(module: types.ModuleType) -> int:
+    """The compiler flags of the ``__future__`` imports of *module* (each
+    binds its name to a :class:`__future__._Feature`)."""
+    import __future__
+    flags = 0
+    for value in vars(module).values():
+        if isinstance(value, __future__._Feature):
+            flags |= value.compiler_flag
+    return flags
+
+
+# (none in the dataclasses of Python 3.10 to 3.13)
+_DATACLASSES_FLAGS = _future_flags(dataclasses)
+
+
 def _compile(source: str) -> types.CodeType:
-    """*source* compiled as ``exec`` compiles it in :mod:`dataclasses`,
-    whose module has no ``__future__`` imports. (``exec`` of a string
-    inherits the flags of the module calling it: called from here it
-    would take this module's ``annotations`` and make every annotation of
-    a generated ``__init__`` a string.)"""
-    return compile(source, "<string>", "exec", dont_inherit=True)
+    """*source* compiled as ``exec`` compiles it when :mod:`dataclasses`
+    calls it: ``exec`` of a string takes the ``__future__`` flags of the
+    module calling it, so called from here it would take this module's
+    ``annotations`` and make every annotation of a generated ``__init__``
+    a string."""
+    return compile(source, "<string>", "exec", flags=_DATACLASSES_FLAGS,
+                   dont_inherit=True)
 
 
 def _save() -> None:

@@ -213,3 +213,18 @@ def test_the_stored_table_merges_and_is_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(dataclass_code, "MAX_ENTRIES", 4)
     dataclass_code._save()
     assert set(dataclass_code._read_table()) == set(used)
+
+
+def test_texts_compile_with_the_future_flags_of_dataclasses():
+    """exec of a string takes the __future__ flags of the module calling
+    it: the table compiles with dataclasses' (none), not with those of the
+    module it lives in."""
+    import __future__
+    assert dataclass_code._future_flags(dataclass_code) == (
+        __future__.annotations.compiler_flag)
+    assert dataclass_code._DATACLASSES_FLAGS == dataclass_code._future_flags(
+        dataclasses)
+    code = dataclass_code._compile("def f(x: int) -> None: pass")
+    namespace: dict = {}
+    exec(code, namespace)
+    assert namespace["f"].__annotations__ == {"x": int, "return": None}
