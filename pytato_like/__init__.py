@@ -18,10 +18,21 @@ from typing import TYPE_CHECKING
 # unless it configures logging or sets PYTATO_LIKE_REPORT
 _logging.getLogger("pytato_like").addHandler(_logging.NullHandler())
 
-# Before any class is declared: the functions dataclasses compiles for the
-# package's classes (and pymbolic's) come compiled from the disk cache
 from pytato_like import dataclass_code as _dataclass_code  # noqa: I001
-_dataclass_code.install()
+from pytato_like._pocl_cache import use_private_pocl_cache as _pocl
+
+
+def _set_up_disk_caches() -> None:
+    """The import's only reads of the environment (the disk cache's
+    settings), first: the functions dataclasses compiles come compiled from
+    the disk cache, before the package declares any class; PoCL reads
+    POCL_CACHE_DIR when the first OpenCL context is made, before the user
+    makes one (the OpenCL target itself is imported lazily)."""
+    _dataclass_code.install()
+    _pocl()
+
+
+_set_up_disk_caches()
 
 # The IR module goes first, then the modules that complete its Array:
 # Python's operators (_frontend), NumPy's protocols (_numpy_interop) and the
@@ -171,10 +182,6 @@ _FRONT_END.dag_html = _dag_html
 _FRONT_END.get_shape_after_broadcasting = _shapes.get_shape_after_broadcasting
 from pytato_like.version import __version__  # noqa: E402
 
-# PoCL reads POCL_CACHE_DIR when the first OpenCL context is made: before
-# the user makes one (the OpenCL target itself is imported lazily)
-from pytato_like._pocl_cache import use_private_pocl_cache as _pocl
-_pocl()
 
 if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers
     from pytato_like import (

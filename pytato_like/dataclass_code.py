@@ -60,7 +60,10 @@ import os
 import sys
 import threading
 import types
-from typing import Any
+from collections.abc import Mapping
+
+from pytato_like import cache_files
+from pytato_like.diagnostic import UnsafeCacheFolderError
 
 logger = logging.getLogger("pytato_like.cache")
 
@@ -106,7 +109,6 @@ def _in_scope(module: object) -> bool:
 
 def _read_table() -> dict[str, types.CodeType]:
     """The stored table (empty when there is none, or it is not one)."""
-    from pytato_like import cache_files
     payload = cache_files.load(_versions(), _KIND, _KEY)
     if payload is None:
         return {}
@@ -121,8 +123,10 @@ def _read_table() -> dict[str, types.CodeType]:
     return table
 
 
-def cached_exec(source: Any, globals: Any = None, locals: Any = None,
-                /, *args: Any, **kwargs: Any) -> None:
+def cached_exec(source: str | types.CodeType,
+                globals: dict[str, object] | None = None,
+                locals: Mapping[str, object] | None = None,
+                /, *args: object, **kwargs: object) -> None:
     """``exec``, taking the code of a source text declared in a module of
     :data:`SCOPES` from the table (compiling it once when it is not
     there)."""
@@ -174,8 +178,6 @@ def _compile(source: str) -> types.CodeType:
 def _save() -> None:
     """Store the table: the texts used here merged with those stored
     (:data:`MAX_ENTRIES` at most, else only the texts used here)."""
-    from pytato_like import cache_files
-    from pytato_like.diagnostic import UnsafeCacheFolderError
     try:
         with _lock:
             used = {text: _table[text] for text in _used}
@@ -192,7 +194,6 @@ def install() -> None:
     """Read the stored table and make :mod:`dataclasses` call
     :func:`cached_exec` (once per process; nothing when the disk cache or
     this switch is off, or the cache folder is refused)."""
-    from pytato_like.diagnostic import UnsafeCacheFolderError
     if _state["installed"]:
         return
     _state["installed"] = True

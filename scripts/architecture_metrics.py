@@ -19,8 +19,9 @@ What it counts (issue 36 names the limits):
 4. ``Any``: every read of the name ``Any`` or ``typing.Any`` (annotations,
    aliases, casts; string annotations are parsed too).
 5. *environment reads at import*: ``os.environ`` / ``os.getenv`` reads, or
-   calls of a package function that reads them directly (``env_int``), in
-   code that runs at import: module and class bodies, decorators, default
+   calls of a package function that reads them directly (``env_int``) or
+   of a function of the module's own top level that calls one, in code
+   that runs at import: module and class bodies, decorators, default
    argument values.
 6. *call entry points*: public methods named ``__call__`` or ``call*`` of
    the ``Bound*`` classes in ``target/loopy/bound.py`` (the one with the
@@ -265,6 +266,13 @@ def _env_reader_functions(pkg: Package) -> set[str]:
     return readers
 
 
+def _call_name(call: ast.Call) -> str | None:
+    """The name a call calls (``f()``, ``m.f()``), if it names one."""
+    func = call.func
+    return (func.id if isinstance(func, ast.Name)
+            else func.attr if isinstance(func, ast.Attribute) else None)
+
+
 def _env_reads_at_import(pkg: Package) -> list[str]:
     readers = _env_reader_functions(pkg)
     found: list[str] = []
@@ -273,6 +281,14 @@ def _env_reads_at_import(pkg: Package) -> list[str]:
         renamed = {alias.asname: alias.name for node in ast.walk(tree)
                    if isinstance(node, ast.ImportFrom)
                    for alias in node.names if alias.asname}
+        # a function of the module's own top level that calls a reader
+        # reads too (``def _setup(): _r()`` then ``_setup()``)
+        module_readers = readers | {
+            node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(isinstance(sub, ast.Call) and renamed.get(
+                _call_name(sub), _call_name(sub)) in readers
+                for sub in ast.walk(node))}
         for node in _import_time_nodes(tree):
             direct = (isinstance(node, ast.Attribute)
                       and node.attr in ("environ", "getenv")
@@ -280,12 +296,9 @@ def _env_reads_at_import(pkg: Package) -> list[str]:
                       and node.value.id == "os")
             called = None
             if isinstance(node, ast.Call):
-                func = node.func
-                called = (func.id if isinstance(func, ast.Name)
-                          else func.attr if isinstance(func, ast.Attribute)
-                          else None)
+                called = _call_name(node)
                 called = renamed.get(called, called) if called else None
-            if direct or (called in readers):
+            if direct or (called in module_readers):
                 found.append(f"{name}:{node.lineno}"
                              + (f" {called}()" if called else " os."
                                 + node.attr))  # type: ignore[attr-defined]

@@ -78,6 +78,12 @@ def test_metrics_count_what_they_name(tmp_path):
             from pytato_like.a import f
             from pytato_like.b import env_flag as _flag
             DEBUG = _flag("D")
+            def _set_up():
+                return _flag("E")
+            def _unrelated():
+                return 1
+            _set_up()
+            _unrelated()
             """,
         "runtime/__init__.py": "",
         "runtime/r.py": """
@@ -102,8 +108,8 @@ def test_metrics_count_what_they_name(tmp_path):
     assert summary["package_imports_inside_functions"] == 2
     assert summary["any"] == 2
     # os.environ.get and env_int() at module level, env_flag() under another
-    # name; not the __main__ block
-    assert summary["environment_reads_at_import"] == 3
+    # name, and a function of c's calling it; not the __main__ block
+    assert summary["environment_reads_at_import"] == 4
     # g's import; not the annotation-only one
     assert summary["runtime_imports_target"] == 1
     assert summary["call_entry_points"] == 0
