@@ -34,8 +34,9 @@ def env_int(name: str, default: int, *, minimum: int | None = 1,
     return value
 
 
-_TRUE = frozenset({"1", "on", "yes", "true"})
-_FALSE = frozenset({"0", "off", "no", "false"})
+#: the texts (stripped, lower case) of an on/off switch
+SWITCH_ON = frozenset({"1", "on", "yes", "true"})
+SWITCH_OFF = frozenset({"0", "off", "no", "false"})
 
 
 def env_flag(name: str, default: bool, *,
@@ -51,13 +52,13 @@ def env_flag(name: str, default: bool, *,
     value = "" if raw is None else raw.strip().lower()
     if not value:
         return default
-    if value in _TRUE:
+    if value in SWITCH_ON:
         return True
-    if value in _FALSE:
+    if value in SWITCH_OFF:
         return False
     raise ConfigurationError(
         f"{name}={raw!r} is not a switch (expected one of "
-        f"{sorted(_TRUE)} or {sorted(_FALSE)})")
+        f"{sorted(SWITCH_ON)} or {sorted(SWITCH_OFF)})")
 
 
 # the variables MPI launchers set to the number of ranks on this node, and

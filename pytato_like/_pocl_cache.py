@@ -69,6 +69,8 @@ import sys
 import threading
 import time
 
+from pytato_like._env import SWITCH_OFF
+
 logger = logging.getLogger("pytato_like.cache")
 
 _STAMP_NAME = "pytato_like-pocl-checked"
@@ -121,8 +123,7 @@ def use_private_pocl_cache() -> str | None:
     if ("POCL_CACHE_DIR" in os.environ
             and os.environ.get(_SET_BY_US) != os.environ["POCL_CACHE_DIR"]):
         return None     # the user's (a value we set, inherited, is not)
-    if os.environ.get("PYTATO_LIKE_CACHE", "1").strip().lower() in (
-            "0", "off", "false", "no"):
+    if os.environ.get("PYTATO_LIKE_CACHE", "1").strip().lower() in SWITCH_OFF:
         return None
     folder = pocl_cache_dir()
     try:

@@ -63,6 +63,7 @@ import types
 from collections.abc import Mapping
 
 from pytato_like import cache_files
+from pytato_like._env import SWITCH_ON
 from pytato_like.diagnostic import UnsafeCacheFolderError
 
 logger = logging.getLogger("pytato_like.cache")
@@ -73,9 +74,6 @@ MAX_ENTRIES = 4096
 
 #: top-level packages whose classes' functions are taken from the table
 SCOPES = ("pytato_like", "pymbolic", "pytools")
-
-# values of the two switches that leave the table on (unset included)
-_ON = ("", "1", "on", "yes", "true")
 
 _KIND = "classes"
 _KEY = "dataclass-functions"
@@ -200,7 +198,8 @@ def install() -> None:
     # (read here, not with _env.env_flag: a malformed value must not stop
     # the import; the compile cache raises for PYTATO_LIKE_CACHE's later)
     for name in ("PYTATO_LIKE_CACHE", "PYTATO_LIKE_DATACLASS_CODE"):
-        if os.environ.get(name, "").strip().lower() not in _ON:
+        value = os.environ.get(name, "").strip().lower()
+        if value and value not in SWITCH_ON:
             return
     try:
         stored = _read_table()

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from constantdict import constantdict
 
+from pytato_like._env import SWITCH_OFF, SWITCH_ON
 from pytato_like.diagnostic import ConfigurationError
 
 if TYPE_CHECKING:
@@ -68,22 +69,18 @@ def _integer(minimum: int) -> Callable[[str, object], int]:
     return check
 
 
-_TRUE = frozenset({"1", "on", "yes", "true"})
-_FALSE = frozenset({"0", "off", "no", "false"})
-
-
 def _switch(label: str, value: object) -> bool:
     """A checker of an on/off option (texts as environment variables hold
     them: ``1``/``on``/``yes``/``true`` or ``0``/``off``/``no``/``false``)."""
     if isinstance(value, str):
         text = value.strip().lower()
-        if text in _TRUE:
+        if text in SWITCH_ON:
             return True
-        if text in _FALSE:
+        if text in SWITCH_OFF:
             return False
         raise ConfigurationError(
             f"{label}={value!r} is not a switch (expected one of "
-            f"{sorted(_TRUE)} or {sorted(_FALSE)})")
+            f"{sorted(SWITCH_ON)} or {sorted(SWITCH_OFF)})")
     return bool(value)
 
 
