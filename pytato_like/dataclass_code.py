@@ -32,10 +32,14 @@ with what another process may have stored meanwhile), or only the texts it
 used once that would exceed :data:`MAX_ENTRIES`.
 
 With ``PYTATO_LIKE_CACHE=0`` (no disk cache) or
-``PYTATO_LIKE_DATACLASS_CODE=0`` (or any value of the two but ``1``,
-``on``, ``yes``, ``true``), :mod:`dataclasses` is left alone. These two and
-``PYTATO_LIKE_CACHE_DIR`` are read when the package is imported: the
-functions are declared then. A cache
+``PYTATO_LIKE_DATACLASS_CODE=0``, :mod:`dataclasses` is left alone. These
+two and ``PYTATO_LIKE_CACHE_DIR`` are read when the package is imported:
+the functions are declared then. A value of ``PYTATO_LIKE_DATACLASS_CODE``
+that is no switch raises
+:class:`~pytato_like.diagnostic.ConfigurationError` there (the import is
+its only reader); one of ``PYTATO_LIKE_CACHE`` only leaves
+:mod:`dataclasses` alone, and the compile cache raises for it when a
+program is generated. A cache
 folder the disk cache refuses
 (:class:`~pytato_like.diagnostic.UnsafeCacheFolderError`) is not read or
 written here either: the error is raised by the compile cache, when a
@@ -63,7 +67,7 @@ import types
 from collections.abc import Mapping
 
 from pytato_like import cache_files
-from pytato_like._env import SWITCH_ON
+from pytato_like._env import SWITCH_ON, env_flag
 from pytato_like.diagnostic import UnsafeCacheFolderError
 
 logger = logging.getLogger("pytato_like.cache")
@@ -191,16 +195,26 @@ def _save() -> None:
 def install() -> None:
     """Read the stored table and make :mod:`dataclasses` call
     :func:`cached_exec` (once per process; nothing when the disk cache or
-    this switch is off, or the cache folder is refused)."""
+    this switch is off, or the cache folder is refused).
+
+    :raises ~pytato_like.diagnostic.ConfigurationError: when
+        ``PYTATO_LIKE_DATACLASS_CODE`` holds no switch.
+    """
     if _state["installed"]:
         return
     _state["installed"] = True
-    # (read here, not with _env.env_flag: a malformed value must not stop
-    # the import; the compile cache raises for PYTATO_LIKE_CACHE's later)
-    for name in ("PYTATO_LIKE_CACHE", "PYTATO_LIKE_DATACLASS_CODE"):
-        value = os.environ.get(name, "").strip().lower()
-        if value and value not in SWITCH_ON:
-            return
+    # (read here and handed to env_flag, which parses it and words the
+    # error: the import's reads of the environment stay in this function)
+    own = os.environ.get("PYTATO_LIKE_DATACLASS_CODE")
+    if own is not None and not env_flag(
+            "PYTATO_LIKE_DATACLASS_CODE", True,
+            environ={"PYTATO_LIKE_DATACLASS_CODE": own}):
+        return
+    # a malformed value only turns the table off: the compile cache raises
+    # for it when a program is generated, not the import
+    cache = os.environ.get("PYTATO_LIKE_CACHE", "").strip().lower()
+    if cache and cache not in SWITCH_ON:
+        return
     try:
         stored = _read_table()
     except (OSError, UnsafeCacheFolderError) as e:

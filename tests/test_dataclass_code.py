@@ -181,13 +181,26 @@ def test_a_planted_table_is_never_run(tmp_path):
 
 
 def test_switches_leave_dataclasses_alone(tmp_path):
-    # (a malformed value leaves it alone too, and the import works)
+    # (a malformed PYTATO_LIKE_CACHE leaves it alone too, and the import
+    # works: the compile cache raises for it)
     for env in ({"PYTATO_LIKE_DATACLASS_CODE": "0"},
                 {"PYTATO_LIKE_CACHE": "0"},
-                {"PYTATO_LIKE_DATACLASS_CODE": "maybe"}):
+                {"PYTATO_LIKE_CACHE": "maybe"}):
         report = _fresh_process(tmp_path, **env)
         assert not report["installed"]
         assert report["hits"] == report["compiled"] == 0
+    assert not _table_files(tmp_path)
+
+
+def test_a_malformed_switch_is_a_typed_error_naming_it(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", _REPORT],
+        env=dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(tmp_path),
+                 PYTATO_LIKE_DATACLASS_CODE="maybe"),
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert ("ConfigurationError: PYTATO_LIKE_DATACLASS_CODE='maybe' is not "
+            "a switch") in proc.stderr
     assert not _table_files(tmp_path)
 
 
