@@ -241,3 +241,138 @@ def test_texts_compile_with_the_future_flags_of_dataclasses():
     namespace: dict = {}
     exec(code, namespace)
     assert namespace["f"].__annotations__ == {"x": int, "return": None}
+
+
+# pymbolic's expression classes: a module declaring one, as a package
+# module or a user's would
+_EXPRESSION_DECLARATIONS = '''
+from pymbolic.primitives import ExpressionNode, expr_dataclass
+
+@expr_dataclass()
+class Scaled(ExpressionNode):
+    factor: int
+    child: object
+'''
+
+
+def _declare_expression(module_name: str) -> type:
+    module = types.ModuleType(module_name)
+    sys.modules[module_name] = module
+    try:
+        exec(compile(_EXPRESSION_DECLARATIONS, f"<{module_name}>", "exec",
+                     dont_inherit=True), module.__dict__)
+    finally:
+        del sys.modules[module_name]
+    return module.Scaled
+
+
+def _expression_behaviour(cls: type) -> dict:
+    from pymbolic.primitives import Variable
+    a, b = cls(2, Variable("x")), cls(2, Variable("x"))
+    return {
+        "eq": [a == b, a == cls(3, Variable("x")), a != b],
+        "hash": hash(a) == hash(b),
+        "state": a.__getstate__(),
+        "mapper_method": cls.mapper_method,
+        "filename": type(a).__eq__.__code__.co_filename.replace(
+            cls.__module__, "<module>"),
+    }
+
+
+def test_an_expression_class_declared_from_the_table_is_pymbolics():
+    """pymbolic.primitives compiles the functions it adds to an expression
+    class through cached_compile: for a class of the package they come from
+    the table (the second declaration compiles nothing), for another they
+    are compiled as before; the classes behave alike."""
+    import pymbolic.primitives
+    assert pymbolic.primitives.compile is dataclass_code.cached_compile
+    assert dataclass_code.stats()["compile_bound"]
+    before = dataclass_code.stats()
+    plain = _expression_behaviour(_declare_expression("elsewhere_expr"))
+    after_plain = dataclass_code.stats()
+    first = _expression_behaviour(
+        _declare_expression("pytato_like._expr_probe"))
+    after_first = dataclass_code.stats()
+    second = _expression_behaviour(
+        _declare_expression("pytato_like._expr_probe"))
+    after_second = dataclass_code.stats()
+    assert first == plain == second
+    assert plain["eq"] == [True, False, False] and plain["hash"]
+    assert plain["mapper_method"] == "map_scaled"
+    # the dataclass functions of the plain class were exec'd (not counted);
+    # pymbolic's of the package's class: from the table (compiled when an
+    # earlier run did not store them), then hits
+    assert (after_plain["hits"], after_plain["compiled"]) == (
+        before["hits"], before["compiled"])
+    assert (after_first["hits"] + after_first["compiled"]
+            > after_plain["hits"] + after_plain["compiled"])
+    assert after_second["compiled"] == after_first["compiled"]
+    assert after_second["hits"] > after_first["hits"]
+    # pymbolic's functions for the package's class are in the table under
+    # their file name; none for the other class
+    keys = [key for key in dataclass_code._table if key.startswith("\0")]
+    assert any("'pytato_like._expr_probe.Scaled'" in key for key in keys)
+    assert not any("elsewhere_expr" in key for key in keys)
+
+
+def test_other_calls_of_compile_are_the_builtin_with_the_callers_flags():
+    """This module imports annotations from __future__: the builtin called
+    here makes string annotations, and so does cached_compile called here
+    (not those of the module it lives in, nor none); dont_inherit, flags
+    and modes other than exec pass through."""
+    import ast
+    text = "def f(a: int) -> None: pass"
+    for compiled in (compile(text, "<p>", "exec"),
+                     dataclass_code.cached_compile(text, "<p>", "exec")):
+        namespace: dict = {}
+        exec(compiled, namespace)
+        assert namespace["f"].__annotations__ == {"a": "int",
+                                                  "return": "None"}
+    namespace = {}
+    exec(dataclass_code.cached_compile(text, "<p>", "exec",
+                                       dont_inherit=True), namespace)
+    assert namespace["f"].__annotations__ == {"a": int, "return": None}
+    tree = dataclass_code.cached_compile("x = 1", "<p>", "exec",
+                                         ast.PyCF_ONLY_AST)
+    assert isinstance(tree, ast.Module)
+    assert eval(dataclass_code.cached_compile("6 * 7", "<p>", "eval")) == 42
+    with pytest.raises(SyntaxError):
+        dataclass_code.cached_compile("def (", "<dataclass augmentation "
+                                      "code for <class 'pytato_like.X'>>",
+                                      "exec")
+
+
+def test_pymbolic_keeps_its_own_loader_and_source():
+    """The module loaded with compile bound is still read from its source
+    file: inspect finds its source, and its loader is a source loader."""
+    import importlib.machinery
+    import pymbolic.primitives
+    assert isinstance(pymbolic.primitives.__spec__.loader,
+                      importlib.machinery.SourceFileLoader)
+    assert "class Variable" in inspect.getsource(pymbolic.primitives.Variable)
+    assert pymbolic.primitives.Variable("x") == pymbolic.primitives.Variable(
+        "x")
+
+
+def test_pymbolic_imported_first_serves_later_classes(tmp_path):
+    """With pymbolic imported before the package, its classes are compiled
+    as before; compile is bound afterwards, for the classes declared
+    later (the package's own expression classes): the next process takes
+    those from the table."""
+    script = ("import pymbolic.primitives as p, json; import pytato_like;"
+              " from pytato_like import dataclass_code as d;"
+              " print(json.dumps(dict(d.stats(),"
+              " bound=p.compile is d.cached_compile,"
+              " served=sum(k.startswith(chr(0)) for k in d._used))))")
+    reports = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-c", script],
+            env=dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(tmp_path)),
+            capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        reports.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    for report in reports:
+        assert report["bound"] and report["compile_bound"]
+        assert report["served"] > 0
+    assert reports[1]["compiled"] == 0
