@@ -554,3 +554,66 @@ def test_rec_get_user_nodes_and_tag_user_nodes():
 # }}}
 
 # vim: foldmethod=marker
+
+
+def test_a_rebuilt_index_lambda_keeps_every_field_but_its_children():
+    """Copy mappers and materialize_with_mpms rebuild index lambdas without
+    Array.copy: the new node has the old one's expression, dtype, axes,
+    reductions, tags and creation site, the new children (also in a
+    symbolic shape), and equals what Array.copy makes."""
+    from pytato_like.array import set_traceback_tag_enabled
+    from pytato_like.tags import CreatedAt, ImplStored
+    from pytools.tag import UniqueTag
+
+    class Marked(UniqueTag):
+        pass
+
+    set_traceback_tag_enabled(True)
+    try:
+        n = pt.make_size_param("n")
+        x = pt.make_placeholder("x", (n, 3))
+        total = pt.sum(x * x, axis=1)
+        (rvar,) = total.var_to_reduction_descr
+        y = (total.with_tagged_reduction(rvar, Marked())
+             .with_tagged_axis(0, Marked()).tagged(Marked()))
+    finally:
+        set_traceback_tag_enabled(False)
+    assert type(y) is pt.IndexLambda
+
+    new = RenamePlaceholders()(y)
+    (child,) = new.bindings.values()  # x * x, rebuilt on x_new
+    assert {p.name for p in tr.InputGatherer()(child)} == {"x_new", "n"}
+    expected = y.copy(bindings={name: child for name in y.bindings})
+    assert new == expected and hash(new) == hash(expected)
+    assert new.expr is y.expr and new.dtype == y.dtype
+    assert new.axes == y.axes and new.tags == y.tags
+    assert new.var_to_reduction_descr == y.var_to_reduction_descr
+    assert new.non_equality_tags == y.non_equality_tags
+    assert any(isinstance(t, CreatedAt) for t in new.non_equality_tags)
+    # the symbolic extent is mapped too (n is not renamed: the same node)
+    assert new.shape == y.shape
+
+    # MPMS: a node of two inputs and two users is stored, its users
+    # rebuilt on it (with a symbolic shape through a copy mapper, with
+    # integer ones in the pass's own loop)
+    for extent in (n, 4):
+        set_traceback_tag_enabled(True)
+        try:
+            x = pt.make_placeholder("x", (extent,))
+            twice = (x * x).tagged(Marked()) + pt.make_placeholder(
+                "z", (extent,))
+            user = twice * 3
+        finally:
+            set_traceback_tag_enabled(False)
+        out = pt.materialize_with_mpms(pt.make_dict_of_named_arrays(
+            {"a": twice, "b": user}))
+        stored_twice = out["a"].expr
+        assert stored_twice.tags_of_type(ImplStored)
+        assert stored_twice == twice.tagged(ImplStored())
+        assert stored_twice.non_equality_tags == twice.non_equality_tags
+        rebuilt_user = out["b"].expr
+        assert rebuilt_user == user.copy(bindings={
+            name: stored_twice for name in user.bindings
+            if user.bindings[name] is twice} | {
+            name: b for name, b in user.bindings.items() if b is not twice})
+        assert rebuilt_user.non_equality_tags == user.non_equality_tags

@@ -18,7 +18,7 @@ Subclass it and override ``map_*`` methods to rewrite a DAG.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 from pytato_like.array import (
@@ -27,6 +27,7 @@ from pytato_like.array import (
     AbstractResultWithNamedArrays,
     Array,
     DictOfNamedArrays,
+    IndexLambda,
     NamedArray,
 )
 from pytato_like.transform._graph import array_fields
@@ -77,6 +78,8 @@ def rebuild_with(expr: Any, map_child: Callable[[Any], Any],
     :class:`~pytato_like.array.NamedArray` its container, and for a
     :class:`~pytato_like.array.DictOfNamedArrays` its arrays."""
     t = type(expr)
+    if t is IndexLambda:
+        return _rebuild_index_lambda(expr, map_child, tags)
     if t is NamedArray:
         container = map_child(expr._container)
         new_tags = expr.tags if tags is None else tags
@@ -99,6 +102,37 @@ def rebuild_with(expr: Any, map_child: Callable[[Any], Any],
             return expr
         return DictOfNamedArrays(data, tags=expr.tags)
     raise TypeError(f"cannot rebuild a {t.__name__}")
+
+
+def _rebuild_index_lambda(expr: IndexLambda, map_child: Callable[[Any], Any],
+                          tags: frozenset[Tag] | None) -> IndexLambda:
+    """:func:`rebuild_with` of the most common node, without the generic
+    field walk: its children are its bindings and the symbolic extents of
+    its shape."""
+    bindings = BINDINGS.map(expr.bindings, map_child)
+    shape = expr.shape
+    for extent in shape:
+        if type(extent) is not int:
+            shape = SHAPE.map(shape, map_child)
+            break
+    if tags is None:
+        if bindings is expr.bindings and shape is expr.shape:
+            return expr
+        tags = expr.tags
+    return index_lambda_with(expr, bindings, shape, tags)
+
+
+def index_lambda_with(expr: IndexLambda, bindings: Mapping[str, Array],
+                      shape: tuple, tags: frozenset[Tag]) -> IndexLambda:
+    """A new index lambda: *expr* with the given bindings, shape and tags
+    (what :meth:`~pytato_like.array.Array.copy` makes, without reading the
+    fields it would replace: the hot path of rewriting passes)."""
+    new = IndexLambda(expr.expr, shape, expr.dtype, bindings,
+                      expr.var_to_reduction_descr, axes=expr.axes, tags=tags)
+    # (as Array.copy: set after construction, outside the hash)
+    if expr.non_equality_tags or new.non_equality_tags:
+        object.__setattr__(new, "non_equality_tags", expr.non_equality_tags)
+    return new
 
 
 @with_default_map_methods

@@ -58,6 +58,7 @@ from pytato_like.array import (
     Array,
     DictOfNamedArrays,
     IndexBase,
+    IndexLambda,
     InputArgumentBase,
     NamedArray,
 )
@@ -67,7 +68,11 @@ from pytato_like.transform._graph import (
     data_operands,
     stack_headroom,
 )
-from pytato_like.transform.copy import CopyMapper, rebuild_with
+from pytato_like.transform.copy import (
+    CopyMapper,
+    index_lambda_with,
+    rebuild_with,
+)
 from pytato_like.transform.mapper import CachedMapper, with_default_map_methods
 
 if TYPE_CHECKING:
@@ -153,6 +158,8 @@ def _retag_in_order(order: _Order,
     """
     new_of: dict[int, Array] = {}
     get = new_of.get
+    # node tags -> with ImplStored (most nodes share one set of tags)
+    stored_tags: dict[frozenset, frozenset] = {}
 
     def mapped(ary: Array) -> Array:
         return get(id(ary), ary)
@@ -164,14 +171,25 @@ def _retag_in_order(order: _Order,
             if type(extent) is not int:
                 return None
         if id(node) in selected:
-            new = rebuild_with(node, mapped, tags=node.tags | _STORED)
+            tags = stored_tags.get(node.tags)
+            if tags is None:
+                tags = stored_tags[node.tags] = node.tags | _STORED
         else:
             for operand in operands:
                 if id(operand) in new_of:
                     break
             else:
                 continue  # nothing below changed: the node stays
-            new = rebuild_with(node, mapped)
+            tags = node.tags
+        if type(node) is IndexLambda:
+            # (the common node, its bindings mapped here: no call per
+            # binding)
+            bindings = node.bindings
+            new_bindings = {name: get(id(ary), ary)
+                            for name, ary in bindings.items()}
+            new = index_lambda_with(node, new_bindings, node.shape, tags)
+        else:
+            new = rebuild_with(node, mapped, tags=tags)
         new_of[id(node)] = new
     return new_of
 
