@@ -188,9 +188,12 @@ def _compile(source: str) -> types.CodeType:
 
 
 # the compiler flags a caller's __future__ imports pass on to ``compile``
+# (nested_scopes' is CO_NESTED, a flag of every nested function's code,
+# which compile does not inherit)
 _FUTURE_MASK = 0
 for _feature in __future__.all_feature_names:
-    _FUTURE_MASK |= getattr(__future__, _feature).compiler_flag
+    if _feature != "nested_scopes":
+        _FUTURE_MASK |= getattr(__future__, _feature).compiler_flag
 
 #: the module whose ``compile`` :func:`install` binds to :func:`cached_compile`
 COMPILING_MODULE = "pymbolic.primitives"

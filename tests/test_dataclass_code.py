@@ -376,3 +376,17 @@ def test_pymbolic_imported_first_serves_later_classes(tmp_path):
         assert report["bound"] and report["compile_bound"]
         assert report["served"] > 0
     assert reports[1]["compiled"] == 0
+
+
+def test_a_nested_caller_passes_on_only_its_future_flags():
+    """A nested function's code carries CO_NESTED beside its __future__
+    flags; compile inherits only the latter, and so does cached_compile
+    (the same code as the builtin called from the same place)."""
+    def nested():
+        return (compile("def f(a: int): pass", "<p>", "exec"),
+                dataclass_code.cached_compile("def f(a: int): pass", "<p>",
+                                              "exec"))
+    builtin, cached = nested()
+    assert builtin.co_flags == cached.co_flags
+    assert builtin.co_code == cached.co_code
+    assert dataclass_code._FUTURE_MASK & 0x10 == 0
