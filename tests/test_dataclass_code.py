@@ -49,11 +49,11 @@ class Mutable:
 '''
 
 
-def _declare(module_name: str) -> types.ModuleType:
+def _declare(module_name: str, text: str = _DECLARATIONS) -> types.ModuleType:
     module = types.ModuleType(module_name)
     sys.modules[module_name] = module
     try:
-        exec(compile(_DECLARATIONS, f"<{module_name}>", "exec",
+        exec(compile(text, f"<{module_name}>", "exec",
                      dont_inherit=True), module.__dict__)
     finally:
         del sys.modules[module_name]
@@ -256,14 +256,7 @@ class Scaled(ExpressionNode):
 
 
 def _declare_expression(module_name: str) -> type:
-    module = types.ModuleType(module_name)
-    sys.modules[module_name] = module
-    try:
-        exec(compile(_EXPRESSION_DECLARATIONS, f"<{module_name}>", "exec",
-                     dont_inherit=True), module.__dict__)
-    finally:
-        del sys.modules[module_name]
-    return module.Scaled
+    return _declare(module_name, _EXPRESSION_DECLARATIONS).Scaled
 
 
 def _expression_behaviour(cls: type) -> dict:

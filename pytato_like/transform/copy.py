@@ -104,7 +104,8 @@ def rebuild_with(expr: Any, map_child: Callable[[Any], Any],
     raise TypeError(f"cannot rebuild a {t.__name__}")
 
 
-def _rebuild_index_lambda(expr: IndexLambda, map_child: Callable[[Any], Any],
+def _rebuild_index_lambda(expr: IndexLambda,
+                          map_child: Callable[[Array], Array],
                           tags: frozenset[Tag] | None) -> IndexLambda:
     """:func:`rebuild_with` of the most common node, without the generic
     field walk: its children are its bindings and the symbolic extents of
