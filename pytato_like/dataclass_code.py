@@ -14,22 +14,26 @@ to the first result, see :doc:`/codegen`).
 :func:`install` (the first thing ``import pytato_like`` does) sets
 ``dataclasses.exec``: :mod:`dataclasses` calls ``exec`` by name from its
 own module, so it finds :func:`cached_exec` before the builtin. For a class
-declared in a module of this package, of pymbolic or of pytools, the
-source text is looked up in a table of code objects; a text not in it is
-compiled as ``exec`` would compile it there (no ``__future__`` flags
-inherited) and added. Every other call is the builtin ``exec`` with the
-same arguments. One text always compiles to the same code, so a class
-declared from the table is the class ``exec`` would have made; only the
-compile is skipped.
+declared in a module of a package of :data:`SCOPES` (this package,
+pymbolic, pytools, loopy, pyopencl), the source text is looked up in that
+package's table of code objects; a text not in it is compiled as ``exec``
+would compile it there (no ``__future__`` flags inherited) and added.
+Every other call is the builtin ``exec`` with the same arguments. One text
+always compiles to the same code, so a class declared from the table is
+the class ``exec`` would have made; only the compile is skipped.
 
-The table is one entry of the disk cache (:mod:`~pytato_like.cache_files`:
-a private folder, entries signed with the user's secret and checked
-before they are unmarshalled), in a folder named after the interpreter's
-bytecode (``sys.implementation.cache_tag`` and
-:data:`importlib.util.MAGIC_NUMBER`). A process that compiled texts not in
-it writes it at exit: the texts it used together with those stored (merged
-with what another process may have stored meanwhile), or only the texts it
-used once that would exceed :data:`MAX_ENTRIES`.
+Each package's table is one entry of the disk cache
+(:mod:`~pytato_like.cache_files`: a private folder, entries signed with
+the user's secret and checked before they are unmarshalled), in a folder
+named after the interpreter's bytecode (``sys.implementation.cache_tag``
+and :data:`importlib.util.MAGIC_NUMBER`). This package's table is read by
+:func:`install`, the others when a first class of their package is
+declared: a warm start that never imports loopy (its ~90 classes, ~470
+texts, ~80 ms of ``import loopy`` when compiled) does not read loopy's
+table. A process that compiled texts not in a table writes that table
+at exit: the texts it used together with those stored (merged with what
+another process may have stored meanwhile), or only the texts it used
+once that would exceed :data:`MAX_ENTRIES`.
 
 With ``PYTATO_LIKE_CACHE=0`` (no disk cache) or
 ``PYTATO_LIKE_DATACLASS_CODE=0``, :mod:`dataclasses` is left alone. These
@@ -52,8 +56,8 @@ at import). :func:`install` sees that module's import and binds
 ``compile`` in its namespace to :func:`cached_compile` before its body runs
 (the name is then found before the builtin; when pymbolic was imported
 before this package, only the classes declared afterwards are served). The
-text of a class declared in :data:`SCOPES` comes from the same table (keyed
-by its file name, flags and text); everything else is the builtin
+text of a class declared in :data:`SCOPES` comes from its package's table
+(keyed by its file name, flags and text); everything else is the builtin
 ``compile`` with the flags it would have inherited from its caller.
 
 .. autodata:: MAX_ENTRIES
@@ -88,25 +92,30 @@ from pytato_like.diagnostic import UnsafeCacheFolderError
 
 logger = logging.getLogger("pytato_like.cache")
 
-#: most source texts the stored table keeps (a process that would store more
-#: stores only the texts it used)
+#: most source texts a package's stored table keeps (a process that would
+#: store more stores only the texts it used)
 MAX_ENTRIES = 4096
 
-#: top-level packages whose classes' functions are taken from the table
-SCOPES = ("pytato_like", "pymbolic", "pytools")
+#: top-level packages whose classes' functions are taken from the tables,
+#: one table each
+SCOPES = ("pytato_like", "pymbolic", "pytools", "loopy", "pyopencl")
 
 _KIND = "classes"
 _KEY = "dataclass-functions"
 
-# source text -> code object: what the disk held, then what was compiled
-_table: dict[str, types.CodeType] = {}
-# the texts this process used (for the bound on the stored table)
-_used: set[str] = set()
+# package -> {source text -> code object}: what the disk held (read at the
+# package's first class), then what was compiled
+_tables: dict[str, dict[str, types.CodeType]] = {}
+# package -> the texts this process used (for the bound on its table)
+_used: dict[str, set[str]] = {}
+# the packages whose tables gained texts here (stored at exit)
+_grown: set[str] = set()
 _counts = {"hits": 0, "compiled": 0, "loaded": 0}
 _state = {"installed": False, "save_registered": False}
 _lock = threading.Lock()
-# module name -> in SCOPES (a declaration tests its module once)
-_scoped: dict[str, bool] = {}
+# module name -> its package if in SCOPES, else "" (a declaration tests its
+# module once)
+_scoped: dict[str, str] = {}
 
 
 def _versions() -> str:
@@ -116,18 +125,40 @@ def _versions() -> str:
             f"-{importlib.util.MAGIC_NUMBER.hex()}")
 
 
-def _in_scope(module: object) -> bool:
+def _scope_of(module: object) -> str:
+    """The package of :data:`SCOPES` that module name *module* belongs to
+    ("" when none)."""
     if not isinstance(module, str):
-        return False
+        return ""
     found = _scoped.get(module)
     if found is None:
-        found = _scoped[module] = module.split(".", 1)[0] in SCOPES
+        package = module.split(".", 1)[0]
+        found = _scoped[module] = package if package in SCOPES else ""
     return found
 
 
-def _read_table() -> dict[str, types.CodeType]:
-    """The stored table (empty when there is none, or it is not one)."""
-    payload = cache_files.load(_versions(), _KIND, _KEY)
+def _table_of(package: str) -> dict[str, types.CodeType]:
+    """The table of *package*, read from disk at its first use (a table
+    that cannot be read is empty: a class is declared all the same)."""
+    table = _tables.get(package)
+    if table is None:
+        try:
+            stored = _read_table(package)
+        except (OSError, UnsafeCacheFolderError) as e:
+            logger.info("cache: dataclass functions of %s not read (%s)",
+                        package, e)
+            stored = {}
+        with _lock:
+            table = _tables.setdefault(package, stored)
+            if table is stored:
+                _counts["loaded"] += len(stored)
+    return table
+
+
+def _read_table(package: str) -> dict[str, types.CodeType]:
+    """The stored table of *package* (empty when there is none, or it is
+    not one)."""
+    payload = cache_files.load(_versions(), _KIND, f"{_KEY}-{package}")
     if payload is None:
         return {}
     try:
@@ -148,15 +179,16 @@ def cached_exec(source: str | types.CodeType,
     """``exec``, taking the code of a source text declared in a module of
     :data:`SCOPES` from the table (compiling it once when it is not
     there)."""
-    if (type(source) is str and not args and not kwargs
-            and type(globals) is dict and _in_scope(globals.get("__name__"))):
-        code = _table.get(source)
+    package = (not args and not kwargs and type(globals) is dict
+               and _scope_of(globals.get("__name__")))
+    if package and isinstance(source, str):
+        code = _table_of(package).get(source)
         if code is None:
             code = _compile(source)
-            _add(source, code)
+            _add(package, source, code)
         else:
             _counts["hits"] += 1
-        _used.add(source)
+        _used.setdefault(package, set()).add(source)
         return builtins.exec(code, globals, locals)
     if type(source) is str:
         source = _compile(source)
@@ -203,13 +235,13 @@ _AUGMENTATION_NAME = re.compile(
     r"<dataclass augmentation code for <class '([A-Za-z_][\w.]*)'>>\Z")
 
 
-def _augmented_package(filename: object) -> str | None:
-    """The top-level package of the class whose added functions pymbolic
-    compiles under *filename* (None for any other file name)."""
+def _augmented_module(filename: object) -> str | None:
+    """The module of the class whose added functions pymbolic compiles
+    under *filename* (None for any other file name)."""
     if type(filename) is not str:
         return None
     found = _AUGMENTATION_NAME.match(filename)
-    return found.group(1).split(".", 1)[0] if found else None
+    return found.group(1).rsplit(".", 1)[0] if found else None
 
 
 def cached_compile(source: object, filename: object, mode: str,
@@ -223,26 +255,29 @@ def cached_compile(source: object, filename: object, mode: str,
     module's)."""
     if not dont_inherit:
         flags |= sys._getframe(1).f_code.co_flags & _FUTURE_MASK
-    if (type(source) is str and mode == "exec" and not flags & ~_FUTURE_MASK
-            and optimize == -1 and not kwargs
-            and _in_scope(_augmented_package(filename))):
+    package = (type(source) is str and mode == "exec"
+               and not flags & ~_FUTURE_MASK and optimize == -1
+               and not kwargs and _scope_of(_augmented_module(filename)))
+    if package:
         key = f"\0{filename}\0{flags}\0{source}"
-        code = _table.get(key)
+        code = _table_of(package).get(key)
         if code is None:
             code = compile(source, filename, mode, flags, True)  # type: ignore[call-overload]
-            _add(key, code)
+            _add(package, key, code)
         else:
             _counts["hits"] += 1
-        _used.add(key)
+        _used.setdefault(package, set()).add(key)
         return code
     return compile(source, filename, mode, flags, True,  # type: ignore[call-overload]
                    optimize, **kwargs)
 
 
-def _add(key: str, code: types.CodeType) -> None:
-    """Put a code object compiled here in the table (stored at exit)."""
+def _add(package: str, key: str, code: types.CodeType) -> None:
+    """Put a code object compiled here in *package*'s table (stored at
+    exit)."""
     with _lock:
-        _table[key] = code
+        _tables[package][key] = code
+        _grown.add(package)
         _counts["compiled"] += 1
         if not _state["save_registered"]:
             _state["save_registered"] = True
@@ -297,18 +332,26 @@ def _bind_compile() -> None:
 
 
 def _save() -> None:
-    """Store the table: the texts used here merged with those stored
-    (:data:`MAX_ENTRIES` at most, else only the texts used here)."""
-    try:
-        with _lock:
-            used = {text: _table[text] for text in _used}
-        table = _read_table()
-        table.update(used)
-        if len(table) > MAX_ENTRIES:
-            table = used
-        cache_files.store(_versions(), _KIND, _KEY, marshal.dumps(table))
-    except (OSError, UnsafeCacheFolderError, ValueError) as e:
-        logger.info("cache: dataclass functions not stored (%s)", e)
+    """Store the tables that gained texts here: for each, the texts used
+    here merged with those stored (:data:`MAX_ENTRIES` at most, else only
+    the texts used here)."""
+    with _lock:
+        grown = sorted(_grown)
+        used_of = {package: {text: _tables[package][text]
+                             for text in _used.get(package, ())}
+                   for package in grown}
+    for package in grown:
+        used = used_of[package]
+        try:
+            table = _read_table(package)
+            table.update(used)
+            if len(table) > MAX_ENTRIES:
+                table = used
+            cache_files.store(_versions(), _KIND, f"{_KEY}-{package}",
+                              marshal.dumps(table))
+        except (OSError, UnsafeCacheFolderError, ValueError) as e:
+            logger.info("cache: dataclass functions of %s not stored (%s)",
+                        package, e)
 
 
 def install() -> None:
@@ -334,13 +377,15 @@ def install() -> None:
     cache = os.environ.get("PYTATO_LIKE_CACHE", "").strip().lower()
     if cache and cache not in SWITCH_ON:
         return
+    # the package's own table now: a folder the disk cache refuses leaves
+    # dataclasses alone (the other tables are read at their first class)
     try:
-        stored = _read_table()
+        stored = _read_table("pytato_like")
     except (OSError, UnsafeCacheFolderError) as e:
         logger.info("cache: dataclass functions not read (%s)", e)
         return
-    _table.update(stored)
-    _counts["loaded"] = len(stored)
+    _tables["pytato_like"] = stored
+    _counts["loaded"] += len(stored)
     dataclasses.exec = cached_exec  # type: ignore[attr-defined]
     _bind_compile()
 

@@ -134,7 +134,7 @@ def test_other_calls_of_exec_are_the_builtin():
 
 
 _REPORT = ("import json, pytato_like.dataclass_code as d; "
-           "print(json.dumps(d.stats()))")
+           "print(json.dumps(dict(d.stats(), tables=sorted(d._tables))))")
 
 
 def _fresh_process(folder, **env) -> dict:
@@ -152,29 +152,56 @@ def _table_files(folder) -> list[str]:
 
 
 def test_the_table_is_read_by_the_next_process(tmp_path):
+    """One table per package whose classes were declared, stored at exit
+    and read by the next process, which compiles nothing; a package whose
+    classes are not declared (loopy, not imported) has no table read."""
     first = _fresh_process(tmp_path)
     assert first["installed"] and first["loaded"] == 0
     assert first["compiled"] > 40  # the package's classes and pymbolic's
-    assert len(_table_files(tmp_path)) == 1
+    assert {"pytato_like", "pymbolic"} <= set(first["tables"])
+    assert "loopy" not in first["tables"]
+    assert len(_table_files(tmp_path)) == len(first["tables"])
     second = _fresh_process(tmp_path)
+    assert second["tables"] == first["tables"]
     assert second["loaded"] >= first["compiled"]
     assert second["compiled"] == 0
     assert second["hits"] == first["hits"] + first["compiled"]
+
+
+def test_loopys_classes_come_from_its_own_table(tmp_path):
+    """A process importing loopy compiles its classes' functions once;
+    the next one takes them from loopy's table."""
+    script = ("import json, pytato_like.dataclass_code as d; import loopy;"
+              " print(json.dumps(dict(d.stats(), tables=sorted(d._tables),"
+              " loopy=len(d._used.get('loopy', ())))))")
+    reports = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-c", script],
+            env=dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(tmp_path)),
+            capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        reports.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    first, second = reports
+    assert "loopy" in first["tables"] and first["loopy"] > 100
+    assert second["loopy"] == first["loopy"]
+    assert second["compiled"] == 0
+    assert second["loaded"] >= first["compiled"]
 
 
 def test_a_planted_table_is_never_run(tmp_path):
     """A table signed with another secret (or none) is a miss: its code
     does not run, and the import compiles the functions itself."""
     _fresh_process(tmp_path)
-    (path,) = _table_files(tmp_path)
     marker = tmp_path / "ran"
     payload_code = compile(f"open({str(marker)!r}, 'w').close()", "<x>",
                            "exec")
-    stored = marshal.loads(open(path, "rb").read()[len(cache_files.MAGIC)
-                                                    + 32:])
-    planted = marshal.dumps(dict.fromkeys(stored, payload_code))
-    with open(path, "wb") as f:  # right format, signature of another key
-        f.write(cache_files.MAGIC + os.urandom(32) + planted)
+    for path in _table_files(tmp_path):
+        stored = marshal.loads(open(path, "rb").read()[
+            len(cache_files.MAGIC) + 32:])
+        planted = marshal.dumps(dict.fromkeys(stored, payload_code))
+        with open(path, "wb") as f:  # right format, another key's signature
+            f.write(cache_files.MAGIC + os.urandom(32) + planted)
     report = _fresh_process(tmp_path)
     assert report["loaded"] == 0 and report["compiled"] > 40
     assert not marker.exists()
@@ -213,19 +240,22 @@ def test_the_stored_table_merges_and_is_bounded(tmp_path, monkeypatch):
     old = {f"x{k} = {k}": compile(f"x{k} = {k}", "<string>", "exec")
            for k in range(3)}
     cache_files.store(dataclass_code._versions(), dataclass_code._KIND,
-                      dataclass_code._KEY, marshal.dumps(old))
-    used = dict(list(dataclass_code._table.items())[:2])
-    monkeypatch.setattr(dataclass_code, "_used", set(used))
+                      f"{dataclass_code._KEY}-pymbolic", marshal.dumps(old))
+    used = dict(list(dataclass_code._tables["pymbolic"].items())[:2])
+    monkeypatch.setattr(dataclass_code, "_used", {"pymbolic": set(used)})
+    monkeypatch.setattr(dataclass_code, "_grown", {"pymbolic"})
     dataclass_code._save()
-    stored = dataclass_code._read_table()
+    stored = dataclass_code._read_table("pymbolic")
     assert set(stored) == set(old) | set(used)
     namespace: dict = {}
     exec(stored["x2 = 2"], namespace)
     assert namespace["x2"] == 2
+    # only the tables that grew are written
+    assert dataclass_code._read_table("pytato_like") == {}
 
     monkeypatch.setattr(dataclass_code, "MAX_ENTRIES", 4)
     dataclass_code._save()
-    assert set(dataclass_code._read_table()) == set(used)
+    assert set(dataclass_code._read_table("pymbolic")) == set(used)
 
 
 def test_texts_compile_with_the_future_flags_of_dataclasses():
@@ -303,7 +333,8 @@ def test_an_expression_class_declared_from_the_table_is_pymbolics():
     assert after_second["hits"] > after_first["hits"]
     # pymbolic's functions for the package's class are in the table under
     # their file name; none for the other class
-    keys = [key for key in dataclass_code._table if key.startswith("\0")]
+    keys = [key for key in dataclass_code._tables["pytato_like"]
+            if key.startswith("\0")]
     assert any("'pytato_like._expr_probe.Scaled'" in key for key in keys)
     assert not any("elsewhere_expr" in key for key in keys)
 
@@ -356,7 +387,8 @@ def test_pymbolic_imported_first_serves_later_classes(tmp_path):
               " from pytato_like import dataclass_code as d;"
               " print(json.dumps(dict(d.stats(),"
               " bound=p.compile is d.cached_compile,"
-              " served=sum(k.startswith(chr(0)) for k in d._used))))")
+              " served=sum(k.startswith(chr(0))"
+              " for k in d._used['pytato_like']))))")
     reports = []
     for _ in range(2):
         proc = subprocess.run(
