@@ -137,11 +137,13 @@ _REPORT = ("import json, pytato_like.dataclass_code as d; "
            "print(json.dumps(dict(d.stats(), tables=sorted(d._tables))))")
 
 
-def _fresh_process(folder, **env) -> dict:
+def _fresh_process(folder, script: str = _REPORT, **env) -> dict:
+    """The JSON *script* prints last, run in a new interpreter with the
+    cache folder *folder*."""
     proc = subprocess.run(
-        [sys.executable, "-c", _REPORT],
+        [sys.executable, "-c", script],
         env=dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(folder), **env),
-        capture_output=True, text=True, timeout=120)
+        capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -174,15 +176,7 @@ def test_loopys_classes_come_from_its_own_table(tmp_path):
     script = ("import json, pytato_like.dataclass_code as d; import loopy;"
               " print(json.dumps(dict(d.stats(), tables=sorted(d._tables),"
               " loopy=len(d._used.get('loopy', ())))))")
-    reports = []
-    for _ in range(2):
-        proc = subprocess.run(
-            [sys.executable, "-c", script],
-            env=dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(tmp_path)),
-            capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr
-        reports.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    first, second = reports
+    first, second = (_fresh_process(tmp_path, script) for _ in range(2))
     assert "loopy" in first["tables"] and first["loopy"] > 100
     assert second["loopy"] == first["loopy"]
     assert second["compiled"] == 0
@@ -389,14 +383,7 @@ def test_pymbolic_imported_first_serves_later_classes(tmp_path):
               " bound=p.compile is d.cached_compile,"
               " served=sum(k.startswith(chr(0))"
               " for k in d._used['pytato_like']))))")
-    reports = []
-    for _ in range(2):
-        proc = subprocess.run(
-            [sys.executable, "-c", script],
-            env=dict(os.environ, PYTATO_LIKE_CACHE_DIR=str(tmp_path)),
-            capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr
-        reports.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    reports = [_fresh_process(tmp_path, script) for _ in range(2)]
     for report in reports:
         assert report["bound"] and report["compile_bound"]
         assert report["served"] > 0
