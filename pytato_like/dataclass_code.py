@@ -84,7 +84,7 @@ import re
 import sys
 import threading
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pytato_like import cache_files
 from pytato_like._env import SWITCH_ON, env_flag
@@ -182,13 +182,7 @@ def cached_exec(source: str | types.CodeType,
     package = (not args and not kwargs and type(globals) is dict
                and _scope_of(globals.get("__name__")))
     if package and isinstance(source, str):
-        code = _table_of(package).get(source)
-        if code is None:
-            code = _compile(source)
-            _add(package, source, code)
-        else:
-            _counts["hits"] += 1
-        _used.setdefault(package, set()).add(source)
+        code = _served(package, source, _compile)
         return builtins.exec(code, globals, locals)
     if type(source) is str:
         source = _compile(source)
@@ -259,29 +253,33 @@ def cached_compile(source: object, filename: object, mode: str,
                and not flags & ~_FUTURE_MASK and optimize == -1
                and not kwargs and _scope_of(_augmented_module(filename)))
     if package:
-        key = f"\0{filename}\0{flags}\0{source}"
-        code = _table_of(package).get(key)
-        if code is None:
-            code = compile(source, filename, mode, flags, True)  # type: ignore[call-overload]
-            _add(package, key, code)
-        else:
-            _counts["hits"] += 1
-        _used.setdefault(package, set()).add(key)
-        return code
+        return _served(
+            package, f"\0{filename}\0{flags}\0{source}",
+            lambda _key: compile(source, filename, mode,  # type: ignore[call-overload]
+                                 flags, True))
     return compile(source, filename, mode, flags, True,  # type: ignore[call-overload]
                    optimize, **kwargs)
 
 
-def _add(package: str, key: str, code: types.CodeType) -> None:
-    """Put a code object compiled here in *package*'s table (stored at
-    exit)."""
-    with _lock:
-        _tables[package][key] = code
-        _grown.add(package)
-        _counts["compiled"] += 1
-        if not _state["save_registered"]:
-            _state["save_registered"] = True
-            atexit.register(_save)
+def _served(package: str, key: str,
+            make: Callable[[str], types.CodeType]) -> types.CodeType:
+    """The code of *key* from *package*'s table; ``make(key)`` compiles it
+    when the table lacks it, and it is added (stored at exit)."""
+    table = _table_of(package)
+    code = table.get(key)
+    if code is None:
+        code = make(key)
+        with _lock:
+            table[key] = code
+            _grown.add(package)
+            _counts["compiled"] += 1
+            if not _state["save_registered"]:
+                _state["save_registered"] = True
+                atexit.register(_save)
+    else:
+        _counts["hits"] += 1
+    _used.setdefault(package, set()).add(key)
+    return code
 
 
 class _CompileBinder(importlib.abc.MetaPathFinder):
