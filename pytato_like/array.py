@@ -133,6 +133,7 @@ from pytato_like.diagnostic import (
     ShapeMismatchError,
     TagNotPresentError,
 )
+from pytato_like.diagnostic import NonUniqueTagError as DiagnosticNonUniqueTagError
 from pytato_like.tags import CreatedAt, CreationStack
 
 if TYPE_CHECKING:
@@ -1160,9 +1161,9 @@ def unique_tags(tags: frozenset[Tag], what: str) -> frozenset[Tag]:
     try:
         return check_tag_uniqueness(tags)
     except NonUniqueTagError as err:
-        from pytato_like.diagnostic import NonUniqueTagError as _Error
-        raise _Error(f"tags {sorted(map(repr, tags))} of {what}: {err}"
-                     ) from None
+        # (the package's error, which is also pytools')
+        raise DiagnosticNonUniqueTagError(
+            f"tags {sorted(map(repr, tags))} of {what}: {err}") from None
 
 # }}}
 

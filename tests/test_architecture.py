@@ -139,8 +139,11 @@ LIMITS = {
     "import_cycles_with_function_imports": 0,
     # 24 reached; 27 since the code generator is imported on a plan cache
     # miss only (generate_loopy, BoundPyOpenCLProgram.programs,
-    # unit._UnitBuilder.build): a warm start runs without its modules
-    "package_imports_inside_functions": 27,
+    # unit._UnitBuilder.build): a warm start runs without its modules;
+    # 26 since the translation-unit builder and the outlined runners are
+    # imported on first use too (two imports of target.numpy and one of
+    # array moved to module level)
+    "package_imports_inside_functions": 26,
     "any": 112,
     "environment_reads_at_import": 1,
     "call_entry_points": 1,

@@ -47,7 +47,12 @@ from pytato_like.array import (
     make_dict_of_named_arrays,
 )
 from pytato_like.cmath import C99_TO_NUMPY
-from pytato_like.diagnostic import PytatoLikeError, UnknownIndexLambdaExpr
+from pytato_like.diagnostic import (
+    IndexOutOfBoundsError,
+    NegativeIntegerPowerError,
+    PytatoLikeError,
+    UnknownIndexLambdaExpr,
+)
 from pytato_like.scalar_expr import C99_FUNCTION_PREFIX
 from pytato_like.target import (
     Target,
@@ -198,7 +203,6 @@ class IndexLambdaEvaluator:
         try:
             return np.power(self.rec(expr.base), self.rec(expr.exponent))
         except ValueError as err:   # NumPy's, typed as the device's
-            from pytato_like.diagnostic import NegativeIntegerPowerError
             raise NegativeIntegerPowerError(str(err)) from err
 
     def map_left_shift(self, expr):
@@ -386,7 +390,6 @@ class _NodeEvaluator:
         try:
             return self.value(node.array)[_index_key(node.indices, self.values)]
         except IndexError as err:   # NumPy's, typed as the device's
-            from pytato_like.diagnostic import IndexOutOfBoundsError
             raise IndexOutOfBoundsError(
                 f"{err} (indexing an array of shape {node.array.shape})") from err
 

@@ -60,15 +60,17 @@ from pytato_like.target.loopy.bound import (
 )
 from pytato_like.target.loopy import host_first_call
 from pytato_like.target.loopy.options import CodegenOptions
-from pytato_like.tags import ImplementationStrategy, ImplInlined, ImplStored
-from pytato_like.target.loopy.outlined import (
-    generate_outlined_program,
-    has_outlined_nodes,
+from pytato_like.tags import (
+    ImplementationStrategy,
+    ImplInlined,
+    ImplStored,
+    Named,
+    PrefixNamed,
 )
+from pytato_like.target.loopy.outlined_kinds import has_outlined_nodes
 from pytato_like.target.loopy.pocl_warmup import start_compiler_warmup
 from pytato_like.target.loopy.report import ProgramStats, compiling, report_enabled
 from pytato_like.target.loopy.report import logger as report_logger
-from pytato_like.target.loopy.unit import DEFAULT_ARRAY_TAGS_NOT_PROPAGATED
 from pytato_like.transform.runtime_checks import add_runtime_checks
 from pytato_like.transform.signed_indices import store_unsigned_indices
 from pytato_like.transform.split_reductions import split_full_reductions
@@ -77,6 +79,11 @@ __all__ = ["BoundProgram", "BoundPyOpenCLExecutable", "BoundPyOpenCLProgram",
            "CodegenOptions", "ImplInlined", "ImplStored", "ImplSubstitution",
            "ImplementationStrategy", "LoopyBoundProgram", "LoopyPyOpenCLTarget",
            "LoopyTarget", "generate_loopy"]
+
+
+#: the array tag types pytato does not copy onto loopy variables by default
+DEFAULT_ARRAY_TAGS_NOT_PROPAGATED: frozenset[type] = frozenset(
+    [ImplStored, Named, PrefixNamed])
 
 
 class ImplSubstitution(ImplementationStrategy):
@@ -234,13 +241,16 @@ def generate_loopy(result: Array | DictOfNamedArrays | dict[str, Array],
     order = topological_order(list(outputs.values()))
     inputs = gather_program_inputs(order)
     if has_outlined_nodes(order):
+        # (imported here: the runners of outlined nodes, and the modules
+        # registering the package's own kinds, load for such DAGs only)
+        import pytato_like.target.loopy.outlined as outlined_module
         sub_options = _as_dict_result_options(options_arg)
 
         def compile_dag(arrays):
             return generate_loopy(arrays, target, sub_options,
                                   function_name=function_name, cl_device=cl_device)
-        outlined = generate_outlined_program(outputs, order, single, inputs,
-                                             compile_dag, target)
+        outlined = outlined_module.generate_outlined_program(
+            outputs, order, single, inputs, compile_dag, target)
 
         def unit_program():
             from pytato_like.transform.calls import (

@@ -56,13 +56,6 @@ from pytato_like.target.loopy.device import (
     to_host,
 )
 from pytato_like.target.loopy.report import ProgramStats
-from pytato_like.target.loopy.unit import (
-    UnitInterface,
-    UnitRunner,
-    build_translation_unit,
-    same_code,
-    unit_data_wrappers,
-)
 from pytato_like.transform.runtime_checks import raise_failed_checks
 
 if TYPE_CHECKING:
@@ -71,8 +64,11 @@ if TYPE_CHECKING:
     import pyopencl.array as cla
     import pyopencl.tools as cl_tools
 
+    from types import ModuleType
+
     from pytato_like.array import Array
     from pytato_like.target.loopy.options import CodegenOptions
+    from pytato_like.target.loopy.unit import UnitInterface, UnitRunner
 
 # context -> memory pool (one per context, shared by all programs)
 _POOLS: dict[cl.Context, cl_tools.MemoryPool] = {}
@@ -86,6 +82,16 @@ def _pool(queue):
         pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue))
         _POOLS[ctx] = pool
     return pool
+
+
+def _unit() -> ModuleType:
+    """:mod:`~pytato_like.target.loopy.unit`, imported on first use: the
+    translation unit is built when :attr:`BoundPyOpenCLProgram.program`
+    is asked for or transformed, which the run of a cached program never
+    needs (the builder, and the outlined kinds it registers, were ~8 ms
+    of importing the loopy target)."""
+    import pytato_like.target.loopy.unit as unit
+    return unit
 
 
 def _is_host_value(value) -> bool:
@@ -274,15 +280,15 @@ class BoundPyOpenCLProgram(BoundProgram):
                 ).hexdigest()
                 record = cache.get_unit(key)
                 if record is not None:
-                    dws = unit_data_wrappers(self._unit_outputs)
+                    dws = _unit().unit_data_wrappers(self._unit_outputs)
                     if len(dws) == len(record["data_arg_names"]):
                         fields = {k: v for k, v in record.items()
                                   if k != "data_arg_names"}
-                        self._unit_interface = UnitInterface(
+                        self._unit_interface = _unit().UnitInterface(
                             data_args=list(zip(record["data_arg_names"], dws,
                                                strict=True)), **fields)
                         return self._unit_interface
-            iface = build_translation_unit(
+            iface = _unit().build_translation_unit(
                 self._unit_outputs, self.options, lp_options, self.function_name)
             if key is not None:
                 import dataclasses
@@ -389,8 +395,8 @@ class BoundPyOpenCLProgram(BoundProgram):
         # an unchanged code keeps the fast plan (arraycontext tags the
         # kernel, its tests apply the identity)
         if self._runner is not None or self.plan is None \
-                or not same_code(self._interface().t_unit, program):
-            self._runner = UnitRunner(self._interface(), program)
+                or not _unit().same_code(self._interface().t_unit, program):
+            self._runner = _unit().UnitRunner(self._interface(), program)
             self._replays = {}
             self._last_replay = None
         self._program = program
@@ -563,7 +569,7 @@ class BoundPyOpenCLProgram(BoundProgram):
                 f"inputs must be passed by name; got {len(args)} positional "
                 "argument(s)")
         if self._runner is None and self.plan is None:
-            self._runner = UnitRunner(self._interface(), self.program)
+            self._runner = _unit().UnitRunner(self._interface(), self.program)
         if self._runner is not None:
             return self._run_unit(queue, allocator, wait_for, out_host, kwargs)
         t_start = time.perf_counter()

@@ -43,9 +43,10 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import pymbolic.primitives as prim
 
-# the kinds of external.py and sparse.py register on their import (the
+# the package's own outlined kinds register on their modules' import (the
 # check for owners other than sparse products reads the registry)
 import pytato_like.target.loopy.external
+import pytato_like.target.loopy.function_calls
 import pytato_like.target.loopy.sparse  # noqa: F401
 from pytato_like._traversal import topological_order
 from pytato_like.array import (
@@ -57,14 +58,15 @@ from pytato_like.array import (
 )
 from pytato_like.diagnostic import PytatoLikeError
 from pytato_like.sparse import CSRMatmul
-from pytato_like.tags import ForceValueArgTag, ImplStored, Named, PrefixNamed
+from pytato_like.tags import ForceValueArgTag
 from pytato_like.target import gather_program_inputs, unwrap_named
+from pytato_like.target.loopy.cut_results import ResultsAsPlaceholders
 from pytato_like.target.loopy.device import to_device, to_host
 from pytato_like.target.loopy.instructions import lower_stored_arrays
 from pytato_like.target.loopy.naming import CL_FUNCTIONS, C_KEYWORDS, ProgramNames
 from pytato_like.target.loopy.options import CodegenOptions
 from pytato_like.target.loopy.plan import BufferSpec, storage_dtype
-from pytato_like.target.loopy.outlined_kinds import OWNERS, ResultsAsPlaceholders
+from pytato_like.target.loopy.outlined_kinds import OWNERS
 
 if TYPE_CHECKING:
     import loopy as lp
@@ -76,14 +78,6 @@ if TYPE_CHECKING:
 
 #: the output name of a single-array result (pytato's)
 SINGLE_OUTPUT_NAME = "_pt_out"
-
-
-def _default_array_tags_not_propagated() -> frozenset[type]:
-    return frozenset([ImplStored, Named, PrefixNamed])
-
-
-#: the array tag types pytato does not copy onto loopy variables by default
-DEFAULT_ARRAY_TAGS_NOT_PROPAGATED = _default_array_tags_not_propagated()
 
 
 @dataclasses.dataclass
